@@ -1,0 +1,160 @@
+package fleetstate
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a machine-readable error code. Codes are part of the wire
+// protocol shared with fleet-state-mgr and with MCP clients: a code is never
+// renamed and never reused for another meaning.
+type Code string
+
+// Codes of the store, spelled as fleet-state-mgr spells them.
+const (
+	// CodeNoActiveSession: an operation needs a current session and none was
+	// started.
+	CodeNoActiveSession Code = "ERR_NO_ACTIVE_SESSION"
+	// CodeFileExists: put without overwrite found the file already there.
+	CodeFileExists Code = "ERR_FILE_EXISTS"
+	// CodeCanOnlyRetrieveFiles: a string is not a file ID.
+	CodeCanOnlyRetrieveFiles Code = "ERR_CAN_ONLY_RETRIEVE_FILES"
+	// CodeSessionNotValid: the session named does not exist.
+	CodeSessionNotValid Code = "ERR_SESSION_NOT_VALID"
+	// CodeAgentNotValid: the agent has no directory in the session.
+	CodeAgentNotValid Code = "ERR_AGENT_NOT_VALID"
+	// CodeFileNotFound: the file does not exist in the agent's directory.
+	CodeFileNotFound Code = "ERR_FILE_NOT_FOUND"
+)
+
+// Codes fleetstate adds for input that fleet-state-mgr would have accepted
+// unchecked.
+const (
+	// CodeInvalidAgentName: an agent name breaks the rules of [ValidateAgentName].
+	CodeInvalidAgentName Code = "ERR_INVALID_AGENT_NAME"
+	// CodeInvalidFileName: a file name breaks the rules of [ValidateFileName].
+	CodeInvalidFileName Code = "ERR_INVALID_FILE_NAME"
+	// CodeInvalidSessionName: a session name is empty, too long, not UTF-8
+	// or holds control characters.
+	CodeInvalidSessionName Code = "ERR_INVALID_SESSION_NAME"
+	// CodeContentTooLarge: content is over the store's size limit.
+	CodeContentTooLarge Code = "ERR_CONTENT_TOO_LARGE"
+	// CodePathConflict: a file name collides with an existing directory, or
+	// one of its folders is an existing file.
+	CodePathConflict Code = "ERR_PATH_CONFLICT"
+	// CodePathEscape: a path inside the state directory is a symbolic link;
+	// the store does not follow links.
+	CodePathEscape Code = "ERR_PATH_ESCAPE"
+	// CodeInternal: an unexpected failure, usually of the file system. It is
+	// also what [CodeOf] reports for errors that carry no code.
+	CodeInternal Code = "ERR_INTERNAL"
+)
+
+// Error is the error type of the package. It carries a [Code], the operation
+// that failed and, where there is one, the underlying error.
+//
+// Error matches other errors by code: errors.Is(err, ErrFileExists) holds for
+// every *Error with [CodeFileExists], however it is wrapped.
+type Error struct {
+	Code Code   // what went wrong, for programs
+	Op   string // the operation, such as "put" or "parse file ID"
+	Err  error  // the detail or the underlying error; may be nil
+}
+
+func (e *Error) Error() string {
+	msg := "fleetstate: "
+	if e.Op != "" {
+		msg += e.Op + ": "
+	}
+	msg += codeText(e.Code)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinels for use with errors.Is. Each matches every [*Error] with its code.
+var (
+	ErrNoActiveSession      = &Error{Code: CodeNoActiveSession}
+	ErrFileExists           = &Error{Code: CodeFileExists}
+	ErrCanOnlyRetrieveFiles = &Error{Code: CodeCanOnlyRetrieveFiles}
+	ErrSessionNotValid      = &Error{Code: CodeSessionNotValid}
+	ErrAgentNotValid        = &Error{Code: CodeAgentNotValid}
+	ErrFileNotFound         = &Error{Code: CodeFileNotFound}
+	ErrInvalidAgentName     = &Error{Code: CodeInvalidAgentName}
+	ErrInvalidFileName      = &Error{Code: CodeInvalidFileName}
+	ErrInvalidSessionName   = &Error{Code: CodeInvalidSessionName}
+	ErrContentTooLarge      = &Error{Code: CodeContentTooLarge}
+	ErrPathConflict         = &Error{Code: CodePathConflict}
+	ErrPathEscape           = &Error{Code: CodePathEscape}
+	ErrInternal             = &Error{Code: CodeInternal}
+)
+
+// CodeOf returns the code of the first [*Error] in err's chain,
+// [CodeInternal] for any other non-nil error, and "" for nil.
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+func codeText(c Code) string {
+	switch c {
+	case CodeNoActiveSession:
+		return "no active session"
+	case CodeFileExists:
+		return "file exists"
+	case CodeCanOnlyRetrieveFiles:
+		return "not a file ID"
+	case CodeSessionNotValid:
+		return "session does not exist"
+	case CodeAgentNotValid:
+		return "agent has no files in the session"
+	case CodeFileNotFound:
+		return "file not found"
+	case CodeInvalidAgentName:
+		return "invalid agent name"
+	case CodeInvalidFileName:
+		return "invalid file name"
+	case CodeInvalidSessionName:
+		return "invalid session name"
+	case CodeContentTooLarge:
+		return "content too large"
+	case CodePathConflict:
+		return "path conflicts with an existing file or directory"
+	case CodePathEscape:
+		return "symbolic link inside the state directory"
+	case CodeInternal:
+		return "internal error"
+	}
+	return string(c)
+}
+
+// newError returns an *Error whose detail is formatted like fmt.Errorf.
+func newError(code Code, op, format string, args ...any) *Error {
+	return &Error{Code: code, Op: op, Err: fmt.Errorf(format, args...)}
+}
+
+// quote quotes s for an error message, clipped so that hostile input of any
+// length gives a message of bounded size.
+func quote(s string) string {
+	const max = 64
+	if len(s) > max {
+		return fmt.Sprintf("%q…", s[:max])
+	}
+	return fmt.Sprintf("%q", s)
+}

@@ -1,0 +1,242 @@
+package fleetstate
+
+import (
+	"errors"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Limits on names. They are far above what agents use and low enough that a
+// file ID always fits the path limits of common file systems.
+const (
+	MaxAgentNameLen   = 128  // bytes in an agent name
+	MaxFileNameLen    = 1024 // bytes in a file name, separators included
+	MaxSegmentLen     = 255  // bytes in one segment of a file name
+	MaxSessionNameLen = 256  // bytes in a session name
+)
+
+const (
+	fileIDPrefix = "fsm::file::"
+	fileIDSep    = "::"
+	// tempPrefix starts the names of the store's temporary files. File name
+	// segments may not start with it, so a temporary file never shadows a
+	// stored one.
+	tempPrefix = ".fleetstate-tmp-"
+)
+
+// FileID names a stored file: the session it was written in, the agent that
+// wrote it and its file name. Its text form is
+//
+//	fsm::file::SESSION_ID::AGENT_NAME::FILE_NAME
+//
+// The session ID is a UUID in canonical lower-case form and the agent name
+// never contains "::", so the first two separators after the prefix are
+// always the boundaries; everything after the second one is the file name,
+// which may itself contain "::". That is why ParseFileID(id.String()) == id
+// holds for every valid ID.
+//
+// FileID is a comparable value type. The zero value is not a valid ID:
+// [FileID.IsValid] reports false and [FileID.String] returns "".
+type FileID struct {
+	session string
+	agent   string
+	name    string
+}
+
+// NewFileID returns the ID of file name written by agent in session, after
+// checking each part.
+func NewFileID(session, agent, name string) (FileID, error) {
+	const op = "file ID"
+	if !isSessionID(session) {
+		return FileID{}, newError(CodeCanOnlyRetrieveFiles, op, "session %s is not a lower-case UUID", quote(session))
+	}
+	if err := checkAgentName(op, agent); err != nil {
+		return FileID{}, err
+	}
+	if err := checkFileName(op, name); err != nil {
+		return FileID{}, err
+	}
+	return FileID{session: session, agent: agent, name: name}, nil
+}
+
+// ParseFileID parses the text form of a file ID. Anything that is not a
+// valid ID, including an ID whose agent or file name breaks the naming
+// rules, is an error with [CodeCanOnlyRetrieveFiles] that quotes the input.
+func ParseFileID(s string) (FileID, error) {
+	const op = "parse file ID"
+	fail := func(why string) (FileID, error) {
+		return FileID{}, newError(CodeCanOnlyRetrieveFiles, op, "%s: %s", quote(s), why)
+	}
+	rest, ok := strings.CutPrefix(s, fileIDPrefix)
+	if !ok {
+		return fail("missing prefix " + fileIDPrefix)
+	}
+	session, rest, ok := strings.Cut(rest, fileIDSep)
+	if !ok {
+		return fail("missing agent name")
+	}
+	agent, name, ok := strings.Cut(rest, fileIDSep)
+	if !ok {
+		return fail("missing file name")
+	}
+	if !isSessionID(session) {
+		return fail("session is not a lower-case UUID")
+	}
+	if err := validateAgentName(agent); err != nil {
+		return fail("agent name: " + err.Error())
+	}
+	if err := validateFileName(name); err != nil {
+		return fail("file name: " + err.Error())
+	}
+	return FileID{session: session, agent: agent, name: name}, nil
+}
+
+// IsValid reports whether id is a valid file ID, that is, not the zero value.
+func (id FileID) IsValid() bool { return id.session != "" }
+
+// Session returns the ID of the session the file belongs to.
+func (id FileID) Session() string { return id.session }
+
+// Agent returns the name of the agent that wrote the file.
+func (id FileID) Agent() string { return id.agent }
+
+// Name returns the file name, a slash-separated relative path.
+func (id FileID) Name() string { return id.name }
+
+// String returns the text form of id, or "" for the zero value.
+func (id FileID) String() string {
+	if !id.IsValid() {
+		return ""
+	}
+	return fileIDPrefix + id.session + fileIDSep + id.agent + fileIDSep + id.name
+}
+
+// MarshalText implements [encoding.TextMarshaler]. The zero value marshals
+// to empty text.
+func (id FileID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText implements [encoding.TextUnmarshaler]. Empty text gives the
+// zero value, so that a zero FileID survives a round trip.
+func (id *FileID) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*id = FileID{}
+		return nil
+	}
+	v, err := ParseFileID(string(text))
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
+// isSessionID reports whether s is a UUID in the canonical form the store
+// writes: 36 characters, lower-case hexadecimal and hyphens.
+func isSessionID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	u, err := uuid.Parse(s)
+	return err == nil && u.String() == s
+}
+
+// ValidateAgentName reports whether name is a valid agent name: one path
+// segment of at most [MaxAgentNameLen] bytes of UTF-8, not "." or "..",
+// without "/", "\", "::" or control characters. The error has
+// [CodeInvalidAgentName].
+func ValidateAgentName(name string) error { return checkAgentName("validate agent name", name) }
+
+// ValidateFileName reports whether name is a valid file name: one or more
+// segments joined by "/", at most [MaxFileNameLen] bytes of UTF-8 in all.
+// Each segment is at most [MaxSegmentLen] bytes, not empty, not "." or "..",
+// without "\" or control characters, and does not start with the prefix the
+// store reserves for its temporary files. "::" is allowed. The error has
+// [CodeInvalidFileName].
+func ValidateFileName(name string) error { return checkFileName("validate file name", name) }
+
+func checkAgentName(op, name string) error {
+	if err := validateAgentName(name); err != nil {
+		return &Error{Code: CodeInvalidAgentName, Op: op, Err: errors.New(quote(name) + ": " + err.Error())}
+	}
+	return nil
+}
+
+func checkFileName(op, name string) error {
+	if err := validateFileName(name); err != nil {
+		return &Error{Code: CodeInvalidFileName, Op: op, Err: errors.New(quote(name) + ": " + err.Error())}
+	}
+	return nil
+}
+
+func validateAgentName(name string) error {
+	if len(name) > MaxAgentNameLen {
+		return errors.New("longer than the limit")
+	}
+	if strings.Contains(name, fileIDSep) {
+		return errors.New(`contains "::"`)
+	}
+	return validateSegment(name)
+}
+
+func validateFileName(name string) error {
+	if name == "" {
+		return errors.New("empty")
+	}
+	if len(name) > MaxFileNameLen {
+		return errors.New("longer than the limit")
+	}
+	for seg := range strings.SplitSeq(name, "/") {
+		if err := validateSegment(seg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateSegment checks one path segment; its error says why in a few
+// words and leaves quoting the input to the caller.
+func validateSegment(seg string) error {
+	switch {
+	case seg == "":
+		return errors.New("empty path segment")
+	case seg == "." || seg == "..":
+		return errors.New(`"." or ".." path segment`)
+	case len(seg) > MaxSegmentLen:
+		return errors.New("path segment longer than the limit")
+	case strings.HasPrefix(seg, tempPrefix):
+		return errors.New("path segment uses the reserved prefix " + tempPrefix)
+	case !utf8.ValidString(seg):
+		return errors.New("not valid UTF-8")
+	}
+	for _, r := range seg {
+		switch {
+		case r == '/' || r == '\\':
+			return errors.New("contains a path separator")
+		case unicode.IsControl(r):
+			return errors.New("contains a control character")
+		}
+	}
+	return nil
+}
+
+// validateSessionName checks a session's name, which is stored on one line
+// of current_run.txt and previous_run_log.txt.
+func validateSessionName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > MaxSessionNameLen:
+		return errors.New("longer than the limit")
+	case !utf8.ValidString(name):
+		return errors.New("not valid UTF-8")
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return errors.New("contains a control character")
+		}
+	}
+	return nil
+}

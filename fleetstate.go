@@ -1,0 +1,526 @@
+package fleetstate
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/afero"
+)
+
+// DefaultDirName is the name of the state directory when neither the caller
+// nor the environment names one. It is relative to the working directory.
+const DefaultDirName = ".ai-fleet-state"
+
+// EnvStateDir is the environment variable that overrides [DefaultDirName].
+const EnvStateDir = "FLEET_STATE_DIRECTORY"
+
+// DefaultMaxContentSize is the largest content a store accepts when
+// [Options.MaxContentSize] is zero.
+const DefaultMaxContentSize = 16 << 20
+
+// Names inside the state directory. Everything the store or the rendezvous
+// keeps for itself lives under privateDir, which fleet-state-mgr never
+// writes; the rest is fleet-state-mgr's layout.
+const (
+	currentRunFile = "current_run.txt"
+	runLogFile     = "previous_run_log.txt"
+	privateDir     = ".fleetstate"
+	lockFile       = "lock"
+	sessionSep     = ":::"
+	// staleTempAge is how old a temporary file must be before the store
+	// takes it for the leftover of a crashed writer and removes it.
+	staleTempAge = 10 * time.Minute
+)
+
+// Permissions of what the store creates: the state directory holds other
+// agents' work and, later, credentials, so it is private to its owner.
+const (
+	dirPerm  = 0o700
+	filePerm = 0o600
+)
+
+// Options configure a [Store]. A nil *Options means the defaults documented
+// on each field.
+type Options struct {
+	// MaxContentSize bounds the content of one file, in bytes, for Put and
+	// Get. Zero means DefaultMaxContentSize.
+	MaxContentSize int64
+
+	// SyncWrites makes Put flush each file to stable storage before it
+	// returns. Without it a put survives the crash of the process (the
+	// rename is atomic) but not necessarily a power failure.
+	SyncWrites bool
+
+	// NoGitIgnore stops Open from adding the state directory to the
+	// .gitignore of the git work tree that contains it.
+	NoGitIgnore bool
+}
+
+// Store keeps files per session and per agent in a state directory on an
+// [afero.Fs], in the layout of fleet-state-mgr.
+//
+// A Store is safe for concurrent use by multiple goroutines, and several
+// processes may open stores on the same directory of the operating system's
+// file system: writes are atomic, create-if-absent is exclusive across
+// processes, and session changes are serialised by a file lock.
+type Store struct {
+	fs         afero.Fs
+	dir        string
+	osFs       bool // fs is the operating system's, so hard links and flock work
+	maxContent int64
+	syncWrites bool
+	now        func() time.Time // seam for tests of stale temporary files
+
+	// commitMu makes the check and the rename of a write one step on file
+	// systems other than the operating system's, where no exclusive link
+	// is available. Those file systems live in this process only.
+	commitMu sync.Mutex
+	// sessionMu serialises session changes within the process; a file lock
+	// does it across processes.
+	sessionMu sync.Mutex
+}
+
+// DefaultDir returns the state directory used when none is given: the value
+// of FLEET_STATE_DIRECTORY if set, otherwise [DefaultDirName]. A relative
+// result is relative to the working directory.
+func DefaultDir() string {
+	if d := os.Getenv(EnvStateDir); d != "" {
+		return d
+	}
+	return DefaultDirName
+}
+
+// Open opens the store kept in dir on fsys, creating the directory if
+// needed. A nil fsys means the operating system's file system; an empty dir
+// means [DefaultDir]. On the operating system's file system a relative dir
+// is made absolute once, so later changes of the working directory do not
+// move the store.
+func Open(fsys afero.Fs, dir string, opts *Options) (*Store, error) {
+	const op = "open"
+	if fsys == nil {
+		fsys = afero.NewOsFs()
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	if dir == "" {
+		dir = DefaultDir()
+	}
+	s := &Store{
+		fs:         fsys,
+		osFs:       isOsFs(fsys),
+		maxContent: opts.MaxContentSize,
+		syncWrites: opts.SyncWrites,
+		now:        time.Now,
+	}
+	if s.maxContent <= 0 {
+		s.maxContent = DefaultMaxContentSize
+	}
+	if s.osFs {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, &Error{Code: CodeInternal, Op: op, Err: err}
+		}
+		dir = abs
+	}
+	s.dir = filepath.Clean(dir)
+	if err := s.fs.MkdirAll(filepath.Join(s.dir, privateDir), dirPerm); err != nil {
+		return nil, s.ioError(op, err)
+	}
+	if !opts.NoGitIgnore {
+		if err := s.ignoreInGit(); err != nil {
+			return nil, s.ioError(op, err)
+		}
+	}
+	return s, nil
+}
+
+func isOsFs(fsys afero.Fs) bool {
+	switch fsys.(type) {
+	case *afero.OsFs, afero.OsFs:
+		return true
+	}
+	return false
+}
+
+// Dir returns the state directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Fs returns the file system the store is kept on.
+func (s *Store) Fs() afero.Fs { return s.fs }
+
+// FileInfo describes a stored file.
+type FileInfo struct {
+	ID      FileID
+	Size    int64
+	ModTime time.Time
+}
+
+// Put stores content as file name of agent in the current session and
+// returns its ID. The name is a relative slash-separated path; its folders
+// are created as needed. Without overwrite, Put fails with [ErrFileExists]
+// if the file exists, and of several concurrent puts of one new name exactly
+// one succeeds. With overwrite the content is replaced atomically: readers
+// see the old content or the new, never a mix.
+//
+// Names are checked before any I/O. On every error the store is unchanged.
+func (s *Store) Put(agent, name string, content []byte, overwrite bool) (FileID, error) {
+	const op = "put"
+	if err := checkAgentName(op, agent); err != nil {
+		return FileID{}, err
+	}
+	if err := checkFileName(op, name); err != nil {
+		return FileID{}, err
+	}
+	if int64(len(content)) > s.maxContent {
+		return FileID{}, newError(CodeContentTooLarge, op, "%d bytes, limit %d", len(content), s.maxContent)
+	}
+	sess, err := s.current(op)
+	if err != nil {
+		return FileID{}, err
+	}
+	id := FileID{session: sess.ID, agent: agent, name: name}
+	parts := id.parts()
+	depth, info, err := s.inspect(op, parts)
+	if err != nil {
+		return FileID{}, err
+	}
+	if depth == len(parts) {
+		if info.IsDir() {
+			return FileID{}, newError(CodePathConflict, op, "%s is a directory", quote(name))
+		}
+		if !overwrite {
+			return FileID{}, newError(CodeFileExists, op, "%s", quote(id.String()))
+		}
+	}
+	final := s.path(parts...)
+	if err := s.fs.MkdirAll(filepath.Dir(final), dirPerm); err != nil {
+		return FileID{}, s.ioError(op, err)
+	}
+	if err := s.writeFile(op, final, content, overwrite); err != nil {
+		if CodeOf(err) == CodeFileExists {
+			err = newError(CodeFileExists, op, "%s", quote(id.String()))
+		}
+		return FileID{}, err
+	}
+	return id, nil
+}
+
+// Get returns the content of the file id names. The session need not be the
+// current one: any session whose directory still exists is readable. The
+// errors say which part is missing: [ErrSessionNotValid],
+// [ErrAgentNotValid] or [ErrFileNotFound].
+func (s *Store) Get(id FileID) ([]byte, error) {
+	const op = "get"
+	if !id.IsValid() {
+		return nil, newError(CodeCanOnlyRetrieveFiles, op, "zero file ID")
+	}
+	parts := id.parts()
+	depth, info, err := s.inspect(op, parts)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case depth == 0:
+		return nil, newError(CodeSessionNotValid, op, "%s", quote(id.session))
+	case depth == 1:
+		return nil, newError(CodeAgentNotValid, op, "%s in session %s", quote(id.agent), id.session)
+	case depth < len(parts) || !info.Mode().IsRegular():
+		return nil, newError(CodeFileNotFound, op, "%s", quote(id.String()))
+	case info.Size() > s.maxContent:
+		return nil, newError(CodeContentTooLarge, op, "%d bytes, limit %d", info.Size(), s.maxContent)
+	}
+	f, err := s.fs.Open(s.path(parts...))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, newError(CodeFileNotFound, op, "%s", quote(id.String()))
+		}
+		return nil, s.ioError(op, err)
+	}
+	defer f.Close()
+	// Read one byte past the limit so that a file that grew since the
+	// stat is still refused rather than truncated.
+	data, err := io.ReadAll(io.LimitReader(f, s.maxContent+1))
+	if err != nil {
+		return nil, s.ioError(op, err)
+	}
+	if int64(len(data)) > s.maxContent {
+		return nil, newError(CodeContentTooLarge, op, "more than %d bytes", s.maxContent)
+	}
+	return data, nil
+}
+
+// List returns the files of a session, of one agent if agent is not empty,
+// sorted by agent and file name. An empty session means the current one.
+// A session that has no directory is [ErrSessionNotValid] unless it is the
+// current session, whose directory appears only with its first file; an
+// agent without files gives an empty list.
+//
+// Temporary files of writes in progress are never listed; those older than
+// ten minutes are leftovers of crashed writers and List removes them.
+func (s *Store) List(session, agent string) ([]FileInfo, error) {
+	const op = "list"
+	if agent != "" {
+		if err := checkAgentName(op, agent); err != nil {
+			return nil, err
+		}
+	}
+	isCurrent := false
+	if session == "" {
+		sess, err := s.current(op)
+		if err != nil {
+			return nil, err
+		}
+		session, isCurrent = sess.ID, true
+	} else if !isSessionID(session) {
+		return nil, newError(CodeSessionNotValid, op, "%s is not a lower-case UUID", quote(session))
+	}
+	depth, info, err := s.inspect(op, []string{session})
+	if err != nil {
+		return nil, err
+	}
+	if depth == 0 || !info.IsDir() {
+		if !isCurrent {
+			if sess, err := s.current(op); err == nil && sess.ID == session {
+				isCurrent = true
+			}
+		}
+		if isCurrent {
+			return []FileInfo{}, nil
+		}
+		return nil, newError(CodeSessionNotValid, op, "%s", quote(session))
+	}
+	files := []FileInfo{}
+	var agents []string
+	if agent != "" {
+		agents = []string{agent}
+	} else {
+		entries, err := s.readDir(s.path(session))
+		if err != nil {
+			return nil, s.ioError(op, err)
+		}
+		for _, e := range entries {
+			if e.IsDir() && validateAgentName(e.Name()) == nil {
+				agents = append(agents, e.Name())
+			}
+		}
+	}
+	for _, a := range agents {
+		files, err = s.walk(session, a, "", files)
+		if err != nil {
+			return nil, s.ioError(op, err)
+		}
+	}
+	slices.SortFunc(files, func(a, b FileInfo) int {
+		if c := strings.Compare(a.ID.agent, b.ID.agent); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID.name, b.ID.name)
+	})
+	return files, nil
+}
+
+// walk appends to files the regular files below folder rel of agent's
+// directory. It skips symbolic links, names no valid ID can address and
+// temporary files, removing the stale ones.
+func (s *Store) walk(session, agent, rel string, files []FileInfo) ([]FileInfo, error) {
+	dir := s.path(session, agent, rel)
+	entries, err := s.readDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return files, nil
+		}
+		return files, err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, tempPrefix) {
+			if e.Mode().IsRegular() && s.now().Sub(e.ModTime()) > staleTempAge {
+				_ = s.fs.Remove(filepath.Join(dir, name)) // best effort; the next List retries
+			}
+			continue
+		}
+		if validateSegment(name) != nil {
+			continue
+		}
+		full := name
+		if rel != "" {
+			full = rel + "/" + name
+		}
+		switch {
+		case e.IsDir():
+			if files, err = s.walk(session, agent, full, files); err != nil {
+				return files, err
+			}
+		case e.Mode().IsRegular() && len(full) <= MaxFileNameLen:
+			files = append(files, FileInfo{
+				ID:      FileID{session: session, agent: agent, name: full},
+				Size:    e.Size(),
+				ModTime: e.ModTime(),
+			})
+		}
+	}
+	return files, nil
+}
+
+// readDir lists a directory without following symbolic links in it: on the
+// operating system's file system Readdir reports links as links.
+func (s *Store) readDir(dir string) ([]os.FileInfo, error) {
+	f, err := s.fs.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdir(-1)
+}
+
+// parts returns the path components of id below the state directory.
+func (id FileID) parts() []string {
+	return append([]string{id.session, id.agent}, strings.Split(id.name, "/")...)
+}
+
+// path joins components below the state directory.
+func (s *Store) path(parts ...string) string {
+	return filepath.Join(append([]string{s.dir}, parts...)...)
+}
+
+// inspect walks parts below the state directory from the top and returns
+// how many of them exist and the information of the deepest that does. No
+// component may be a symbolic link ([ErrPathEscape]) and every component
+// that exists, except the last, must be a directory ([ErrPathConflict]).
+func (s *Store) inspect(op string, parts []string) (depth int, info os.FileInfo, err error) {
+	p := s.dir
+	for i, part := range parts {
+		p = filepath.Join(p, part)
+		fi, err := s.lstat(p)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				return i, info, nil
+			}
+			return i, info, s.ioError(op, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return i, info, newError(CodePathEscape, op, "%s is a symbolic link", quote(strings.Join(parts[:i+1], "/")))
+		}
+		if i < len(parts)-1 && !fi.IsDir() {
+			return i, info, newError(CodePathConflict, op, "%s is a file, not a folder", quote(strings.Join(parts[:i+1], "/")))
+		}
+		info = fi
+	}
+	return len(parts), info, nil
+}
+
+func (s *Store) lstat(p string) (os.FileInfo, error) {
+	if l, ok := s.fs.(afero.Lstater); ok {
+		fi, _, err := l.LstatIfPossible(p)
+		return fi, err
+	}
+	return s.fs.Stat(p)
+}
+
+// writeFile writes data to the file final atomically: it writes a temporary
+// file in the same folder and then renames it over final, or, without
+// overwrite, links it to final, which fails if final exists. On error
+// nothing is left behind.
+func (s *Store) writeFile(op, final string, data []byte, overwrite bool) (err error) {
+	f, err := afero.TempFile(s.fs, filepath.Dir(final), tempPrefix+"*")
+	if err != nil {
+		return s.ioError(op, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = s.fs.Remove(tmp) // best effort: a leftover is ignored and swept later
+		}
+	}()
+	_, err = f.Write(data)
+	if err == nil && s.syncWrites {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return s.ioError(op, err)
+	}
+	return s.commit(op, tmp, final, overwrite)
+}
+
+// commit moves the finished temporary file tmp to final.
+func (s *Store) commit(op, tmp, final string, overwrite bool) error {
+	if s.osFs {
+		if overwrite {
+			if err := os.Rename(tmp, final); err != nil {
+				return s.conflictOrIO(op, err, final)
+			}
+			return nil
+		}
+		// A hard link is created only if final does not exist, atomically
+		// and across processes; the temporary name is dropped after.
+		if err := os.Link(tmp, final); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return &Error{Code: CodeFileExists, Op: op}
+			}
+			return s.conflictOrIO(op, err, final)
+		}
+		_ = os.Remove(tmp) // the file is stored; a leftover name is swept later
+		return nil
+	}
+	// Other file systems live in this process only, so the mutex makes the
+	// check and the rename one step. Rename on them may replace a
+	// directory, which the check also refuses.
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	fi, err := s.fs.Stat(final)
+	switch {
+	case err == nil && fi.IsDir():
+		return newError(CodePathConflict, op, "%s is a directory", quote(s.rel(final)))
+	case err == nil && !overwrite:
+		return &Error{Code: CodeFileExists, Op: op}
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return s.ioError(op, err)
+	}
+	if err := s.fs.Rename(tmp, final); err != nil {
+		return s.ioError(op, err)
+	}
+	return nil
+}
+
+func (s *Store) conflictOrIO(op string, err error, final string) error {
+	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+		return newError(CodePathConflict, op, "%s is a directory", quote(s.rel(final)))
+	}
+	return s.ioError(op, err)
+}
+
+// rel returns p relative to the state directory, for messages.
+func (s *Store) rel(p string) string {
+	r, err := filepath.Rel(s.dir, p)
+	if err != nil {
+		return filepath.Base(p)
+	}
+	return filepath.ToSlash(r)
+}
+
+// ioError wraps a file-system error as [CodeInternal]. Paths in it are made
+// relative to the state directory, so that messages never reveal where the
+// store lives on the host.
+func (s *Store) ioError(op string, err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = &fs.PathError{Op: pe.Op, Path: s.rel(pe.Path), Err: pe.Err}
+	case errors.As(err, &le):
+		err = &os.LinkError{Op: le.Op, Old: s.rel(le.Old), New: s.rel(le.New), Err: le.Err}
+	}
+	return &Error{Code: CodeInternal, Op: op, Err: err}
+}

@@ -1,0 +1,19 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package fleetstate
+
+import (
+	"os"
+	"syscall"
+)
+
+// lockFileExclusive blocks until the process holds an exclusive lock on f.
+// The lock is released when f is closed, also when the process dies.
+func lockFileExclusive(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

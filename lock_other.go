@@ -1,0 +1,9 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package fleetstate
+
+import "os"
+
+// lockFileExclusive is a no-op where flock is not available: session
+// changes are then serialised within one process only.
+func lockFileExclusive(*os.File) error { return nil }

@@ -1,0 +1,204 @@
+package fleetstate
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/spf13/afero"
+)
+
+// Session is a run of work that groups the files agents write. Its ID is a
+// random UUID; its name is the caller's label for it.
+type Session struct {
+	ID   string
+	Name string
+}
+
+// String returns the session as current_run.txt holds it: "ID:::NAME".
+func (s Session) String() string { return s.ID + sessionSep + s.Name }
+
+// NewSession starts a session named name and makes it the current one. The
+// session that was current is appended, one line "ID:::NAME", to
+// previous_run_log.txt. The new session's directory appears only with its
+// first file. Files of earlier sessions stay readable by ID.
+func (s *Store) NewSession(name string) (Session, error) {
+	const op = "new session"
+	if err := validateSessionName(name); err != nil {
+		return Session{}, &Error{Code: CodeInvalidSessionName, Op: op, Err: errors.New(quote(name) + ": " + err.Error())}
+	}
+	sess := Session{ID: uuid.NewString(), Name: name}
+	unlock, err := s.lock(op)
+	if err != nil {
+		return Session{}, err
+	}
+	defer unlock()
+	old, err := afero.ReadFile(s.fs, s.path(currentRunFile))
+	switch {
+	case err == nil:
+		line := append(bytes.TrimRight(old, "\r\n"), '\n')
+		if err := s.appendFile(s.path(runLogFile), line); err != nil {
+			return Session{}, s.ioError(op, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return Session{}, s.ioError(op, err)
+	}
+	if err := s.writeFile(op, s.path(currentRunFile), []byte(sess.String()), true); err != nil {
+		return Session{}, err
+	}
+	return sess, nil
+}
+
+// CurrentSession returns the current session, or [ErrNoActiveSession] if
+// none was started since the directory was created or cleaned.
+func (s *Store) CurrentSession() (Session, error) { return s.current("get session") }
+
+func (s *Store) current(op string) (Session, error) {
+	data, err := afero.ReadFile(s.fs, s.path(currentRunFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Session{}, &Error{Code: CodeNoActiveSession, Op: op}
+		}
+		return Session{}, s.ioError(op, err)
+	}
+	id, name, ok := strings.Cut(strings.TrimRight(string(data), "\r\n"), sessionSep)
+	if !ok || !isSessionID(id) {
+		return Session{}, newError(CodeNoActiveSession, op, "%s does not hold ID:::NAME", currentRunFile)
+	}
+	return Session{ID: id, Name: name}, nil
+}
+
+// Clean removes every session, every stored file, the session archive and
+// the state the rendezvous keeps, and leaves an empty state directory with
+// no current session. What the store keeps as configuration (under its
+// private folder, such as the lock) stays.
+func (s *Store) Clean() error {
+	const op = "clean sessions"
+	unlock, err := s.lock(op)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	entries, err := s.readDir(s.dir)
+	if err != nil {
+		return s.ioError(op, err)
+	}
+	// current_run.txt goes first: from then on no put lands in the old
+	// session, and a crash halfway leaves no current session rather than a
+	// current one without its files.
+	if err := s.fs.Remove(s.path(currentRunFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return s.ioError(op, err)
+	}
+	for _, e := range entries {
+		if e.Name() == privateDir || e.Name() == currentRunFile {
+			continue
+		}
+		if err := s.fs.RemoveAll(s.path(e.Name())); err != nil {
+			return s.ioError(op, err)
+		}
+	}
+	if err := s.fs.RemoveAll(s.path(privateDir, rendezvousDir)); err != nil {
+		return s.ioError(op, err)
+	}
+	return nil
+}
+
+// rendezvousDir is the folder of the private folder where the rendezvous
+// keeps its state; Clean removes it with the sessions.
+const rendezvousDir = "rendezvous"
+
+// appendFile appends data to the file name in one write, so that lines from
+// several processes never interleave.
+func (s *Store) appendFile(name string, data []byte) error {
+	f, err := s.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, filePerm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && s.syncWrites {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// lock serialises session changes: within the process by the mutex, across
+// processes by an exclusive lock on a file of the private folder where the
+// file system is the operating system's.
+func (s *Store) lock(op string) (unlock func(), err error) {
+	s.sessionMu.Lock()
+	if !s.osFs {
+		return s.sessionMu.Unlock, nil
+	}
+	f, err := os.OpenFile(s.path(privateDir, lockFile), os.O_RDWR|os.O_CREATE, filePerm)
+	if err != nil {
+		s.sessionMu.Unlock()
+		return nil, s.ioError(op, err)
+	}
+	if err := lockFileExclusive(f); err != nil {
+		f.Close()
+		s.sessionMu.Unlock()
+		return nil, s.ioError(op, err)
+	}
+	return func() {
+		f.Close() // closing the descriptor releases the lock
+		s.sessionMu.Unlock()
+	}, nil
+}
+
+// ignoreInGit adds the state directory to the .gitignore at the top of the
+// git work tree that contains it, unless a line there already names it.
+func (s *Store) ignoreInGit() error {
+	if !filepath.IsAbs(s.dir) {
+		return nil
+	}
+	root := ""
+	for d := filepath.Dir(s.dir); ; d = filepath.Dir(d) {
+		if _, err := s.fs.Stat(filepath.Join(d, ".git")); err == nil {
+			root = d
+			break
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
+	rel, err := filepath.Rel(root, s.dir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return nil
+	}
+	rel = filepath.ToSlash(rel)
+	unlock, err := s.lock("open")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	gi := filepath.Join(root, ".gitignore")
+	old, err := afero.ReadFile(s.fs, gi)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for line := range strings.SplitSeq(string(old), "\n") {
+		if strings.Trim(strings.TrimSpace(line), "/") == rel {
+			return nil
+		}
+	}
+	entry := "/" + rel + "/\n"
+	if len(old) > 0 && old[len(old)-1] != '\n' {
+		entry = "\n" + entry
+	}
+	f, err := s.fs.OpenFile(gi, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(entry)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
