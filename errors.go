@@ -140,6 +140,28 @@ func codeText(c Code) string {
 		return "symbolic link inside the state directory"
 	case CodeInternal:
 		return "internal error"
+	case CodeUnknownMember:
+		return "unknown member"
+	case CodeUnknownTurn:
+		return "unknown turn"
+	case CodeUnknownTicket:
+		return "unknown ticket"
+	case CodeNoOpenTurn:
+		return "no open turn"
+	case CodeNoPendingQuestion:
+		return "no question is waiting for an answer"
+	case CodeQuestionPending:
+		return "a question is already waiting for an answer"
+	case CodeTicketOpen:
+		return "the ticket's turn has not ended"
+	case CodeNotPermitted:
+		return "not permitted"
+	case CodeInvalidArgument:
+		return "invalid argument"
+	case CodeClosed:
+		return "rendezvous closed"
+	case CodeMemberGone:
+		return "member is gone"
 	}
 	return string(c)
 }
@@ -158,3 +180,50 @@ func quote(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// Codes of the rendezvous.
+const (
+	// CodeUnknownMember: the member named is not registered.
+	CodeUnknownMember Code = "ERR_UNKNOWN_MEMBER"
+	// CodeUnknownTurn: no open turn has the turn ID given.
+	CodeUnknownTurn Code = "ERR_UNKNOWN_TURN"
+	// CodeUnknownTicket: the caller holds no ticket with the ID given.
+	CodeUnknownTicket Code = "ERR_UNKNOWN_TICKET"
+	// CodeNoOpenTurn: the member has no turn open to reply to or ask in.
+	CodeNoOpenTurn Code = "ERR_NO_OPEN_TURN"
+	// CodeNoPendingQuestion: the turn has no question waiting for an
+	// answer: it was answered already, its window passed, or the member
+	// stopped waiting.
+	CodeNoPendingQuestion Code = "ERR_NO_PENDING_QUESTION"
+	// CodeQuestionPending: the member asked again while its earlier
+	// question in the same turn still waits for an answer.
+	CodeQuestionPending Code = "ERR_QUESTION_PENDING"
+	// CodeTicketOpen: ack of a ticket whose turn has not ended yet.
+	CodeTicketOpen Code = "ERR_TICKET_OPEN"
+	// CodeNotPermitted: the caller may not do this, such as answering a
+	// turn another lead opened.
+	CodeNotPermitted Code = "ERR_NOT_PERMITTED"
+	// CodeInvalidArgument: an argument is missing or malformed.
+	CodeInvalidArgument Code = "ERR_INVALID_ARGUMENT"
+	// CodeClosed: the rendezvous was closed.
+	CodeClosed Code = "ERR_CLOSED"
+	// CodeMemberGone: a member's pane or process no longer exists. A
+	// [Member] port returns it (match with errors.Is(err, ErrMemberGone));
+	// the member's open turn then fails with reason member_gone.
+	CodeMemberGone Code = "ERR_MEMBER_GONE"
+)
+
+// Sentinels of the rendezvous codes.
+var (
+	ErrUnknownMember     = &Error{Code: CodeUnknownMember}
+	ErrUnknownTurn       = &Error{Code: CodeUnknownTurn}
+	ErrUnknownTicket     = &Error{Code: CodeUnknownTicket}
+	ErrNoOpenTurn        = &Error{Code: CodeNoOpenTurn}
+	ErrNoPendingQuestion = &Error{Code: CodeNoPendingQuestion}
+	ErrQuestionPending   = &Error{Code: CodeQuestionPending}
+	ErrTicketOpen        = &Error{Code: CodeTicketOpen}
+	ErrNotPermitted      = &Error{Code: CodeNotPermitted}
+	ErrInvalidArgument   = &Error{Code: CodeInvalidArgument}
+	ErrClosed            = &Error{Code: CodeClosed}
+	ErrMemberGone        = &Error{Code: CodeMemberGone}
+)

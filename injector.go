@@ -1,0 +1,249 @@
+package fleetstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// gate is the status gating of one pane: a message is written only while
+// the pane is IDLE or BLOCKED, and after a delivery the next waits for the
+// WORKING pickup of the one before. Guarded by Rendezvous.mu.
+type gate struct {
+	last        Status    // the last status read other than UNKNOWN
+	awaiting    bool      // delivered, pickup not seen yet
+	deliveredAt time.Time // when the awaited delivery was made
+}
+
+// observe feeds a status read into the gate. It reports whether the pane
+// ended a turn: it went from WORKING to IDLE, or, with a delivery never
+// picked up, it is still idle after the grace period, which means the
+// whole turn fitted between two reads. UNKNOWN changes nothing: it is
+// neither a pickup nor a transition.
+func (g *gate) observe(st Status, now time.Time, grace time.Duration) (turnEnded bool) {
+	if st == StatusUnknown {
+		return false
+	}
+	prev := g.last
+	g.last = st
+	if g.awaiting {
+		switch {
+		case st == StatusWorking:
+			g.awaiting = false
+		case st == StatusIdle && now.Sub(g.deliveredAt) >= grace:
+			g.awaiting = false
+			return true
+		}
+		return false
+	}
+	return prev == StatusWorking && st == StatusIdle
+}
+
+// ready reports whether the gate lets a message through now.
+func (g *gate) ready(st Status) bool { return !g.awaiting && st.deliverable() }
+
+func (g *gate) delivered(now time.Time) { g.awaiting, g.deliveredAt = true, now }
+
+// watchMember reads the status of a member with a port every PollInterval
+// (or when woken), delivers the head of its FIFO when the gate allows, and
+// triages turns that end without a reply.
+func (r *Rendezvous) watchMember(m *member) {
+	defer r.wg.Done()
+	ticker := time.NewTicker(r.opt.PollInterval)
+	defer ticker.Stop()
+	for {
+		r.mu.Lock()
+		port := m.port
+		r.mu.Unlock()
+		if port == nil {
+			return
+		}
+		r.stepMember(m, port)
+		select {
+		case <-r.done:
+			return
+		case <-ticker.C:
+		case <-m.kick:
+		}
+	}
+}
+
+// stepMember does one round of watching m: read, gate, deliver, triage.
+func (r *Rendezvous) stepMember(m *member, port Member) {
+	ctx, cancel := r.portContext()
+	st, err := port.Status(ctx)
+	cancel()
+	gone := errors.Is(err, ErrMemberGone)
+	if err != nil {
+		st = StatusUnknown
+	}
+
+	r.mu.Lock()
+	if r.closed || m.port != port {
+		r.mu.Unlock()
+		return
+	}
+	if gone {
+		r.setReady(m, false)
+		if t := m.open; t != nil {
+			r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
+				Content: "the member's pane or process went away during the turn"})
+		}
+		m.gate = gate{}
+		r.mu.Unlock()
+		return
+	}
+	var triage *turn
+	if m.gate.observe(st, time.Now(), r.opt.PickupGrace) && m.open != nil {
+		triage = m.open
+	}
+	var deliver *turn
+	if triage == nil && m.open == nil && m.ready && len(m.queue) > 0 && m.gate.ready(st) {
+		deliver = m.queue[0]
+		m.queue = m.queue[1:]
+		r.open(m, deliver)
+		m.gate.delivered(time.Now())
+	}
+	r.mu.Unlock()
+
+	if triage != nil {
+		r.triage(m, port, triage)
+		return
+	}
+	if deliver != nil {
+		ctx, cancel := r.portContext()
+		err := port.Deliver(ctx, deliver.Brief)
+		cancel()
+		if err != nil {
+			r.undeliver(m, deliver, err)
+		}
+	}
+}
+
+// undeliver puts back at the head of the FIFO a turn whose delivery
+// failed, so the message is neither lost nor delivered twice.
+func (r *Rendezvous) undeliver(m *member, t *turn, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log.Warn("fleetstate: delivery failed; message stays queued", "member", m.name, "turn", t.ID, "err", err)
+	if m.open != t || t.State != TicketWorking {
+		return // the turn moved on meanwhile (replied or ended)
+	}
+	m.open = nil
+	m.gate.awaiting = false
+	t.State = TicketQueued
+	m.queue = append([]*turn{t}, m.queue...)
+	r.save(t)
+	r.changed(t.Lead)
+	if errors.Is(err, ErrMemberGone) {
+		r.setReady(m, false)
+	}
+}
+
+// triage ends a turn that finished without a reply, from the pane tail.
+func (r *Rendezvous) triage(m *member, port Member, t *turn) {
+	ctx, cancel := r.portContext()
+	tail, clipped, err := port.Tail(ctx, r.opt.TailLines)
+	cancel()
+	if err != nil {
+		r.log.Warn("fleetstate: read pane tail", "member", m.name, "err", err)
+		tail, clipped = "", false
+	}
+	o := r.classify(t.Brief, tail, clipped)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m.open != t || r.closed {
+		return // replied while the tail was read
+	}
+	r.endTurn(m, t, o)
+}
+
+// portContext bounds one call to a port by PortTimeout and by Close.
+func (r *Rendezvous) portContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.ctx, r.opt.PortTimeout)
+}
+
+// queueNudge notes that the lead of t should be told its ticket finished,
+// if the lead has a port and no call of the lead took the outcome.
+// r.mu must be held.
+func (r *Rendezvous) queueNudge(t *turn) {
+	l := r.lead(t.Lead)
+	if l.port == nil || r.opt.NudgeLimit < 0 || t.nudged >= r.opt.NudgeLimit {
+		return
+	}
+	l.nudges = append(l.nudges, t)
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// watchLead delivers nudges to a lead's pane, status gated like member
+// deliveries: one nudge message names every finished ticket not yet seen.
+func (r *Rendezvous) watchLead(name string, l *lead) {
+	defer r.wg.Done()
+	ticker := time.NewTicker(r.opt.PollInterval)
+	defer ticker.Stop()
+	for {
+		r.mu.Lock()
+		port := l.port
+		r.mu.Unlock()
+		if port == nil {
+			return
+		}
+		r.stepLead(name, l, port)
+		select {
+		case <-r.done:
+			return
+		case <-ticker.C:
+		case <-l.kick:
+		}
+	}
+}
+
+func (r *Rendezvous) stepLead(name string, l *lead, port Member) {
+	ctx, cancel := r.portContext()
+	st, err := port.Status(ctx)
+	cancel()
+	if err != nil {
+		st = StatusUnknown
+	}
+	r.mu.Lock()
+	l.gate.observe(st, time.Now(), r.opt.PickupGrace)
+	var due []*turn
+	for _, t := range l.nudges {
+		if r.tickets[t.Ticket] == t && !t.seen && t.nudged < r.opt.NudgeLimit {
+			due = append(due, t)
+		}
+	}
+	l.nudges = due
+	if len(due) == 0 || !l.gate.ready(st) || r.closed {
+		r.mu.Unlock()
+		return
+	}
+	l.nudges = nil
+	var b strings.Builder
+	b.WriteString("[fleetstate] finished: ")
+	for i, t := range due {
+		t.nudged++
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "ticket %s from %s (%s)", t.Ticket, t.Member, t.Held.Kind)
+		if t.nudged < r.opt.NudgeLimit {
+			l.nudges = append(l.nudges, t)
+		}
+	}
+	b.WriteString(". Collect with fleet_poll.")
+	l.gate.delivered(time.Now())
+	r.mu.Unlock()
+
+	ctx, cancel = r.portContext()
+	err = port.Deliver(ctx, b.String())
+	cancel()
+	if err != nil {
+		r.log.Warn("fleetstate: nudge failed", "lead", name, "err", err)
+	}
+}

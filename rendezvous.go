@@ -1,0 +1,514 @@
+package fleetstate
+
+import (
+	"context"
+	"log/slog"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Defaults of the rendezvous bounds. A blocking send answers before the
+// usual MCP client limit of 60 s; an ask answers before the send that waits
+// on it; the readiness gate fails before the send does, so a send to a
+// member that never mounts reports member_not_ready itself.
+const (
+	DefaultSendTimeout  = 58 * time.Second
+	DefaultAskTimeout   = 55 * time.Second
+	DefaultReadyTimeout = 45 * time.Second
+	DefaultMaxWait      = 55 * time.Second
+	DefaultPollInterval = 500 * time.Millisecond
+	DefaultPickupGrace  = 3 * time.Second
+	DefaultPortTimeout  = 10 * time.Second
+	DefaultTailLines    = 200
+	DefaultNudgeLimit   = 1
+)
+
+// DefaultExhaustedPatterns returns the patterns, matched case-insensitively
+// against a member's pane tail, that mean its backend cannot work: spent
+// credit, usage limits, rejected keys. The slice is a fresh copy.
+func DefaultExhaustedPatterns() []string {
+	return []string{
+		`credit balance is too low`,
+		`out of credits?`,
+		`insufficient[_ ]quota`,
+		`quota exceeded`,
+		`usage limit`,
+		`rate limit (reached|exceeded)`,
+		`invalid api key`,
+		`invalid[_ ]x?-?api[_ -]key`,
+		`authentication[_ ]error`,
+		`please run /login`,
+		`billing`,
+	}
+}
+
+// RendezvousOptions configure a [Rendezvous]. A nil *RendezvousOptions, and
+// every zero field, means the documented default.
+type RendezvousOptions struct {
+	// SendTimeout bounds a blocking send (and the wait of an answer) before
+	// it returns a pending outcome with a ticket. Default DefaultSendTimeout.
+	SendTimeout time.Duration
+	// AskTimeout is the window of a member's question, after which the
+	// member gets its default answer. Default DefaultAskTimeout.
+	AskTimeout time.Duration
+	// ReadyTimeout is how long a message waits for its member to become
+	// ready before it fails with member_not_ready. Default DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// MaxWait caps the wait of Next and Poll. Default DefaultMaxWait.
+	MaxWait time.Duration
+	// PollInterval is how often the status of a member with a port is read.
+	// Default DefaultPollInterval.
+	PollInterval time.Duration
+	// PickupGrace is how long after a delivery an idle member is taken to
+	// have done a whole turn between two status reads, rather than not to
+	// have started. Default DefaultPickupGrace.
+	PickupGrace time.Duration
+	// PortTimeout bounds each call to a member's port. Default
+	// DefaultPortTimeout.
+	PortTimeout time.Duration
+	// TailLines is the scrape window, in lines, of the pane tail read when
+	// a turn ends without a reply. Default DefaultTailLines.
+	TailLines int
+	// ExhaustedPatterns are regular expressions, matched case-insensitively
+	// against a pane tail, that mean the member's backend is spent. Nil
+	// means [DefaultExhaustedPatterns]; an empty non-nil slice turns the
+	// check off.
+	ExhaustedPatterns []string
+	// NudgeLimit is how many times a lead with a port is nudged about one
+	// finished detached ticket. Default DefaultNudgeLimit; negative turns
+	// nudges off.
+	NudgeLimit int
+	// Logger receives what the rendezvous cannot return to a caller, such
+	// as a failure to persist a state change. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Rendezvous is where a lead hands work to member agents and gets their
+// answers back. Every message opens a turn; every turn ends in one
+// [Outcome]. See the package documentation for the flows.
+//
+// State that must not be lost (queued messages, open turns, questions and
+// outcomes held on tickets) is written under the store's state directory
+// before the call that created it returns, and a new Rendezvous on the same
+// directory restores it.
+//
+// A Rendezvous is safe for concurrent use. Close releases every blocked call
+// and stops the goroutines that watch members.
+type Rendezvous struct {
+	store   *Store
+	opt     RendezvousOptions
+	exhaust []*regexp.Regexp
+	log     *slog.Logger
+	done    chan struct{} // closed by Close
+	ctx     context.Context // parent of calls to ports; cancelled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool               // guarded by mu
+	members map[string]*member // guarded by mu; by name
+	turns   map[string]*turn   // guarded by mu; by turn ID
+	tickets map[string]*turn   // guarded by mu; by ticket ID
+	leads   map[string]*lead   // guarded by mu; by name
+	seq     int64              // guarded by mu; order of queued messages
+}
+
+// member is the rendezvous's view of one member agent. All fields are
+// guarded by Rendezvous.mu.
+type member struct {
+	name       string
+	registered bool   // AddMember was called; restored turns may name others
+	port       Member // nil: the member pulls its messages with Next
+	ready      bool
+	queue      []*turn // FIFO of undelivered turns
+	open       *turn   // the turn delivered and not yet ended
+	gate       gate
+	avail      chan struct{} // closed when a pull member may have work; then replaced
+	kick       chan struct{} // capacity 1: wakes the watcher of a port member
+}
+
+// lead is the rendezvous's view of one lead. Fields guarded by
+// Rendezvous.mu.
+type lead struct {
+	changed chan struct{} // closed when one of the lead's tickets changes; then replaced
+	port    Member        // the lead's own pane, for nudges; may be nil
+	gate    gate
+	nudges  []*turn // finished tickets not yet nudged about
+	kick    chan struct{}
+}
+
+// Status is the state of a member's terminal or process as its [Member]
+// port reads it.
+type Status int
+
+// Statuses. IDLE and BLOCKED are deliverable; WORKING counts as the pickup
+// of a delivered message; UNKNOWN is neither: a pane whose state cannot be
+// read is never written to.
+const (
+	StatusUnknown Status = iota
+	StatusIdle
+	StatusWorking
+	StatusBlocked
+)
+
+var statusNames = [...]string{"UNKNOWN", "IDLE", "WORKING", "BLOCKED"}
+
+// String returns the status in upper case, as the protocol spells it.
+func (s Status) String() string {
+	if s < 0 || int(s) >= len(statusNames) {
+		return "UNKNOWN"
+	}
+	return statusNames[s]
+}
+
+// ParseStatus parses a status in any case: "idle", "WORKING", …
+func ParseStatus(s string) (Status, error) {
+	for i, n := range statusNames {
+		if equalFold(s, n) {
+			return Status(i), nil
+		}
+	}
+	return StatusUnknown, newError(CodeInvalidArgument, "parse status", "%s is not IDLE, WORKING, BLOCKED or UNKNOWN", quote(s))
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// deliverable reports whether a message may be written to a member in
+// this status.
+func (s Status) deliverable() bool { return s == StatusIdle || s == StatusBlocked }
+
+// Member is the port through which the rendezvous reaches a member's
+// terminal or process. [LocalMember] implements it in memory; terminal
+// panes implement it elsewhere. Each call is bounded by the context.
+type Member interface {
+	// Deliver hands content to the member as its next prompt. It is
+	// called only while Status reports IDLE or BLOCKED.
+	Deliver(ctx context.Context, content string) error
+	// Status reads the member's current status. An error reads as
+	// UNKNOWN; an error matching ErrMemberGone means the member is gone
+	// for good.
+	Status(ctx context.Context) (Status, error)
+	// Tail returns at most lines lines of what the member printed in its
+	// current turn, and whether there was more than that.
+	Tail(ctx context.Context, lines int) (text string, clipped bool, err error)
+}
+
+// OutcomeKind says how a turn ended, or where it stands.
+type OutcomeKind string
+
+// Outcome kinds.
+const (
+	OutcomeReply    OutcomeKind = "reply"     // the member replied
+	OutcomeQuestion OutcomeKind = "question"  // the member asks; answer by turn ID
+	OutcomeTurnDone OutcomeKind = "turn_done" // the turn ended without a reply; Content is the pane tail
+	OutcomePending  OutcomeKind = "pending"   // not finished; collect it with the ticket
+	OutcomeFailed   OutcomeKind = "failed"    // the turn failed; Reason says why
+)
+
+// Reason names why a turn failed.
+type Reason string
+
+// Failure reasons.
+const (
+	ReasonBackendExhausted Reason = "backend_exhausted" // spent credit, usage limit or bad key in the pane
+	ReasonEchoedBrief      Reason = "echoed_brief"      // the pane shows only the brief: the member never started
+	ReasonMemberNotReady   Reason = "member_not_ready"  // the member did not become ready in time
+	ReasonMemberGone       Reason = "member_gone"       // the member's pane or process went away mid-turn
+)
+
+// TicketState says where a ticket's turn stands.
+type TicketState string
+
+// Ticket states.
+const (
+	TicketQueued   TicketState = "queued"   // waiting in the member's FIFO
+	TicketWorking  TicketState = "working"  // delivered, no outcome yet
+	TicketQuestion TicketState = "question" // the member waits for an answer
+	TicketDone     TicketState = "done"     // ended; the outcome is held until acked
+)
+
+// Outcome is what a lead learns about a turn. Its JSON form is the
+// protocol's.
+type Outcome struct {
+	Kind    OutcomeKind `json:"outcome"`
+	TurnID  string      `json:"turn_id,omitempty"`
+	Ticket  string      `json:"ticket,omitempty"`
+	From    string      `json:"from,omitempty"` // the member
+	Content string      `json:"content,omitempty"`
+	Partial bool        `json:"partial,omitempty"` // Content was clipped to the scrape window
+	Reason  Reason      `json:"reason,omitempty"`
+	State   TicketState `json:"state,omitempty"` // set by Poll and on pending outcomes
+}
+
+// terminal reports whether o ends its turn.
+func (o Outcome) terminal() bool {
+	return o.Kind == OutcomeReply || o.Kind == OutcomeTurnDone || o.Kind == OutcomeFailed
+}
+
+// Message is a message as a member receives it.
+type Message struct {
+	TurnID  string `json:"turn_id"`
+	From    string `json:"from"`
+	Content string `json:"content"`
+}
+
+// MemberInfo describes a member for a lead.
+type MemberInfo struct {
+	Name   string `json:"name"`
+	Ready  bool   `json:"ready"`
+	Status string `json:"status"` // last status read, or "PULL" for members without a port
+	Queued int    `json:"queued"` // messages waiting in its FIFO
+}
+
+// NewRendezvous returns a rendezvous whose state lives in store's state
+// directory, restoring what an earlier one left there.
+func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
+	var o RendezvousOptions
+	if opts != nil {
+		o = *opts
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.SendTimeout, DefaultSendTimeout)
+	def(&o.AskTimeout, DefaultAskTimeout)
+	def(&o.ReadyTimeout, DefaultReadyTimeout)
+	def(&o.MaxWait, DefaultMaxWait)
+	def(&o.PollInterval, DefaultPollInterval)
+	def(&o.PickupGrace, DefaultPickupGrace)
+	def(&o.PortTimeout, DefaultPortTimeout)
+	if o.TailLines <= 0 {
+		o.TailLines = DefaultTailLines
+	}
+	if o.NudgeLimit == 0 {
+		o.NudgeLimit = DefaultNudgeLimit
+	}
+	if o.ExhaustedPatterns == nil {
+		o.ExhaustedPatterns = DefaultExhaustedPatterns()
+	}
+	r := &Rendezvous{
+		store:   store,
+		opt:     o,
+		log:     o.Logger,
+		done:    make(chan struct{}),
+		members: make(map[string]*member),
+		turns:   make(map[string]*turn),
+		tickets: make(map[string]*turn),
+		leads:   make(map[string]*lead),
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	for _, p := range o.ExhaustedPatterns {
+		re, err := regexp.Compile("(?i)" + p)
+		if err != nil {
+			return nil, newError(CodeInvalidArgument, "new rendezvous", "exhausted pattern %s: %v", quote(p), err)
+		}
+		r.exhaust = append(r.exhaust, re)
+	}
+	if err := r.restore(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close releases every blocked call with [ErrClosed] (a lead's blocked send
+// also gets its ticket, and the turn stays on disk for the next
+// Rendezvous), stops watching members and waits for its goroutines to end.
+// Close is idempotent.
+func (r *Rendezvous) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	close(r.done)
+	r.cancel()
+	for _, t := range r.turns {
+		t.stopReadyTimer()
+		if w := t.waiter; w != nil {
+			t.waiter = nil
+			w.ch <- result{o: t.view(), err: &Error{Code: CodeClosed, Op: "send"}}
+		}
+		if a := t.asker; a != nil {
+			t.asker = nil
+			a <- answer{err: &Error{Code: CodeClosed, Op: "ask"}}
+		}
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// AddMember registers a member. With a nil port the member pulls its
+// messages with [Rendezvous.Next]; otherwise the rendezvous delivers
+// through the port, reading its status every PollInterval. A member is not
+// ready until [Rendezvous.SetReady] says so (or, for a pulling member, until
+// its first Next). Adding a member again replaces its port.
+func (r *Rendezvous) AddMember(name string, port Member) error {
+	if err := checkAgentName("add member", name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return &Error{Code: CodeClosed, Op: "add member"}
+	}
+	m := r.member(name)
+	m.registered = true
+	startWatch := port != nil && m.port == nil
+	m.port = port
+	m.gate = gate{}
+	for _, t := range m.queue {
+		r.armReadyTimer(m, t)
+	}
+	if startWatch {
+		r.wg.Add(1)
+		go r.watchMember(m)
+	}
+	m.wake()
+	return nil
+}
+
+// SetReady marks a member ready (its connection is up: it can be
+// delivered to) or not ready. Messages to a member that is not ready wait
+// at most ReadyTimeout for it.
+func (r *Rendezvous) SetReady(name string, ready bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, err := r.registered("set ready", name)
+	if err != nil {
+		return err
+	}
+	r.setReady(m, ready)
+	return nil
+}
+
+// setReady changes readiness and the readiness timers of queued turns.
+func (r *Rendezvous) setReady(m *member, ready bool) {
+	if m.ready == ready {
+		return
+	}
+	m.ready = ready
+	for _, t := range m.queue {
+		if ready {
+			t.stopReadyTimer()
+		} else {
+			r.armReadyTimer(m, t)
+		}
+	}
+	m.wake()
+}
+
+// SetLeadPort gives a lead a port to its own pane, through which it is
+// nudged when a detached ticket finishes. A nil port removes it.
+func (r *Rendezvous) SetLeadPort(name string, port Member) error {
+	if err := checkAgentName("set lead port", name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return &Error{Code: CodeClosed, Op: "set lead port"}
+	}
+	l := r.lead(name)
+	startWatch := port != nil && l.port == nil
+	l.port = port
+	l.gate = gate{}
+	if startWatch {
+		r.wg.Add(1)
+		go r.watchLead(name, l)
+	}
+	return nil
+}
+
+// Members describes the registered members, sorted by name.
+func (r *Rendezvous) Members() []MemberInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]MemberInfo, 0, len(r.members))
+	for _, m := range r.members {
+		if !m.registered {
+			continue
+		}
+		st := "PULL"
+		if m.port != nil {
+			st = m.gate.last.String()
+		}
+		out = append(out, MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// member returns the member named, creating an unregistered one.
+// r.mu must be held.
+func (r *Rendezvous) member(name string) *member {
+	m := r.members[name]
+	if m == nil {
+		m = &member{name: name, avail: make(chan struct{}), kick: make(chan struct{}, 1)}
+		r.members[name] = m
+	}
+	return m
+}
+
+// registered returns the registered member named. r.mu must be held.
+func (r *Rendezvous) registered(op, name string) (*member, error) {
+	if r.closed {
+		return nil, &Error{Code: CodeClosed, Op: op}
+	}
+	m := r.members[name]
+	if m == nil || !m.registered {
+		return nil, newError(CodeUnknownMember, op, "%s", quote(name))
+	}
+	return m, nil
+}
+
+// lead returns the lead named, creating it. r.mu must be held.
+func (r *Rendezvous) lead(name string) *lead {
+	l := r.leads[name]
+	if l == nil {
+		l = &lead{changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+		r.leads[name] = l
+	}
+	return l
+}
+
+// changed tells waiting polls of lead that one of its tickets changed.
+// r.mu must be held.
+func (r *Rendezvous) changed(name string) {
+	l := r.lead(name)
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// wake tells whoever waits on the member that its state changed: a
+// pulling Next, or the watcher of its port. r.mu must be held.
+func (m *member) wake() {
+	close(m.avail)
+	m.avail = make(chan struct{})
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,260 @@
+package fleetstate
+
+import (
+	"context"
+	"sort"
+	"time"
+)
+
+// Send hands content to member to from lead and blocks until the turn's
+// first outcome: the member's reply, a question (answer it with
+// [Rendezvous.Answer] and the outcome's turn ID), turn_done or a failure.
+// The lead's call is held open: there is no polling.
+//
+// Send never blocks past SendTimeout. If the turn has not ended by then, or
+// if the member is busy with an earlier turn or has messages queued ahead,
+// Send returns a pending outcome with a ticket, and the turn's outcome is
+// held on that ticket for [Rendezvous.Poll]. If ctx ends first, Send returns
+// the pending outcome and ctx.Err(); the turn goes on and nothing is lost.
+// If the outcome arrived at the same instant, Send returns it instead.
+func (r *Rendezvous) Send(ctx context.Context, lead, to, content string) (Outcome, error) {
+	t, w, err := r.enqueue("send", lead, to, content, true)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if w == nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return t.view(), nil
+	}
+	return r.await(ctx, t, w)
+}
+
+// SendDetached hands content to member to from lead and returns at once a
+// pending outcome with a ticket. The outcome is held on the ticket until
+// [Rendezvous.Ack]; a lead with a port is nudged when it is ready.
+func (r *Rendezvous) SendDetached(lead, to, content string) (Outcome, error) {
+	t, _, err := r.enqueue("send", lead, to, content, false)
+	if err != nil {
+		return Outcome{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return t.view(), nil
+}
+
+// enqueue validates a send, queues the new turn and, when the lead will
+// block, attaches a waiter. No waiter is attached when the member is busy:
+// the send then reports pending at once rather than holding the lead for a
+// turn that cannot start soon.
+func (r *Rendezvous) enqueue(op, leadName, to, content string, block bool) (*turn, *waiter, error) {
+	if err := checkAgentName(op, leadName); err != nil {
+		return nil, nil, err
+	}
+	if err := r.checkContent(op, content); err != nil {
+		return nil, nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, err := r.registered(op, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := r.newTurn(leadName, m, content)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.wake()
+	busy := m.open != nil || len(m.queue) > 1
+	if !block || busy {
+		r.changed(leadName)
+		return t, nil, nil
+	}
+	w := newWaiter()
+	t.waiter = w
+	return t, w, nil
+}
+
+func (r *Rendezvous) checkContent(op, content string) error {
+	if content == "" {
+		return newError(CodeInvalidArgument, op, "empty content")
+	}
+	if int64(len(content)) > r.store.maxContent {
+		return newError(CodeContentTooLarge, op, "%d bytes, limit %d", len(content), r.store.maxContent)
+	}
+	return nil
+}
+
+// await blocks on w until t's next outcome, the send bound, ctx or Close.
+func (r *Rendezvous) await(ctx context.Context, t *turn, w *waiter) (Outcome, error) {
+	timer := time.NewTimer(r.opt.SendTimeout)
+	defer timer.Stop()
+	select {
+	case res := <-w.ch:
+		return res.o, res.err
+	case <-timer.C:
+		res := r.detach(t, w)
+		return res.o, res.err
+	case <-ctx.Done():
+		res := r.detach(t, w)
+		if res.err == nil && res.o.Kind == OutcomePending {
+			res.err = ctx.Err()
+		}
+		return res.o, res.err
+	}
+}
+
+// Answer answers the question the member asked in turn turnID. The
+// member's Ask returns content and its turn goes on; Answer then blocks for
+// the turn's next outcome exactly as [Rendezvous.Send] does. An unknown turn
+// is [ErrUnknownTurn]; a turn with no question waiting (answered already,
+// or its window passed) is [ErrNoPendingQuestion]; a turn another lead
+// opened is [ErrNotPermitted].
+func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (Outcome, error) {
+	const op = "answer"
+	if err := r.checkContent(op, content); err != nil {
+		return Outcome{}, err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return Outcome{}, &Error{Code: CodeClosed, Op: op}
+	}
+	t := r.turns[turnID]
+	if t == nil || t.State == TicketDone {
+		r.mu.Unlock()
+		return Outcome{}, newError(CodeUnknownTurn, op, "%s", quote(turnID))
+	}
+	if t.Lead != lead {
+		r.mu.Unlock()
+		return Outcome{}, newError(CodeNotPermitted, op, "turn %s belongs to another lead", quote(turnID))
+	}
+	if t.asker == nil {
+		r.mu.Unlock()
+		return Outcome{}, newError(CodeNoPendingQuestion, op, "turn %s", quote(turnID))
+	}
+	t.asker <- answer{text: content}
+	t.asker = nil
+	t.State, t.Question = TicketWorking, ""
+	r.save(t)
+	var w *waiter
+	if t.waiter == nil {
+		w = newWaiter()
+		t.waiter = w
+	}
+	r.changed(t.Lead)
+	r.mu.Unlock()
+	if w == nil {
+		// Another call of the lead already waits on this turn; it
+		// will get the outcome, and this one reports where it stands.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return t.view(), nil
+	}
+	return r.await(ctx, t, w)
+}
+
+// Poll returns where the ticket stands: pending (with its state), a
+// question waiting for an answer, or the finished turn's outcome, which
+// stays on the ticket until [Rendezvous.Ack]. With wait > 0 (capped at
+// MaxWait) and a turn still queued or working, Poll first waits for the
+// ticket to change. Only the lead that sent the message sees its ticket.
+func (r *Rendezvous) Poll(ctx context.Context, lead, ticket string, wait time.Duration) (Outcome, error) {
+	const op = "poll"
+	deadline := r.waitTimer(wait)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		t := r.tickets[ticket]
+		if t == nil || t.Lead != lead {
+			r.mu.Unlock()
+			return Outcome{}, newError(CodeUnknownTicket, op, "%s", quote(ticket))
+		}
+		o := t.view()
+		t.seen = t.seen || o.Kind != OutcomePending
+		changed := r.lead(lead).changed
+		r.mu.Unlock()
+		if o.Kind != OutcomePending {
+			return o, nil
+		}
+		if done, err := r.waitChange(ctx, deadline, changed); done {
+			return o, err
+		}
+	}
+}
+
+// PollAll returns every ticket of lead that no call of the lead is blocked
+// on, oldest first. With wait > 0 (capped at MaxWait) and no ticket holding
+// a question or a finished outcome, it first waits for any of them to
+// change.
+func (r *Rendezvous) PollAll(ctx context.Context, lead string, wait time.Duration) ([]Outcome, error) {
+	deadline := r.waitTimer(wait)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		var ts []*turn
+		actionable := false
+		for _, t := range r.tickets {
+			if t.Lead == lead && t.waiter == nil {
+				ts = append(ts, t)
+			}
+		}
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Seq < ts[j].Seq })
+		out := make([]Outcome, len(ts))
+		for i, t := range ts {
+			out[i] = t.view()
+			if out[i].Kind != OutcomePending {
+				actionable, t.seen = true, true
+			}
+		}
+		changed := r.lead(lead).changed
+		r.mu.Unlock()
+		if actionable {
+			return out, nil
+		}
+		if done, err := r.waitChange(ctx, deadline, changed); done {
+			return out, err
+		}
+	}
+}
+
+// waitTimer returns a timer for a poll's wait, capped at MaxWait; a wait of
+// zero or less gives a timer that has already fired.
+func (r *Rendezvous) waitTimer(wait time.Duration) *time.Timer {
+	wait = min(max(wait, 0), r.opt.MaxWait)
+	return time.NewTimer(wait)
+}
+
+// waitChange waits for changed, the deadline, ctx or Close, and reports
+// whether the caller should stop waiting and with which error.
+func (r *Rendezvous) waitChange(ctx context.Context, deadline *time.Timer, changed <-chan struct{}) (bool, error) {
+	select {
+	case <-changed:
+		return false, nil
+	case <-deadline.C:
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	case <-r.done:
+		return true, &Error{Code: CodeClosed, Op: "poll"}
+	}
+}
+
+// Ack removes a finished ticket and its held outcome. Until it is acked, a
+// ticket stays pollable, also across restarts. Acking a ticket whose turn
+// has not ended is [ErrTicketOpen].
+func (r *Rendezvous) Ack(lead, ticket string) error {
+	const op = "ack"
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.tickets[ticket]
+	if t == nil || t.Lead != lead {
+		return newError(CodeUnknownTicket, op, "%s", quote(ticket))
+	}
+	if t.State != TicketDone {
+		return newError(CodeTicketOpen, op, "%s is %s", quote(ticket), t.State)
+	}
+	r.forget(t)
+	r.changed(lead)
+	return nil
+}

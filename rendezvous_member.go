@@ -1,0 +1,172 @@
+package fleetstate
+
+import (
+	"context"
+	"time"
+)
+
+// Next returns the next message for a member that pulls its messages (one
+// added with a nil port), waiting up to wait (capped at MaxWait) for one.
+// ok is false when none came in time. Calling Next marks the member ready.
+// If the member's previous turn is still open, Next first ends it as
+// turn_done: a member asking for new work has finished the old.
+func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration) (msg Message, ok bool, err error) {
+	const op = "next"
+	deadline := r.waitTimer(wait)
+	defer deadline.Stop()
+	r.mu.Lock()
+	m, err := r.registered(op, member)
+	if err != nil {
+		r.mu.Unlock()
+		return Message{}, false, err
+	}
+	if m.port != nil {
+		r.mu.Unlock()
+		return Message{}, false, newError(CodeNotPermitted, op, "member %s is delivered to through its port", quote(member))
+	}
+	r.setReady(m, true)
+	if t := m.open; t != nil {
+		r.endTurn(m, t, Outcome{Kind: OutcomeTurnDone})
+	}
+	for {
+		if len(m.queue) > 0 {
+			t := m.queue[0]
+			m.queue = m.queue[1:]
+			r.open(m, t)
+			r.mu.Unlock()
+			return Message{TurnID: t.ID, From: t.Lead, Content: t.Brief}, true, nil
+		}
+		avail := m.avail
+		r.mu.Unlock()
+		select {
+		case <-avail:
+		case <-deadline.C:
+			return Message{}, false, nil
+		case <-ctx.Done():
+			return Message{}, false, ctx.Err()
+		case <-r.done:
+			return Message{}, false, &Error{Code: CodeClosed, Op: op}
+		}
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return Message{}, false, &Error{Code: CodeClosed, Op: op}
+		}
+	}
+}
+
+// open makes t the member's open turn, delivered. The state is written
+// before the message leaves, so a crash cannot deliver it twice. r.mu must
+// be held.
+func (r *Rendezvous) open(m *member, t *turn) {
+	t.stopReadyTimer()
+	t.State = TicketWorking
+	m.open = t
+	r.save(t)
+	r.changed(t.Lead)
+}
+
+// endTurn ends m's open turn t with a terminal outcome, releasing a
+// pending Ask. r.mu must be held.
+func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome) {
+	if m.open == t {
+		m.open = nil
+	}
+	if a := t.asker; a != nil {
+		t.asker = nil
+		a <- answer{err: newError(CodeNoOpenTurn, "ask", "the turn ended")}
+	}
+	r.emit(t, o)
+	m.wake()
+}
+
+// Reply ends member's open turn with its reply. The reply reaches the
+// lead's blocked call if there is one, and is held on the ticket otherwise.
+// A member without an open turn gets [ErrNoOpenTurn].
+func (r *Rendezvous) Reply(member, content string) error {
+	const op = "reply"
+	if int64(len(content)) > r.store.maxContent {
+		return newError(CodeContentTooLarge, op, "%d bytes, limit %d", len(content), r.store.maxContent)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, err := r.registered(op, member)
+	if err != nil {
+		return err
+	}
+	t := m.open
+	if t == nil {
+		return newError(CodeNoOpenTurn, op, "member %s", quote(member))
+	}
+	r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content})
+	return nil
+}
+
+// Ask puts a question to the lead in member's open turn and blocks for the
+// answer. The lead sees a question outcome with the turn's ID and answers
+// with [Rendezvous.Answer]; the turn goes on. If no answer comes within
+// AskTimeout, Ask returns def with timedOut set, and the question is
+// withdrawn. If ctx ends first, Ask returns ctx.Err() (or the answer, if it
+// arrived at the same instant).
+func (r *Rendezvous) Ask(ctx context.Context, member, question, def string) (text string, timedOut bool, err error) {
+	const op = "ask"
+	if err := r.checkContent(op, question); err != nil {
+		return "", false, err
+	}
+	r.mu.Lock()
+	m, err := r.registered(op, member)
+	if err != nil {
+		r.mu.Unlock()
+		return "", false, err
+	}
+	t := m.open
+	if t == nil {
+		r.mu.Unlock()
+		return "", false, newError(CodeNoOpenTurn, op, "member %s", quote(member))
+	}
+	if t.asker != nil {
+		r.mu.Unlock()
+		return "", false, newError(CodeQuestionPending, op, "turn %s", t.ID)
+	}
+	ch := make(chan answer, 1)
+	t.asker = ch
+	t.State, t.Question = TicketQuestion, question
+	r.emit(t, Outcome{Kind: OutcomeQuestion, Content: question})
+	r.mu.Unlock()
+
+	timer := time.NewTimer(r.opt.AskTimeout)
+	defer timer.Stop()
+	select {
+	case a := <-ch:
+		return a.text, false, a.err
+	case <-timer.C:
+		if a, ok := r.withdraw(t, ch); ok {
+			return a.text, false, a.err
+		}
+		return def, true, nil
+	case <-ctx.Done():
+		if a, ok := r.withdraw(t, ch); ok {
+			return a.text, false, a.err
+		}
+		return "", false, ctx.Err()
+	}
+}
+
+// withdraw takes back t's question after its asker stopped waiting. If an
+// answer reached ch in the meantime it is returned instead.
+func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case a := <-ch:
+		return a, true
+	default:
+	}
+	if t.asker == ch {
+		t.asker = nil
+		t.State, t.Question = TicketWorking, ""
+		r.save(t)
+		r.changed(t.Lead)
+	}
+	return answer{}, false
+}
