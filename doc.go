@@ -33,8 +33,31 @@
 //
 // # Rendezvous
 //
-// The rendezvous half of the package (delegation from a lead to member
-// agents) is documented with its type.
+// A [Rendezvous] is where a lead hands work to member agents and gets the
+// answers back. Each message opens a turn, and each turn ends in one
+// [Outcome]: reply, question, turn_done, or failed with a [Reason].
+//
+//   - Delegation: [Rendezvous.Send] blocks, without polling, until the
+//     member replies with [Rendezvous.Reply].
+//   - Clarification: a member's [Rendezvous.Ask] makes the lead's send
+//     return a question with a turn ID; [Rendezvous.Answer] with that turn
+//     ID resumes the member's turn and waits for its next outcome. An ask
+//     that gets no answer in its window returns the member's default.
+//   - Detached delegation: [Rendezvous.SendDetached] returns a ticket at
+//     once; [Rendezvous.Poll] and [Rendezvous.PollAll] read it (and can
+//     wait for a change); [Rendezvous.Ack] drops it. A send that hits its
+//     bound, or whose context ends, also leaves its outcome on a ticket:
+//     no answer is lost.
+//   - Turn-done fallback: a member reached through a [Member] port that
+//     goes from WORKING to IDLE without replying has its pane tail read and
+//     classified as backend_exhausted, echoed_brief, or turn_done (marked
+//     partial when clipped).
+//   - Status gating: a member's FIFO is delivered one message per turn,
+//     only while it is IDLE or BLOCKED and ready; UNKNOWN is never written
+//     to. A member without a port pulls its messages with [Rendezvous.Next].
+//
+// Queued messages, open turns, questions and held outcomes are written
+// under the state directory and restored by the next Rendezvous on it.
 //
 // # Errors
 //
@@ -46,7 +69,8 @@
 //
 // # Concurrency
 //
-// A Store is safe for concurrent use. Several processes may share one state
+// A Store and a Rendezvous are safe for concurrent use. Every blocking
+// method of the Rendezvous takes a context and has a bound of its own. Several processes may share one state
 // directory on the operating system's file system: a put without overwrite
 // is an exclusive create (a hard link that fails if the name exists), and
 // session changes take a file lock.
