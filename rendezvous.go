@@ -101,7 +101,7 @@ type Rendezvous struct {
 	opt     RendezvousOptions
 	exhaust []*regexp.Regexp
 	log     *slog.Logger
-	done    chan struct{} // closed by Close
+	done    chan struct{}   // closed by Close
 	ctx     context.Context // parent of calls to ports; cancelled by Close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -230,6 +230,7 @@ const (
 	ReasonEchoedBrief      Reason = "echoed_brief"      // the pane shows only the brief: the member never started
 	ReasonMemberNotReady   Reason = "member_not_ready"  // the member did not become ready in time
 	ReasonMemberGone       Reason = "member_gone"       // the member's pane or process went away mid-turn
+	ReasonSessionCleaned   Reason = "session_cleaned"   // the sessions were cleaned while the turn was open
 )
 
 // TicketState says where a ticket's turn stands.
@@ -511,4 +512,41 @@ func (m *member) wake() {
 	case m.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Reset drops every turn, ticket and queued message, on disk too, as when
+// the sessions are cleaned. Calls blocked on a turn return: a lead's send
+// gets a failed outcome with reason session_cleaned, a member's ask
+// [ErrNoOpenTurn]. Members stay registered.
+func (r *Rendezvous) Reset() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return &Error{Code: CodeClosed, Op: "reset"}
+	}
+	for _, t := range r.turns {
+		t.stopReadyTimer()
+		if a := t.asker; a != nil {
+			t.asker = nil
+			a <- answer{err: newError(CodeNoOpenTurn, "ask", "the sessions were cleaned")}
+		}
+		if w := t.waiter; w != nil {
+			t.waiter = nil
+			w.ch <- result{o: Outcome{Kind: OutcomeFailed, Reason: ReasonSessionCleaned, TurnID: t.ID, From: t.Member}}
+		}
+	}
+	for _, m := range r.members {
+		m.queue, m.open, m.gate = nil, nil, gate{}
+		m.wake()
+	}
+	for name, l := range r.leads {
+		l.nudges = nil
+		r.changed(name)
+	}
+	clear(r.turns)
+	clear(r.tickets)
+	if err := r.store.fs.RemoveAll(r.turnDir()); err != nil {
+		return r.store.ioError("reset", err)
+	}
+	return nil
 }

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// state is what both servers run on: the store, its rendezvous and tokens.
+type state struct {
+	store   *fleetstate.Store
+	rv      *fleetstate.Rendezvous
+	tokens  *mcpadapter.Tokens
+	adapter *mcpadapter.Adapter
+}
+
+func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOptions) (*state, error) {
+	store, err := fleetstate.Open(nil, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := mcpadapter.OpenTokens(store)
+	if err != nil {
+		return nil, err
+	}
+	opts := fleetstate.RendezvousOptions{}
+	if rvOpts != nil {
+		opts = *rvOpts
+	}
+	opts.Logger = log
+	rv, err := fleetstate.NewRendezvous(store, &opts)
+	if err != nil {
+		return nil, err
+	}
+	// Every agent holding a member token is a member: known, but not ready
+	// until its connection makes its first call.
+	for _, name := range tokens.Agents(mcpadapter.RoleMember) {
+		if err := rv.AddMember(name, nil); err != nil {
+			rv.Close()
+			return nil, err
+		}
+	}
+	s := &state{store: store, rv: rv, tokens: tokens}
+	s.adapter = mcpadapter.New(store, rv, &mcpadapter.Options{
+		RolesConfigured: func() bool { return tokens.Len() > 0 },
+		OnCall:          mcpadapter.MarkMembersReady(rv),
+	})
+	return s, nil
+}
+
+// rendezvousFlags adds the flags of the rendezvous bounds to fs.
+func rendezvousFlags(fs *flag.FlagSet) *fleetstate.RendezvousOptions {
+	o := &fleetstate.RendezvousOptions{}
+	fs.DurationVar(&o.SendTimeout, "send-timeout", fleetstate.DefaultSendTimeout, "bound of a blocking fleet_send")
+	fs.DurationVar(&o.AskTimeout, "ask-timeout", fleetstate.DefaultAskTimeout, "window of a member's fleet_ask")
+	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", fleetstate.DefaultReadyTimeout, "how long a message waits for its member to be ready")
+	return o
+}
+
+func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
+	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the caller's agent name (default $FLEET_AGENT)")
+	role := fs.String("role", os.Getenv("FLEET_ROLE"), "the caller's role, lead or member (default $FLEET_ROLE)")
+	connect := fs.String("connect", "", "forward every tool to the daemon at this URL, authenticated by $FLEET_TOKEN")
+	rvOpts := rendezvousFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *connect != "" {
+		token := os.Getenv("FLEET_TOKEN")
+		if token == "" {
+			return errors.New("--connect needs the daemon token in $FLEET_TOKEN")
+		}
+		p, err := mcpadapter.NewProxy(ctx, *connect, token, version)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		return serveStdio(ctx, p.Server(), mcpadapter.Identity{}, stdin, stdout, stderr)
+	}
+	id := mcpadapter.Identity{}
+	if *agent != "" || *role != "" {
+		r, err := mcpadapter.ParseRole(*role)
+		if err != nil {
+			return fmt.Errorf("--role: %w", err)
+		}
+		if err := fleetstate.ValidateAgentName(*agent); err != nil {
+			return fmt.Errorf("--agent: %w", err)
+		}
+		id = mcpadapter.Identity{Agent: *agent, Role: r}
+	}
+	st, err := openState(*dir, log, rvOpts)
+	if err != nil {
+		return err
+	}
+	defer st.rv.Close()
+	if id.Role == mcpadapter.RoleMember {
+		if err := st.rv.AddMember(id.Agent, nil); err != nil {
+			return err
+		}
+	}
+	srv := st.adapter.NewServer("fleetstate", version)
+	return serveStdio(ctx, srv, id, stdin, stdout, stderr)
+}
+
+// serveStdio serves srv over stdin and stdout until stdin ends or ctx is
+// done. Blocking tools get enough workers not to starve each other.
+func serveStdio(ctx context.Context, srv *server.MCPServer, id mcpadapter.Identity, stdin io.Reader, stdout, stderr io.Writer) error {
+	s := server.NewStdioServer(srv)
+	server.WithErrorLogger(log.New(stderr, "fleetstate: ", log.LstdFlags))(s)
+	server.WithWorkerPoolSize(100)(s)
+	server.WithQueueSize(1000)(s)
+	server.WithStdioContextFunc(func(ctx context.Context) context.Context {
+		return mcpadapter.ContextWithIdentity(ctx, id)
+	})(s)
+	err := s.Listen(ctx, stdin, stdout)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:7333", "address to listen on (loopback unless told otherwise)")
+	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
+	anonymous := fs.Bool("anonymous", false, "let callers without a token use the store tools (never the fleet tools)")
+	rvOpts := rendezvousFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, err := openState(*dir, log, rvOpts)
+	if err != nil {
+		return err
+	}
+	srv := st.adapter.NewServer("fleetstate", version)
+	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: *anonymous})
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		st.rv.Close()
+		return err
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("fleetstate: serving MCP", "url", "http://"+ln.Addr().String()+"/mcp", "dir", st.store.Dir(), "anonymous", *anonymous)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		st.rv.Close()
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("fleetstate: shutting down")
+	// Closing the rendezvous first returns every blocked call (a lead's
+	// send with its ticket), so the HTTP shutdown does not wait on them.
+	st.rv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+// Package mcpadapter serves a fleetstate [fleetstate.Store] and
+// [fleetstate.Rendezvous] as MCP tools with github.com/mark3labs/mcp-go.
+//
+// The store tools (new_session, get_session, clean_sessions, put, get,
+// list) keep the names, arguments and error codes of fleet-state-mgr. The
+// fleet tools (fleet_send, fleet_next, fleet_ask, fleet_reply, fleet_poll,
+// fleet_ack, fleet_members) expose the rendezvous. Every result carries
+// structured content, repeated as JSON text for clients that read text
+// only; every failure is a result with isError set and structured content
+// {error: CODE, message}.
+//
+// The caller's [Identity] comes from the context (see
+// [ContextWithIdentity]); the role it needs is checked before its
+// arguments.
+package mcpadapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// DefaultProgressInterval is how often a blocked tool call sends
+// notifications/progress to a client that gave a progress token.
+const DefaultProgressInterval = 5 * time.Second
+
+// DefaultNextWait is how long fleet_next waits when the caller gives no
+// wait_s: under the 60 s an MCP client waits for a result.
+const DefaultNextWait = 50 * time.Second
+
+// Options configure an [Adapter]. A nil *Options means the defaults.
+type Options struct {
+	// RolesConfigured reports whether callers have roles: tokens exist, or
+	// the stdio server runs as a named agent. While it reports false,
+	// anonymous callers may start and clean sessions, as with
+	// fleet-state-mgr. Nil means false.
+	RolesConfigured func() bool
+	// ProgressInterval is the period of progress notifications. Zero
+	// means DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// OnCall, if set, is called with the identity of each caller before
+	// its tool runs (the HTTP server marks members ready with it).
+	OnCall func(Identity)
+}
+
+// Adapter maps a store and a rendezvous onto MCP tools. It is safe for
+// concurrent use.
+type Adapter struct {
+	store *fleetstate.Store
+	rv    *fleetstate.Rendezvous
+	opt   Options
+	tools []tool
+}
+
+// New returns an adapter for store and rv. rv may be nil: the fleet tools
+// are then not served.
+func New(store *fleetstate.Store, rv *fleetstate.Rendezvous, opts *Options) *Adapter {
+	a := &Adapter{store: store, rv: rv}
+	if opts != nil {
+		a.opt = *opts
+	}
+	if a.opt.ProgressInterval <= 0 {
+		a.opt.ProgressInterval = DefaultProgressInterval
+	}
+	a.tools = a.storeTools()
+	if rv != nil {
+		a.tools = append(a.tools, a.fleetTools()...)
+	}
+	return a
+}
+
+// Tools returns the tools for registration on an MCP server.
+func (a *Adapter) Tools() []server.ServerTool {
+	out := make([]server.ServerTool, len(a.tools))
+	for i, t := range a.tools {
+		out[i] = server.ServerTool{Tool: t.mcpTool(), Handler: a.handler(t)}
+	}
+	return out
+}
+
+// NewServer returns an MCP server with the adapter's tools registered.
+func (a *Adapter) NewServer(name, version string, opts ...server.ServerOption) *server.MCPServer {
+	opts = append([]server.ServerOption{
+		server.WithToolCapabilities(false),
+		server.WithRecovery(),
+		server.WithInstructions(instructions),
+	}, opts...)
+	s := server.NewMCPServer(name, version, opts...)
+	s.AddTools(a.Tools()...)
+	return s
+}
+
+const instructions = `fleetstate keeps files per session and agent (put, get, list) and lets a lead hand work to member agents (fleet_* tools). ` +
+	`A lead delegates with fleet_send and collects detached work with fleet_poll/fleet_ack; a member takes work with fleet_next, asks with fleet_ask and answers with fleet_reply.`
+
+// access says who may call a tool.
+type access int
+
+const (
+	anyone    access = iota // every caller, anonymous too
+	lifecycle               // a lead, or anyone while no roles are configured
+	leadOnly
+	memberOnly
+)
+
+// tool is one MCP tool: its contract and its handler.
+type tool struct {
+	name        string
+	description string
+	access      access
+	input       []field // the arguments, all of them strings, booleans or numbers
+	output      map[string]any
+	annotations mcp.ToolAnnotation
+	// call decodes nothing: args were decoded strictly into a fresh
+	// value by newArgs.
+	newArgs func() any
+	call    func(ctx context.Context, id Identity, args any) (any, error)
+}
+
+// handler wraps a tool: identity and role first, then strict decoding of
+// the arguments, then the call; every failure becomes an error result.
+func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		id := IdentityFromContext(ctx)
+		if err := a.permit(t, id); err != nil {
+			return errorResult(err), nil
+		}
+		if a.opt.OnCall != nil {
+			a.opt.OnCall(id)
+		}
+		args := t.newArgs()
+		if err := decodeArgs(req, t.input, args); err != nil {
+			return errorResult(err), nil
+		}
+		stop := a.progress(ctx, req)
+		out, err := t.call(ctx, id, args)
+		stop()
+		if err != nil {
+			return errorResult(err), nil
+		}
+		return result(out, false), nil
+	}
+}
+
+func (a *Adapter) permit(t tool, id Identity) error {
+	ok := false
+	switch t.access {
+	case anyone:
+		ok = true
+	case lifecycle:
+		ok = id.Role == RoleLead || (id.Anonymous() && (a.opt.RolesConfigured == nil || !a.opt.RolesConfigured()))
+	case leadOnly:
+		ok = id.Role == RoleLead
+	case memberOnly:
+		ok = id.Role == RoleMember
+	}
+	if ok {
+		return nil
+	}
+	who := "an anonymous caller"
+	if !id.Anonymous() {
+		who = string(id.Role) + " " + id.Agent
+		if id.Role == "" {
+			who = id.Agent
+		}
+	}
+	need := map[access]string{lifecycle: "the lead", leadOnly: "the lead", memberOnly: "a member"}[t.access]
+	return &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: t.name,
+		Err: errors.New(who + " may not call " + t.name + "; only " + need + " may")}
+}
+
+// progress sends notifications/progress every ProgressInterval while a
+// call blocks, if the client asked for them with a progress token. The
+// returned stop ends the goroutine and waits for it.
+func (a *Adapter) progress(ctx context.Context, req mcp.CallToolRequest) (stop func()) {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return func() {}
+	}
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return func() {}
+	}
+	token := req.Params.Meta.ProgressToken
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(a.opt.ProgressInterval)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+					"progressToken": token,
+					"progress":      n,
+					"message":       "still waiting",
+				})
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// result returns a tool result whose structured content is v, repeated as
+// JSON text. v is marshalled once.
+func result(v any, isError bool) *mcp.CallToolResult {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(errorBody{Error: fleetstate.CodeInternal, Message: "mcpadapter: encode result: " + err.Error()})
+		isError = true
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(string(data))},
+		StructuredContent: json.RawMessage(data),
+		IsError:           isError,
+	}
+}
+
+type errorBody struct {
+	Error   fleetstate.Code `json:"error"`
+	Message string          `json:"message"`
+}
+
+// errorResult maps any error onto a result with isError set and the
+// structured content {error: CODE, message}. Codes come from
+// [fleetstate.CodeOf]; a context error means the caller gave up and is
+// reported as such.
+func errorResult(err error) *mcp.CallToolResult {
+	code := fleetstate.CodeOf(err)
+	msg := err.Error()
+	switch {
+	case errors.Is(err, context.Canceled):
+		code, msg = fleetstate.CodeInvalidArgument, "mcpadapter: the call was cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		code, msg = fleetstate.CodeInvalidArgument, "mcpadapter: the call's deadline passed"
+	case code == fleetstate.CodeInternal && !strings.HasPrefix(msg, "fleetstate:"):
+		msg = "fleetstate: internal error"
+	}
+	return result(errorBody{Error: code, Message: msg}, true)
+}

@@ -1,0 +1,115 @@
+package mcpadapter
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// DefaultMaxRequestBytes bounds the body of one HTTP request: room for the
+// largest file content the store accepts, escaped as JSON.
+const DefaultMaxRequestBytes = 64 << 20
+
+// HTTPOptions configure [Adapter.HTTPHandler].
+type HTTPOptions struct {
+	// Tokens authenticates callers. Every request must carry
+	// "Authorization: Bearer TOKEN" with a token from it.
+	Tokens *Tokens
+	// Anonymous lets requests without an Authorization header through as
+	// anonymous callers, who may use the store tools only. A request with
+	// a wrong token is refused all the same.
+	Anonymous bool
+	// Path is where MCP is served. Empty means "/mcp".
+	Path string
+	// MaxRequestBytes bounds request bodies. Zero means
+	// DefaultMaxRequestBytes.
+	MaxRequestBytes int64
+}
+
+// HTTPHandler serves srv over MCP streamable HTTP with the caller's
+// identity taken from its bearer token. Before authentication it refuses,
+// with 403, a request that reached a loopback address under a Host or
+// Origin that is not loopback (DNS rebinding); a request without a valid
+// token gets 401.
+func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Handler {
+	path := opts.Path
+	if path == "" {
+		path = "/mcp"
+	}
+	limit := opts.MaxRequestBytes
+	if limit <= 0 {
+		limit = DefaultMaxRequestBytes
+	}
+	mcpHTTP := server.NewStreamableHTTPServer(srv,
+		server.WithEndpointPath(path),
+		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			return ContextWithIdentity(ctx, IdentityFromContext(r.Context()))
+		}),
+	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rebinding(r) {
+			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
+			return
+		}
+		id := Identity{}
+		switch auth := r.Header.Get("Authorization"); {
+		case auth == "" && opts.Anonymous:
+		case auth == "":
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
+			http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (see fleetstate token add)", http.StatusUnauthorized)
+			return
+		default:
+			token, ok := strings.CutPrefix(auth, "Bearer ")
+			var found bool
+			if ok && opts.Tokens != nil {
+				id, found = opts.Tokens.Lookup(strings.TrimSpace(token))
+			}
+			if !found {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate", error="invalid_token"`)
+				http.Error(w, "unauthorized: unknown or revoked token", http.StatusUnauthorized)
+				return
+			}
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
+		mcpHTTP.ServeHTTP(w, r.WithContext(ContextWithIdentity(r.Context(), id)))
+	})
+}
+
+// rebinding reports whether r reached a loopback listener under a name
+// that is not loopback, as a page whose DNS name was rebound to 127.0.0.1
+// would make a browser do.
+func rebinding(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !isLoopback(local.String()) {
+		return false
+	}
+	if !isLoopback(r.Host) {
+		return true
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		u, err := url.Parse(origin)
+		if err != nil || !isLoopback(u.Host) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

@@ -1,0 +1,76 @@
+package mcpadapter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/fleetstate/fleetstate"
+)
+
+// Role is what a caller may do in the fleet.
+type Role string
+
+// Roles. A caller with neither is anonymous: it may use the store tools,
+// never the fleet tools.
+const (
+	RoleLead   Role = "lead"
+	RoleMember Role = "member"
+)
+
+// ParseRole parses "lead" or "member".
+func ParseRole(s string) (Role, error) {
+	switch Role(s) {
+	case RoleLead, RoleMember:
+		return Role(s), nil
+	}
+	return "", fmt.Errorf("mcpadapter: role %q is not lead or member", s)
+}
+
+// Identity is who is calling a tool. It comes from the transport (the
+// process's configuration on stdio, the bearer token on HTTP), never from a
+// tool argument. The zero Identity is an anonymous caller.
+type Identity struct {
+	Agent string
+	Role  Role
+}
+
+// Anonymous reports whether id names no agent.
+func (id Identity) Anonymous() bool { return id.Agent == "" }
+
+type identityKey struct{}
+
+// ContextWithIdentity returns a context that carries id to the tool
+// handlers.
+func ContextWithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityFromContext returns the identity ctx carries, or the anonymous
+// identity.
+func IdentityFromContext(ctx context.Context) Identity {
+	id, _ := ctx.Value(identityKey{}).(Identity)
+	return id
+}
+
+// MarkMembersReady returns an OnCall hook that makes a member ready in rv
+// when its connection makes a call: a member is known from its token but
+// not ready until it has mounted. A member not known yet (its token was
+// added after the server started) is added as a member that pulls.
+func MarkMembersReady(rv *fleetstate.Rendezvous) func(Identity) {
+	var seen sync.Map
+	return func(id Identity) {
+		if id.Role != RoleMember {
+			return
+		}
+		if _, ok := seen.Load(id.Agent); ok {
+			return
+		}
+		if err := rv.SetReady(id.Agent, true); fleetstate.CodeOf(err) == fleetstate.CodeUnknownMember {
+			if rv.AddMember(id.Agent, nil) == nil {
+				_ = rv.SetReady(id.Agent, true)
+			}
+		}
+		seen.Store(id.Agent, true)
+	}
+}

@@ -1,0 +1,414 @@
+package mcpadapter
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+func ann(title string, readOnly, destructive, idempotent bool) mcp.ToolAnnotation {
+	f := false
+	return mcp.ToolAnnotation{Title: title, ReadOnlyHint: &readOnly, DestructiveHint: &destructive,
+		IdempotentHint: &idempotent, OpenWorldHint: &f}
+}
+
+func str(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
+
+func out(props map[string]any, required ...string) map[string]any {
+	return map[string]any{"properties": props, "required": required}
+}
+
+// Arguments of the tools. Every field is a pointer, so that decodeArgs
+// tells a missing argument from a zero one.
+type (
+	newSessionArgs struct {
+		Name *string `json:"name"`
+	}
+	noArgs  struct{}
+	putArgs struct {
+		AgentName *string `json:"agent_name"`
+		FileName  *string `json:"file_name"`
+		Content   *string `json:"content"`
+		Overwrite *bool   `json:"overwrite"`
+	}
+	getArgs struct {
+		ID *string `json:"id"`
+	}
+	listArgs struct {
+		SessionID *string `json:"session_id"`
+		AgentName *string `json:"agent_name"`
+	}
+	sendArgs struct {
+		To      *string `json:"to"`
+		TurnID  *string `json:"turn_id"`
+		Content *string `json:"content"`
+		Wait    *bool   `json:"wait"`
+	}
+	waitArgs struct {
+		WaitS *float64 `json:"wait_s"`
+	}
+	askArgs struct {
+		Question *string `json:"question"`
+		Default  *string `json:"default"`
+	}
+	replyArgs struct {
+		Content *string `json:"content"`
+	}
+	pollArgs struct {
+		Ticket *string  `json:"ticket"`
+		WaitS  *float64 `json:"wait_s"`
+	}
+	ackArgs struct {
+		Ticket *string `json:"ticket"`
+	}
+)
+
+// fileEntry is one file of a list result.
+type fileEntry struct {
+	ID        string `json:"id"`
+	AgentName string `json:"agent_name"`
+	FileName  string `json:"file_name"`
+	Size      int64  `json:"size"`
+	Modified  string `json:"modified"`
+}
+
+func (a *Adapter) storeTools() []tool {
+	return []tool{
+		{
+			name: "new_session",
+			description: "Start a new session and make it the current one; the previous session is archived and its files stay readable by ID. " +
+				"Returns the new session's id (a UUID).",
+			access:      lifecycle,
+			input:       []field{{name: "name", kind: "string", desc: "a label for the session", required: true}},
+			output:      out(map[string]any{"id": str("the session ID")}, "id"),
+			annotations: ann("Start a session", false, false, false),
+			newArgs:     func() any { return new(newSessionArgs) },
+			call: func(_ context.Context, _ Identity, args any) (any, error) {
+				s, err := a.store.NewSession(*args.(*newSessionArgs).Name)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]string{"id": s.ID}, nil
+			},
+		},
+		{
+			name:        "get_session",
+			description: "Return the current session's id and name. Fails with ERR_NO_ACTIVE_SESSION before the first new_session.",
+			access:      anyone,
+			output:      out(map[string]any{"id": str("the session ID"), "name": str("the session's name")}, "id", "name"),
+			annotations: ann("Current session", true, false, true),
+			newArgs:     func() any { return new(noArgs) },
+			call: func(context.Context, Identity, any) (any, error) {
+				s, err := a.store.CurrentSession()
+				if err != nil {
+					return nil, err
+				}
+				return map[string]string{"id": s.ID, "name": s.Name}, nil
+			},
+		},
+		{
+			name: "clean_sessions",
+			description: "Remove every session, every stored file and all pending fleet work (tickets, queued messages), " +
+				"leaving an empty state directory with no current session. Cannot be undone.",
+			access:      lifecycle,
+			output:      out(map[string]any{"success": map[string]any{"type": "boolean"}}, "success"),
+			annotations: ann("Remove all sessions", false, true, true),
+			newArgs:     func() any { return new(noArgs) },
+			call: func(context.Context, Identity, any) (any, error) {
+				if a.rv != nil {
+					if err := a.rv.Reset(); err != nil {
+						return nil, err
+					}
+				}
+				if err := a.store.Clean(); err != nil {
+					return nil, err
+				}
+				return map[string]bool{"success": true}, nil
+			},
+		},
+		{
+			name: "put",
+			description: "Store a file in the current session under agent_name. file_name is a relative path such as notes.md or src/plan/steps.txt. " +
+				"Fails with ERR_FILE_EXISTS if the file exists and overwrite is not true. Returns the file's id " +
+				"(fsm::file::SESSION::AGENT::FILE), which any agent can pass to get.",
+			access: anyone,
+			input: []field{
+				{name: "agent_name", kind: "string", desc: "the agent the file belongs to (a member may only use its own name)", required: true},
+				{name: "file_name", kind: "string", desc: "relative path of the file, folders separated by /", required: true},
+				{name: "content", kind: "string", desc: "the file's content", required: true},
+				{name: "overwrite", kind: "boolean", desc: "replace an existing file (default false)"},
+			},
+			output:      out(map[string]any{"id": str("the file ID")}, "id"),
+			annotations: ann("Store a file", false, true, false),
+			newArgs:     func() any { return new(putArgs) },
+			call: func(_ context.Context, id Identity, args any) (any, error) {
+				p := args.(*putArgs)
+				if id.Role == RoleMember && *p.AgentName != id.Agent {
+					return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "put",
+						Err: errorf("member %s may only write under its own agent name", id.Agent)}
+				}
+				fid, err := a.store.Put(*p.AgentName, *p.FileName, []byte(*p.Content), p.Overwrite != nil && *p.Overwrite)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]string{"id": fid.String()}, nil
+			},
+		},
+		{
+			name: "get",
+			description: "Return the content of the file with this id, from any session still on disk. Errors: ERR_CAN_ONLY_RETRIEVE_FILES " +
+				"(not a file id), ERR_SESSION_NOT_VALID, ERR_AGENT_NOT_VALID, ERR_FILE_NOT_FOUND.",
+			access:      anyone,
+			input:       []field{{name: "id", kind: "string", desc: "a file id as put returned it: fsm::file::SESSION::AGENT::FILE", required: true}},
+			output:      out(map[string]any{"content": str("the file's content")}, "content"),
+			annotations: ann("Read a file", true, false, true),
+			newArgs:     func() any { return new(getArgs) },
+			call: func(_ context.Context, _ Identity, args any) (any, error) {
+				fid, err := fleetstate.ParseFileID(*args.(*getArgs).ID)
+				if err != nil {
+					return nil, err
+				}
+				data, err := a.store.Get(fid)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]string{"content": string(data)}, nil
+			},
+		},
+		{
+			name:        "list",
+			description: "List the files of a session (the current one by default), optionally of one agent, with their ids, sizes and modification times.",
+			access:      anyone,
+			input: []field{
+				{name: "session_id", kind: "string", desc: "a session ID (default: the current session)"},
+				{name: "agent_name", kind: "string", desc: "only this agent's files"},
+			},
+			output: out(map[string]any{"files": map[string]any{"type": "array", "items": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"id": str("the file ID"), "agent_name": str(""), "file_name": str(""),
+					"size":     map[string]any{"type": "integer", "description": "bytes"},
+					"modified": str("modification time, RFC 3339"),
+				},
+				"required": []string{"id", "agent_name", "file_name", "size", "modified"},
+			}}}, "files"),
+			annotations: ann("List files", true, false, true),
+			newArgs:     func() any { return new(listArgs) },
+			call: func(_ context.Context, _ Identity, args any) (any, error) {
+				l := args.(*listArgs)
+				files, err := a.store.List(deref(l.SessionID), deref(l.AgentName))
+				if err != nil {
+					return nil, err
+				}
+				entries := make([]fileEntry, len(files))
+				for i, f := range files {
+					entries[i] = fileEntry{ID: f.ID.String(), AgentName: f.ID.Agent(), FileName: f.ID.Name(),
+						Size: f.Size, Modified: f.ModTime.UTC().Format(time.RFC3339Nano)}
+				}
+				return map[string]any{"files": entries}, nil
+			},
+		},
+	}
+}
+
+var outcomeProps = map[string]any{
+	"outcome": map[string]any{"type": "string", "enum": []string{"reply", "question", "turn_done", "pending", "failed"}},
+	"turn_id": str("the turn; answer a question with fleet_send{turn_id, content}"),
+	"ticket":  str("collect the outcome later with fleet_poll, then fleet_ack"),
+	"from":    str("the member"),
+	"content": str("the reply, the question, or the member's pane tail"),
+	"partial": map[string]any{"type": "boolean", "description": "content was clipped to the scrape window"},
+	"reason":  str("why the turn failed: backend_exhausted, echoed_brief, member_not_ready, member_gone, session_cleaned"),
+	"state":   map[string]any{"type": "string", "enum": []string{"queued", "working", "question", "done"}},
+}
+
+func (a *Adapter) fleetTools() []tool {
+	rv := a.rv
+	return []tool{
+		{
+			name: "fleet_send",
+			description: "Lead only. Send work to a member and wait for the outcome: {outcome: reply|question|turn_done|pending|failed}. " +
+				"Use {to, content} to open a new turn, or {turn_id, content} to answer the member's question in that turn (never answer by name: that opens a new turn). " +
+				"With wait:false it returns {outcome: pending, ticket} at once. A blocking call returns before 60 s: if the member is not done it returns pending " +
+				"with a ticket; collect it with fleet_poll.",
+			access: leadOnly,
+			input: []field{
+				{name: "to", kind: "string", desc: "the member to send to (new turn)"},
+				{name: "turn_id", kind: "string", desc: "the turn whose question this answers"},
+				{name: "content", kind: "string", desc: "the message or the answer", required: true},
+				{name: "wait", kind: "boolean", desc: "block for the outcome (default true); only with to"},
+			},
+			output:      out(outcomeProps, "outcome"),
+			annotations: ann("Delegate to a member", false, false, false),
+			newArgs:     func() any { return new(sendArgs) },
+			call: func(ctx context.Context, id Identity, args any) (any, error) {
+				s := args.(*sendArgs)
+				switch {
+				case (s.To == nil) == (s.TurnID == nil):
+					return nil, invalid("give exactly one of to (a new turn) or turn_id (an answer)")
+				case s.TurnID != nil && s.Wait != nil:
+					return nil, invalid("wait goes with to, not with turn_id")
+				case s.TurnID != nil:
+					return settle(rv.Answer(ctx, id.Agent, *s.TurnID, *s.Content))
+				case s.Wait != nil && !*s.Wait:
+					return rv.SendDetached(id.Agent, *s.To, *s.Content)
+				default:
+					return settle(rv.Send(ctx, id.Agent, *s.To, *s.Content))
+				}
+			},
+		},
+		{
+			name: "fleet_next",
+			description: "Member only. Wait up to wait_s seconds (default 50) for your next message and return {turn_id, from, content}, " +
+				"or {outcome: none} if none came. Calling it ends your previous turn if you did not reply to it.",
+			access:      memberOnly,
+			input:       []field{{name: "wait_s", kind: "number", desc: "seconds to wait (default 50, at most 55)", min: zero()}},
+			output:      out(map[string]any{"turn_id": str(""), "from": str("the lead"), "content": str("the message"), "outcome": str("none when no message came")}),
+			annotations: ann("Take the next message", false, false, false),
+			newArgs:     func() any { return new(waitArgs) },
+			call: func(ctx context.Context, id Identity, args any) (any, error) {
+				wait := DefaultNextWait
+				if w := args.(*waitArgs).WaitS; w != nil {
+					wait = seconds(*w)
+				}
+				msg, ok, err := rv.Next(ctx, id.Agent, wait)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					return map[string]string{"outcome": "none"}, nil
+				}
+				return msg, nil
+			},
+		},
+		{
+			name: "fleet_ask",
+			description: "Member only. Ask the lead a question in your current turn and wait for the answer: {answer, timed_out}. " +
+				"The lead has about 55 s; then you get your default (timed_out: true). Give a default you can live with.",
+			access: memberOnly,
+			input: []field{
+				{name: "question", kind: "string", desc: "the question", required: true},
+				{name: "default", kind: "string", desc: "the answer to use if the lead does not answer in time"},
+			},
+			output: out(map[string]any{"answer": str(""), "timed_out": map[string]any{"type": "boolean"}}, "answer", "timed_out"),
+			annotations: ann("Ask the lead", false, false, false),
+			newArgs:     func() any { return new(askArgs) },
+			call: func(ctx context.Context, id Identity, args any) (any, error) {
+				q := args.(*askArgs)
+				text, timedOut, err := rv.Ask(ctx, id.Agent, *q.Question, deref(q.Default))
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"answer": text, "timed_out": timedOut}, nil
+			},
+		},
+		{
+			name:        "fleet_reply",
+			description: "Member only. Reply to the lead and end your current turn. Fails with ERR_NO_OPEN_TURN if you have no turn open.",
+			access:      memberOnly,
+			input:       []field{{name: "content", kind: "string", desc: "your reply: the report the lead asked for", required: true}},
+			output:      out(map[string]any{"ok": map[string]any{"type": "boolean"}}, "ok"),
+			annotations: ann("Reply to the lead", false, false, false),
+			newArgs:     func() any { return new(replyArgs) },
+			call: func(_ context.Context, id Identity, args any) (any, error) {
+				if err := rv.Reply(id.Agent, *args.(*replyArgs).Content); err != nil {
+					return nil, err
+				}
+				return map[string]bool{"ok": true}, nil
+			},
+		},
+		{
+			name: "fleet_poll",
+			description: "Lead only. With ticket: that ticket's outcome and state (queued, working, question, done). Without: {tickets: [...]}, all your tickets. " +
+				"wait_s (at most 55) waits for a change first. A finished outcome stays until fleet_ack.",
+			access: leadOnly,
+			input: []field{
+				{name: "ticket", kind: "string", desc: "one ticket (default: all of yours)"},
+				{name: "wait_s", kind: "number", desc: "seconds to wait for a change (default 0)", min: zero()},
+			},
+			output: out(func() map[string]any {
+				p := map[string]any{"tickets": map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": outcomeProps}}}
+				for k, v := range outcomeProps {
+					p[k] = v
+				}
+				return p
+			}()),
+			annotations: ann("Collect detached work", true, false, true),
+			newArgs:     func() any { return new(pollArgs) },
+			call: func(ctx context.Context, id Identity, args any) (any, error) {
+				p := args.(*pollArgs)
+				var wait time.Duration
+				if p.WaitS != nil {
+					wait = seconds(*p.WaitS)
+				}
+				if p.Ticket != nil {
+					return rv.Poll(ctx, id.Agent, *p.Ticket, wait)
+				}
+				all, err := rv.PollAll(ctx, id.Agent, wait)
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"tickets": all}, nil
+			},
+		},
+		{
+			name:        "fleet_ack",
+			description: "Lead only. Drop a finished ticket and its outcome once you have read it. ERR_TICKET_OPEN if its turn has not ended.",
+			access:      leadOnly,
+			input:       []field{{name: "ticket", kind: "string", desc: "the ticket", required: true}},
+			output:      out(map[string]any{"ok": map[string]any{"type": "boolean"}}, "ok"),
+			annotations: ann("Acknowledge a ticket", false, true, false),
+			newArgs:     func() any { return new(ackArgs) },
+			call: func(_ context.Context, id Identity, args any) (any, error) {
+				if err := rv.Ack(id.Agent, *args.(*ackArgs).Ticket); err != nil {
+					return nil, err
+				}
+				return map[string]bool{"ok": true}, nil
+			},
+		},
+		{
+			name:        "fleet_members",
+			description: "Lead only. The members you can send to: {members: [{name, ready, status, queued}]}. Only ready members take work.",
+			access:      leadOnly,
+			output: out(map[string]any{"members": map[string]any{"type": "array", "items": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"name": str(""), "ready": map[string]any{"type": "boolean"},
+					"status": str("IDLE, WORKING, BLOCKED, UNKNOWN, or PULL for members that call fleet_next"),
+					"queued": map[string]any{"type": "integer"},
+				},
+			}}}, "members"),
+			annotations: ann("List members", true, false, true),
+			newArgs:     func() any { return new(noArgs) },
+			call: func(context.Context, Identity, any) (any, error) {
+				return map[string]any{"members": rv.Members()}, nil
+			},
+		},
+	}
+}
+
+// settle turns the result of a blocking rendezvous call into a tool
+// result: when the caller's context ended, the pending outcome with its
+// ticket is still the answer (the client may have gone, but nothing is
+// lost).
+func settle(o fleetstate.Outcome, err error) (any, error) {
+	if err != nil && o.Kind == "" {
+		return nil, err
+	}
+	return o, nil
+}
+
+// seconds converts a wait in seconds; the rendezvous caps it further, this
+// only keeps huge values from overflowing.
+func seconds(s float64) time.Duration {
+	return time.Duration(min(s, 3600) * float64(time.Second))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
