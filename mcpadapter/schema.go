@@ -148,5 +148,4 @@ func invalid(format string, args ...any) error {
 	return &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "arguments", Err: fmt.Errorf(format, args...)}
 }
 
-
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

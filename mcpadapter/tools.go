@@ -292,7 +292,7 @@ func (a *Adapter) fleetTools() []tool {
 				{name: "question", kind: "string", desc: "the question", required: true},
 				{name: "default", kind: "string", desc: "the answer to use if the lead does not answer in time"},
 			},
-			output: out(map[string]any{"answer": str(""), "timed_out": map[string]any{"type": "boolean"}}, "answer", "timed_out"),
+			output:      out(map[string]any{"answer": str(""), "timed_out": map[string]any{"type": "boolean"}}, "answer", "timed_out"),
 			annotations: ann("Ask the lead", false, false, false),
 			newArgs:     func() any { return new(askArgs) },
 			call: func(ctx context.Context, id Identity, args any) (any, error) {
