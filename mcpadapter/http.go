@@ -1,7 +1,10 @@
 package mcpadapter
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -78,6 +81,9 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
+		if acceptBareCancel(w, r) {
+			return
+		}
 		mcpHTTP.ServeHTTP(w, r.WithContext(ContextWithIdentity(r.Context(), id)))
 	})
 }
@@ -112,4 +118,33 @@ func isLoopback(hostport string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// acceptBareCancel answers 202 Accepted to a notifications/cancelled that
+// carries no _meta, under protocol version 2026-07-28. mcp-go refuses such
+// a notification with 400, and a client that gets 400 for it (the official
+// Go SDK v1.8.0 does) drops its whole session. The cancellation itself does
+// not need the notification: under that protocol every request is its own
+// HTTP exchange, and the client aborting it cancels the call's context.
+func acceptBareCancel(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "notifications/cancelled" {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var n struct {
+		Method string `json:"method"`
+		ID     any    `json:"id"`
+		Params struct {
+			Meta json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &n) != nil || n.Method != "notifications/cancelled" || n.ID != nil || len(n.Params.Meta) > 0 {
+		return false
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return true
 }
