@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -327,6 +329,17 @@ func TestHTTPDelegationClarificationDetached(t *testing.T) {
 	fails(ctx, t, f.m1, "clean_sessions", nil, "ERR_NOT_PERMITTED")
 	fails(ctx, t, f.lead, "fleet_reply", map[string]any{"content": "x"}, "ERR_NOT_PERMITTED")
 	fails(ctx, t, f.lead, "fleet_send", map[string]any{"to": "stranger", "content": "x"}, "ERR_UNKNOWN_MEMBER")
+
+	// Cleaning the sessions drops fleet state, never the tokens.
+	ok(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "dropped", "wait": false})
+	ok(ctx, t, f.lead, "clean_sessions", nil)
+	if all := ok(ctx, t, f.lead, "fleet_poll", nil); len(all["tickets"].([]any)) != 0 {
+		t.Fatalf("tickets after clean_sessions: %v", all)
+	}
+	lead2 := connectHTTP(t, f.d.url, f.tokens["lead"])
+	if m := ok(ctx, t, lead2, "fleet_members", nil); len(m["members"].([]any)) != 2 {
+		t.Fatalf("fleet_members after clean_sessions = %v", m)
+	}
 }
 
 func TestHTTPCancelledSendLosesNothing(t *testing.T) {
@@ -466,4 +479,88 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestStdioBlockingCallsDoNotStarve writes more blocking calls than
+// mcp-go's default stdio worker pool (5) to the server's input, then one
+// more call, and checks that the last is answered while the others wait.
+func TestStdioBlockingCallsDoNotStarve(t *testing.T) {
+	cmd := exec.Command(binary, "mcp", "--dir", t.TempDir(), "--agent", "worker", "--role", "member")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var msgs []string
+	msgs = append(msgs,
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for i := 1; i <= 12; i++ {
+		msgs = append(msgs, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fleet_next","arguments":{"wait_s":30}}}`, i))
+	}
+	msgs = append(msgs, `{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"get_session","arguments":{}}}`)
+	if _, err := io.WriteString(stdin, strings.Join(msgs, "\n")+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan []int, 1)
+	go func() {
+		var ids []int
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var resp struct{ ID *int }
+			if json.Unmarshal(sc.Bytes(), &resp) == nil && resp.ID != nil {
+				ids = append(ids, *resp.ID)
+				if *resp.ID == 100 {
+					answered <- ids
+					return
+				}
+			}
+		}
+	}()
+	select {
+	case ids := <-answered:
+		if len(ids) != 2 || ids[0] != 0 {
+			t.Fatalf("responses before get_session's: %v; want only initialize's", ids)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("get_session got no answer while 12 fleet_next calls were parked: the worker pool starves")
+	}
+}
+
+// TestHTTPShutdownReleasesBlockedCalls sends SIGTERM to a daemon with a
+// lead blocked in fleet_send: the call returns pending with its ticket, the
+// daemon exits cleanly, and the ticket is there after a restart.
+func TestHTTPShutdownReleasesBlockedCalls(t *testing.T) {
+	f := newFleet(t)
+	ctx := context.Background()
+	sent := async(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "job"})
+	ok(ctx, t, f.m1, "fleet_next", map[string]any{"wait_s": 10})
+	if err := f.d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	o := recvWithin(t, sent, 10*time.Second)
+	ticket, _ := o["ticket"].(string)
+	if o["outcome"] != "pending" || ticket == "" {
+		t.Fatalf("blocked send at shutdown = %v; want pending with its ticket", o)
+	}
+	if err := f.d.cmd.Wait(); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v", err)
+	}
+	d2 := startDaemon(t, f.dir)
+	lead := connectHTTP(t, d2.url, f.tokens["lead"])
+	if p := ok(ctx, t, lead, "fleet_poll", map[string]any{"ticket": ticket}); p["state"] != "working" {
+		t.Fatalf("ticket after restart = %v; want the open turn", p)
+	}
+	m1 := connectHTTP(t, d2.url, f.tokens["m1"])
+	ok(ctx, t, m1, "fleet_reply", map[string]any{"content": "after restart"})
+	if p := ok(ctx, t, lead, "fleet_poll", map[string]any{"ticket": ticket}); p["content"] != "after restart" {
+		t.Fatalf("reply after restart = %v", p)
+	}
 }
