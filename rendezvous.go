@@ -550,3 +550,20 @@ func (r *Rendezvous) Reset() error {
 	}
 	return nil
 }
+
+// Wake makes the rendezvous read the status of member, or of the lead
+// named, now rather than at the next poll: call it when a status source
+// learns of a change, such as an agent's hook reporting one.
+func (r *Rendezvous) Wake(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := r.members[name]; m != nil {
+		m.wake()
+	}
+	if l := r.leads[name]; l != nil {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}

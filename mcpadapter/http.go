@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -32,6 +33,10 @@ type HTTPOptions struct {
 	// MaxRequestBytes bounds request bodies. Zero means
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int64
+	// OnStatus receives the status reports that agents' hooks POST to
+	// StatusPath with their token. Nil means reports are accepted and
+	// dropped.
+	OnStatus func(Identity, fleetstate.Status) error
 }
 
 // HTTPHandler serves srv over MCP streamable HTTP with the caller's
@@ -54,6 +59,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 			return ContextWithIdentity(ctx, IdentityFromContext(r.Context()))
 		}),
 	)
+	status := statusHandler(opts.OnStatus)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rebinding(r) {
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
@@ -80,6 +86,10 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
+		if r.URL.Path == StatusPath {
+			status(w, r, id)
+			return
 		}
 		if acceptBareCancel(w, r) {
 			return

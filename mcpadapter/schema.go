@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/fleetstate/fleetstate"
@@ -106,6 +107,24 @@ func decodeArgs(req mcp.CallToolRequest, fields []field, dst any) error {
 	}
 	if raw[0] != '{' {
 		return invalid("arguments must be a JSON object")
+	}
+	// encoding/json matches names case-insensitively and reads null as a
+	// missing argument; the schema admits neither, so check the names and
+	// nulls exactly first. mcp-go has usually decoded the map already.
+	args, ok := req.Params.Arguments.(map[string]any)
+	if !ok {
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return invalid("arguments: %s", strings.TrimPrefix(err.Error(), "json: "))
+		}
+	}
+	for name, v := range args {
+		i := slices.IndexFunc(fields, func(f field) bool { return f.name == name })
+		switch {
+		case i < 0:
+			return invalid("unknown argument %q", name)
+		case v == nil:
+			return invalid("argument %q must be a %s, not null", name, fields[i].kind)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

@@ -8,13 +8,17 @@
 //	fleetstate token add --agent NAME --role lead|member [--dir DIR]
 //	fleetstate token revoke --agent NAME [--dir DIR]
 //	fleetstate token list [--dir DIR]
+//	fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]
 //	fleetstate demo
 //
 // mcp (the default) speaks MCP over standard input and output on the state
 // directory, as fleet-state-mgr does; with --connect it forwards every tool
 // to a daemon instead, authenticated by $FLEET_TOKEN. serve runs the daemon:
 // streamable HTTP at /mcp, where a lead and its members, each with its own
-// bearer token, meet in one rendezvous. Logs go to standard error.
+// bearer token, meet in one rendezvous; with --roster it also reaches agents
+// in tmux panes. status reports an agent's status from its hooks (with
+// $FLEET_TOKEN; without a status argument it reads the hook's JSON event on
+// standard input). Logs go to standard error.
 package main
 
 import (
@@ -58,6 +62,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runServe(ctx, args, stderr, log)
 	case "token":
 		return runToken(args, stdout, stderr)
+	case "status":
+		return runStatus(ctx, args, stdin, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
 	case "help":
@@ -74,5 +80,6 @@ const usage = `usage:
   fleetstate token add --agent NAME --role lead|member [--dir DIR]
   fleetstate token revoke --agent NAME [--dir DIR]
   fleetstate token list [--dir DIR]
+  fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]   (hook JSON on stdin without a status)
   fleetstate demo
 `

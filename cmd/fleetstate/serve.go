@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/fleetstate/fleetstate/tmux"
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -140,6 +141,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	addr := fs.String("addr", "127.0.0.1:7333", "address to listen on (loopback unless told otherwise)")
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	anonymous := fs.Bool("anonymous", false, "let callers without a token use the store tools (never the fleet tools)")
+	rosterPath := fs.String("roster", "", "a roster file naming the fleet's agents and their tmux panes")
 	rvOpts := rendezvousFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -148,8 +150,20 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	if err != nil {
 		return err
 	}
+	panes := map[string]*tmux.Pane{}
+	if *rosterPath != "" {
+		ro, err := loadRoster(*rosterPath)
+		if err == nil {
+			panes, err = ro.apply(st.rv)
+		}
+		if err != nil {
+			st.rv.Close()
+			return err
+		}
+	}
 	srv := st.adapter.NewServer("fleetstate", version)
-	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: *anonymous})
+	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: *anonymous,
+		OnStatus: reportTo(st.rv, panes)})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		st.rv.Close()

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+)
+
+// runStatus reports an agent's status to the daemon: the status given as an
+// argument, or, without one, the status a hook event on standard input
+// stands for. Coding-agent CLIs run it from their lifecycle hooks.
+func runStatus(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the reporting agent (must be the token's)")
+	url := fs.String("url", envOr("FLEET_URL", "http://127.0.0.1:7333"), "the daemon's base URL ($FLEET_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	token := os.Getenv("FLEET_TOKEN")
+	if token == "" {
+		return errors.New("status: set $FLEET_TOKEN to the agent's token")
+	}
+	var st fleetstate.Status
+	switch fs.NArg() {
+	case 1:
+		s, err := fleetstate.ParseStatus(fs.Arg(0))
+		if err != nil || s == fleetstate.StatusUnknown {
+			return fmt.Errorf("status: %q is not idle, working or blocked", fs.Arg(0))
+		}
+		st = s
+	case 0:
+		var ev mcpadapter.HookEvent
+		if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&ev); err != nil {
+			return fmt.Errorf("status: no status given and no hook event on standard input: %v", err)
+		}
+		s, ok := mcpadapter.StatusOfHook(ev)
+		if !ok {
+			return nil // an event that says nothing of the status
+		}
+		st = s
+	default:
+		return errors.New("status: want one status: idle, working or blocked")
+	}
+	body, _ := json.Marshal(mcpadapter.StatusReport{Agent: *agent, Status: strings.ToLower(st.String())})
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(strings.TrimSuffix(*url, "/mcp"), "/")+mcpadapter.StatusPath, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("status: the daemon answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
