@@ -33,10 +33,10 @@ const (
 //	fsm::file::SESSION_ID::AGENT_NAME::FILE_NAME
 //
 // The session ID is a UUID in canonical lower-case form and the agent name
-// never contains "::", so the first two separators after the prefix are
-// always the boundaries; everything after the second one is the file name,
-// which may itself contain "::". That is why ParseFileID(id.String()) == id
-// holds for every valid ID.
+// neither contains "::" nor ends with ":", so the first two separators after
+// the prefix are always the boundaries; everything after the second one is
+// the file name, which may itself contain "::". That is why
+// ParseFileID(id.String()) == id holds for every valid ID.
 //
 // FileID is a comparable value type. The zero value is not a valid ID:
 // [FileID.IsValid] reports false and [FileID.String] returns "".
@@ -145,8 +145,8 @@ func isSessionID(s string) bool {
 
 // ValidateAgentName reports whether name is a valid agent name: one path
 // segment of at most [MaxAgentNameLen] bytes of UTF-8, not "." or "..",
-// without "/", "\", "::" or control characters. The error has
-// [CodeInvalidAgentName].
+// without "/", "\", "::" or control characters, not ending with ":". The
+// error has [CodeInvalidAgentName].
 func ValidateAgentName(name string) error { return checkAgentName("validate agent name", name) }
 
 // ValidateFileName reports whether name is a valid file name: one or more
@@ -177,6 +177,11 @@ func validateAgentName(name string) error {
 	}
 	if strings.Contains(name, fileIDSep) {
 		return errors.New(`contains "::"`)
+	}
+	// "a:" followed by the separator reads as agent "a" and a file name
+	// starting with ":", so the round trip needs this rule too.
+	if strings.HasSuffix(name, ":") {
+		return errors.New(`ends with ":"`)
 	}
 	return validateSegment(name)
 }

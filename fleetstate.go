@@ -225,7 +225,9 @@ func (s *Store) Get(id FileID) ([]byte, error) {
 	}
 	parts := id.parts()
 	depth, info, err := s.inspect(op, parts)
-	if err != nil {
+	// A file where the ID needs a folder means that what the ID names does
+	// not exist: depth, the index of that file, says which part is missing.
+	if err != nil && CodeOf(err) != CodePathConflict {
 		return nil, err
 	}
 	switch {
@@ -301,6 +303,10 @@ func (s *Store) List(session, agent string) ([]FileInfo, error) {
 	files := []FileInfo{}
 	var agents []string
 	if agent != "" {
+		// walk opens the agent's folder by name, which would follow a link.
+		if _, _, err := s.inspect(op, []string{session, agent}); err != nil {
+			return nil, err
+		}
 		agents = []string{agent}
 	} else {
 		entries, err := s.readDir(s.path(session))

@@ -86,7 +86,9 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 		return
 	}
 	if gone {
-		r.setReady(m, false)
+		// The member's readiness (its connection) is not the pane's to
+		// revoke: a status read that raced with the member's mount would
+		// otherwise undo it. A gone pane reads as not deliverable anyway.
 		if t := m.open; t != nil {
 			r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
 				Content: "the member's pane or process went away during the turn"})
@@ -137,9 +139,6 @@ func (r *Rendezvous) undeliver(m *member, t *turn, err error) {
 	m.queue = append([]*turn{t}, m.queue...)
 	r.save(t)
 	r.changed(t.Lead)
-	if errors.Is(err, ErrMemberGone) {
-		r.setReady(m, false)
-	}
 }
 
 // triage ends a turn that finished without a reply, from the pane tail.

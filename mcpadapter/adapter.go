@@ -150,16 +150,21 @@ func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 }
 
 func (a *Adapter) permit(t tool, id Identity) error {
+	// A caller that names no agent is anonymous whatever role it claims.
+	role := id.Role
+	if id.Anonymous() {
+		role = ""
+	}
 	ok := false
 	switch t.access {
 	case anyone:
 		ok = true
 	case lifecycle:
-		ok = id.Role == RoleLead || (id.Anonymous() && (a.opt.RolesConfigured == nil || !a.opt.RolesConfigured()))
+		ok = role == RoleLead || (id.Anonymous() && (a.opt.RolesConfigured == nil || !a.opt.RolesConfigured()))
 	case leadOnly:
-		ok = id.Role == RoleLead
+		ok = role == RoleLead
 	case memberOnly:
-		ok = id.Role == RoleMember
+		ok = role == RoleMember
 	}
 	if ok {
 		return nil

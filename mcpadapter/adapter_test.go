@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -120,21 +121,50 @@ func newEnv(t *testing.T, o envOpts) *env {
 		}
 	})
 	e.c = c
-	e.tools = listTools(t, c)
-	e.outputs = map[string]*jsonschema.Schema{}
-	for name, tl := range e.tools {
-		e.outputs[name] = compileSchema(t, name+"-output", tl["outputSchema"])
-	}
+	e.tools, e.outputs = toolSchemas(t, c)
 	return e
+}
+
+// clientEnv returns an env that calls and checks the tools of any
+// initialized client, such as one over HTTP.
+func clientEnv(t *testing.T, dir string, c *client.Client) *env {
+	t.Helper()
+	e := &env{t: t, dir: dir, c: c}
+	e.tools, e.outputs = toolSchemas(t, c)
+	return e
+}
+
+// toolSchemas returns tools/list and the compiled output schemas.
+func toolSchemas(t *testing.T, c *client.Client) (map[string]map[string]any, map[string]*jsonschema.Schema) {
+	t.Helper()
+	tools := listTools(t, c)
+	outputs := map[string]*jsonschema.Schema{}
+	for name, tl := range tools {
+		outputs[name] = compileSchema(t, name+"-output", tl["outputSchema"])
+	}
+	return tools, outputs
 }
 
 // listTools returns tools/list as raw JSON objects: the client's decoded
 // mcp.Tool drops schema keywords such as anyOf.
 func listTools(t *testing.T, c *client.Client) map[string]map[string]any {
 	t.Helper()
-	resp, err := c.GetTransport().SendRequest(context.Background(), transport.JSONRPCRequest{
+	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(int64(1 << 40)), Method: string(mcp.MethodToolsList),
-	})
+	}
+	if v := c.ProtocolVersion(); mcp.IsModernProtocol(v) {
+		// The stateless protocol wants its metadata on every request.
+		req.Params = map[string]any{"_meta": map[string]any{
+			mcp.MetaKeyProtocolVersion:    v,
+			mcp.MetaKeyClientInfo:         mcp.Implementation{Name: "mcpadapter-test", Version: "0"},
+			mcp.MetaKeyClientCapabilities: mcp.ClientCapabilities{},
+		}}
+		req.Header = http.Header{}
+		for k, v := range mcp.StandardHeaders(v, mcp.MethodToolsList, nil) {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := c.GetTransport().SendRequest(context.Background(), req)
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
@@ -183,7 +213,7 @@ func compileSchema(t *testing.T, name string, schema any) *jsonschema.Schema {
 	return s
 }
 
-// validate reports whether v is valid under s.
+// validate returns nil if v is valid under s.
 func validate(s *jsonschema.Schema, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -235,7 +265,7 @@ func (e *env) recv(ch <-chan reply) reply {
 	}
 }
 
-// pending reports whether an async call is still blocked. A reply that
+// pendingCall reports whether an async call is still blocked. A reply that
 // did arrive is put back.
 func pendingCall(ch chan reply) bool {
 	select {
@@ -703,6 +733,19 @@ func TestNoHostPathInMessages(t *testing.T) {
 	fail(anon, "put", map[string]any{"agent_name": "linked", "file_name": "f", "content": "x"}, fleetstate.CodePathEscape)
 	fail(anon, "get", map[string]any{"id": "fsm::file::" + sid + "::linked::f"}, fleetstate.CodePathEscape)
 
+	// The fleet tools' failures, and one of the rendezvous's disk.
+	fail(lead, "fleet_send", map[string]any{"to": "ghost", "content": "x"}, fleetstate.CodeUnknownMember)
+	fail(lead, "fleet_poll", map[string]any{"ticket": "ticket-nope"}, fleetstate.CodeUnknownTicket)
+	fail(scout, "fleet_reply", map[string]any{"content": "x"}, fleetstate.CodeNoOpenTurn)
+	rvDir := filepath.Join(dir, ".fleetstate", "rendezvous")
+	if err := os.RemoveAll(rvDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rvDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fail(lead, "fleet_send", map[string]any{"to": "scout", "content": "x", "wait": false}, fleetstate.CodeInternal)
+
 	// An unexpected file-system failure: current_run.txt is a directory.
 	cur := filepath.Join(dir, "current_run.txt")
 	if err := os.Remove(cur); err != nil {
@@ -720,7 +763,7 @@ func TestNoHostPathInMessages(t *testing.T) {
 			t.Errorf("message %q names a host path (%s)", m, dir)
 		}
 	}
-	if len(msgs) < 14 {
+	if len(msgs) < 18 {
 		t.Errorf("checked %d messages; the test lost some", len(msgs))
 	}
 }

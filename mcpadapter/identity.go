@@ -3,7 +3,6 @@ package mcpadapter
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/fleetstate/fleetstate"
 )
@@ -54,16 +53,13 @@ func IdentityFromContext(ctx context.Context) Identity {
 }
 
 // MarkMembersReady returns an OnCall hook that makes a member ready in rv
-// when its connection makes a call: a member is known from its token but
-// not ready until it has mounted. A member not known yet (its token was
+// whenever its connection makes a call: a member is known from its token
+// but not ready until it has mounted, and a member whose pane died is ready
+// again once its new process calls. A member not known yet (its token was
 // added after the server started) is added as a member that pulls.
 func MarkMembersReady(rv *fleetstate.Rendezvous) func(Identity) {
-	var seen sync.Map
 	return func(id Identity) {
 		if id.Role != RoleMember {
-			return
-		}
-		if _, ok := seen.Load(id.Agent); ok {
 			return
 		}
 		if err := rv.SetReady(id.Agent, true); fleetstate.CodeOf(err) == fleetstate.CodeUnknownMember {
@@ -71,6 +67,5 @@ func MarkMembersReady(rv *fleetstate.Rendezvous) func(Identity) {
 				_ = rv.SetReady(id.Agent, true)
 			}
 		}
-		seen.Store(id.Agent, true)
 	}
 }

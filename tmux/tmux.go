@@ -154,6 +154,7 @@ type Pane struct {
 	screen int
 
 	mu        sync.Mutex
+	paneID    string            // guarded by mu; the pane target resolves to ("%N"), once known
 	turnStart int               // guarded by mu; absolute line where the last delivery began, -1 before any
 	hook      fleetstate.Status // guarded by mu
 	hooked    bool              // guarded by mu; a hook has reported
@@ -193,31 +194,89 @@ func (p *Pane) Report(st fleetstate.Status) {
 
 // paneInfo is what tmux says of the pane's geometry and life.
 type paneInfo struct {
+	id       string // the pane's ID, "%N"
 	dead     bool
 	history  int // lines in the scrollback above the screen
 	cursorY  int // cursor row on the screen
 	absolute int // history + cursorY: the cursor's line counted from the top of the scrollback
 }
 
+// resolve returns the ID of the pane the target names. tmux falls back to
+// some other pane when a target such as "fleet:dora.0" names nothing, so
+// the target is matched exactly against the list of panes, once; after
+// that the pane is addressed by its ID, which tmux never reuses while the
+// server runs. If that pane is gone, the target is resolved again (the
+// agent may have been restarted in a new pane).
+func (p *Pane) resolve(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	id := p.paneID
+	p.mu.Unlock()
+	if id == "" && strings.HasPrefix(p.target, "%") {
+		id = p.target
+	}
+	if id != "" {
+		return id, nil
+	}
+	out, err := p.srv.Run(ctx, "", "list-panes", "-a", "-F",
+		"#{pane_id} #{session_name}:#{window_name}.#{pane_index} #{session_name}:#{window_index}.#{pane_index} #{session_name}:#{window_name} #{session_name}:#{window_index}")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		for _, name := range f[min(1, len(f)):] {
+			if name == p.target && id == "" {
+				id = f[0]
+			}
+		}
+	}
+	if id == "" {
+		return "", fmt.Errorf("tmux: no pane %s: %w", p.target, fleetstate.ErrMemberGone)
+	}
+	p.mu.Lock()
+	p.paneID = id
+	p.mu.Unlock()
+	return id, nil
+}
+
+// info reads the pane's state. It lists the panes of the pane's window
+// rather than asking display-message, which answers for some other pane
+// when its target does not exist.
 func (p *Pane) info(ctx context.Context) (paneInfo, error) {
-	out, err := p.srv.Run(ctx, "", "display-message", "-p", "-t", p.target, "#{pane_dead} #{history_size} #{cursor_y}")
+	id, err := p.resolve(ctx)
 	if err != nil {
 		return paneInfo{}, err
 	}
-	f := strings.Fields(out)
-	if len(f) != 3 {
-		return paneInfo{}, fmt.Errorf("tmux: unexpected pane info %q", out)
+	out, err := p.srv.Run(ctx, "", "list-panes", "-t", id, "-F", "#{pane_id} #{pane_dead} #{history_size} #{cursor_y}")
+	if errors.Is(err, fleetstate.ErrMemberGone) && !strings.HasPrefix(p.target, "%") {
+		// The pane is gone; the agent may live on in a new pane under
+		// the same target. Forget the ID, so the next read resolves it.
+		p.mu.Lock()
+		if p.paneID == id {
+			p.paneID = ""
+		}
+		p.mu.Unlock()
 	}
-	hs, err1 := strconv.Atoi(f[1])
-	cy, err2 := strconv.Atoi(f[2])
-	if err1 != nil || err2 != nil {
-		return paneInfo{}, fmt.Errorf("tmux: unexpected pane info %q", out)
+	if err != nil {
+		return paneInfo{}, err
 	}
-	in := paneInfo{dead: f[0] == "1", history: hs, cursorY: cy, absolute: hs + cy}
-	if in.dead {
-		return in, fmt.Errorf("tmux: pane %s is dead: %w", p.target, fleetstate.ErrMemberGone)
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 || f[0] != id {
+			continue
+		}
+		hs, err1 := strconv.Atoi(f[2])
+		cy, err2 := strconv.Atoi(f[3])
+		if err1 != nil || err2 != nil {
+			break
+		}
+		in := paneInfo{id: id, dead: f[1] == "1", history: hs, cursorY: cy, absolute: hs + cy}
+		if in.dead {
+			return in, fmt.Errorf("tmux: pane %s is dead: %w", p.target, fleetstate.ErrMemberGone)
+		}
+		return in, nil
 	}
-	return in, nil
+	return paneInfo{}, fmt.Errorf("tmux: unexpected pane list %q", out)
 }
 
 // Deliver implements [fleetstate.Member]. It clears any draft in the input
@@ -232,7 +291,7 @@ func (p *Pane) Deliver(ctx context.Context, content string) error {
 		return err
 	}
 	if len(p.clear) > 0 {
-		if _, err := p.srv.Run(ctx, "", append([]string{"send-keys", "-t", p.target}, p.clear...)...); err != nil {
+		if _, err := p.srv.Run(ctx, "", append([]string{"send-keys", "-t", in.id}, p.clear...)...); err != nil {
 			return err
 		}
 	}
@@ -242,20 +301,21 @@ func (p *Pane) Deliver(ctx context.Context, content string) error {
 	if _, err := p.srv.Run(ctx, content, "load-buffer", "-b", buf, "-"); err != nil {
 		return err
 	}
-	if _, err := p.srv.Run(ctx, "", "paste-buffer", "-b", buf, "-t", p.target, "-p", "-d"); err != nil {
+	if _, err := p.srv.Run(ctx, "", "paste-buffer", "-b", buf, "-t", in.id, "-p", "-d"); err != nil {
 		_, _ = p.srv.Run(context.WithoutCancel(ctx), "", "delete-buffer", "-b", buf)
 		return err
 	}
 	p.mu.Lock()
 	p.turnStart = in.absolute
 	p.mu.Unlock()
-	_, err = p.srv.Run(ctx, "", "send-keys", "-t", p.target, "Enter")
+	_, err = p.srv.Run(ctx, "", "send-keys", "-t", in.id, "Enter")
 	return err
 }
 
 // Status implements [fleetstate.Member].
 func (p *Pane) Status(ctx context.Context) (fleetstate.Status, error) {
-	if _, err := p.info(ctx); err != nil {
+	in, err := p.info(ctx)
+	if err != nil {
 		return fleetstate.StatusUnknown, err
 	}
 	p.mu.Lock()
@@ -267,7 +327,7 @@ func (p *Pane) Status(ctx context.Context) (fleetstate.Status, error) {
 	if p.pats == nil {
 		return fleetstate.StatusUnknown, nil
 	}
-	screen, err := p.srv.Run(ctx, "", "capture-pane", "-p", "-J", "-t", p.target)
+	screen, err := p.srv.Run(ctx, "", "capture-pane", "-p", "-J", "-t", in.id)
 	if err != nil {
 		return fleetstate.StatusUnknown, err
 	}
@@ -290,7 +350,7 @@ func (p *Pane) Tail(ctx context.Context, lines int) (string, bool, error) {
 	}
 	clipped := in.absolute-start+1 > lines
 	from := max(start, in.absolute-lines+1)
-	out, err := p.srv.Run(ctx, "", "capture-pane", "-p", "-J", "-t", p.target,
+	out, err := p.srv.Run(ctx, "", "capture-pane", "-p", "-J", "-t", in.id,
 		"-S", strconv.Itoa(from-in.history), "-E", strconv.Itoa(in.cursorY))
 	if err != nil {
 		return "", false, err

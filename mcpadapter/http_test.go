@@ -1,0 +1,731 @@
+package mcpadapter_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/spf13/afero"
+)
+
+// daemon is the adapter served over streamable HTTP on 127.0.0.1, as
+// fleetstate serve runs it, with a lead token and member tokens.
+type daemon struct {
+	t        *testing.T
+	url      string // of the MCP endpoint
+	store    *fleetstate.Store
+	rv       *fleetstate.Rendezvous
+	tokens   *mcpadapter.Tokens
+	leadTok  string
+	scoutTok string
+	minerTok string
+	http     *http.Client
+}
+
+func newDaemon(t *testing.T, anonymous bool) *daemon {
+	t.Helper()
+	st, err := fleetstate.Open(afero.NewOsFs(), filepath.Join(t.TempDir(), "state"), &fleetstate.Options{NoGitIgnore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := mcpadapter.OpenTokens(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, store: st, tokens: tokens}
+	add := func(agent string, role mcpadapter.Role) string {
+		tok, err := tokens.Add(agent, role)
+		if err != nil {
+			t.Fatalf("Add(%s, %s): %v", agent, role, err)
+		}
+		return tok
+	}
+	d.leadTok = add("lead", mcpadapter.RoleLead)
+	d.scoutTok = add("scout", mcpadapter.RoleMember)
+	d.minerTok = add("miner", mcpadapter.RoleMember)
+
+	rv, err := fleetstate.NewRendezvous(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rv.Close() })
+	for _, m := range tokens.Agents(mcpadapter.RoleMember) {
+		if err := rv.AddMember(m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.rv = rv
+	a := mcpadapter.New(st, rv, &mcpadapter.Options{
+		RolesConfigured: func() bool { return tokens.Len() > 0 },
+		OnCall:          mcpadapter.MarkMembersReady(rv),
+	})
+	h := a.HTTPHandler(a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens, Anonymous: anonymous})
+
+	ts := httptest.NewUnstartedServer(h)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
+	t.Cleanup(ts.Close)
+	d.url = ts.URL + "/mcp"
+	tr := &http.Transport{}
+	d.http = &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
+	return d
+}
+
+// connect returns an initialized MCP client that sends token (none if
+// empty).
+func (d *daemon) connect(token string, opts ...client.ClientOption) (*client.Client, error) {
+	var topts []transport.StreamableHTTPCOption
+	if token != "" {
+		topts = append(topts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	}
+	tr, err := transport.NewStreamableHTTP(d.url, topts...)
+	if err != nil {
+		return nil, err
+	}
+	c := client.NewClient(tr, opts...)
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "http-test", Version: "0"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (d *daemon) mustConnect(token string, opts ...client.ClientOption) *client.Client {
+	d.t.Helper()
+	c, err := d.connect(token, opts...)
+	if err != nil {
+		d.t.Fatalf("connect: %v", err)
+	}
+	d.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// checker lets the in-process helpers call and check tools over HTTP: the
+// shape checks and output schemas are the same. The identity the helpers
+// put in the context does not cross the wire; the token does.
+func (d *daemon) checker(c *client.Client) *env {
+	return clientEnv(d.t, d.store.Dir(), c)
+}
+
+// raw sends a POST of body to the daemon with the headers given; host, if
+// set, replaces the Host header.
+func (d *daemon) raw(host string, headers map[string]string, body string) (*http.Response, []byte) {
+	d.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, d.url, strings.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", mcp.LATEST_PROTOCOL_VERSION)
+	req.Header.Set("Mcp-Method", "tools/list")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return resp, data
+}
+
+const listBody = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+
+func bearer(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+
+// rpcResult extracts the JSON-RPC response from a body that is plain JSON
+// or a stream of server-sent events.
+func rpcResult(t *testing.T, resp *http.Response, data []byte) map[string]any {
+	t.Helper()
+	var msg map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data:")
+			if !ok {
+				continue
+			}
+			var m map[string]any
+			if json.Unmarshal([]byte(strings.TrimSpace(line)), &m) == nil && m["id"] != nil {
+				msg = m
+			}
+		}
+	} else if err := json.Unmarshal(data, &msg); err != nil {
+		t.Fatalf("response %q: %v", data, err)
+	}
+	if msg == nil {
+		t.Fatalf("no JSON-RPC response in %q", data)
+	}
+	return msg
+}
+
+func TestHTTPRefusesWithoutValidToken(t *testing.T) {
+	d := newDaemon(t, false)
+	check := func(name string, headers map[string]string, wantErrorParam bool) {
+		t.Helper()
+		resp, body := d.raw("", headers, listBody)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: status %d; want 401", name, resp.StatusCode)
+		}
+		wa := resp.Header.Get("WWW-Authenticate")
+		if !strings.HasPrefix(wa, "Bearer") {
+			t.Errorf("%s: WWW-Authenticate %q; want a Bearer challenge", name, wa)
+		}
+		if wantErrorParam != strings.Contains(wa, `error="invalid_token"`) {
+			t.Errorf("%s: WWW-Authenticate %q; invalid_token expected %v", name, wa, wantErrorParam)
+		}
+		if strings.Contains(string(body), "tools") {
+			t.Errorf("%s: a refused request got %q", name, body)
+		}
+	}
+	check("no token", nil, false)
+	check("wrong token", bearer("fst_"+strings.Repeat("A", 43)), true)
+	check("token of another prefix", bearer("abc_"+d.leadTok[4:]), true)
+	check("truncated token", bearer(d.leadTok[:len(d.leadTok)-1]), true)
+	check("empty bearer", map[string]string{"Authorization": "Bearer "}, true)
+	check("basic scheme", map[string]string{"Authorization": "Basic " + d.leadTok}, true)
+	check("token without scheme", map[string]string{"Authorization": d.leadTok}, true)
+
+	// The MCP client gets nowhere either.
+	if c, err := d.connect(""); err == nil {
+		c.Close()
+		t.Errorf("a client without a token connected")
+	}
+	if c, err := d.connect("fst_nope"); err == nil {
+		c.Close()
+		t.Errorf("a client with a wrong token connected")
+	}
+
+	// A valid token works.
+	resp, body := d.raw("", bearer(d.leadTok), listBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("valid token: status %d: %s", resp.StatusCode, body)
+	}
+	if msg := rpcResult(t, resp, body); msg["result"] == nil {
+		t.Errorf("valid token: %v; want a tools/list result", msg)
+	}
+	c := d.mustConnect(d.leadTok)
+	e := d.checker(c)
+	e.ok(anon, "new_session", map[string]any{"name": "over http"})
+	if m := e.ok(anon, "fleet_members", nil); len(m["members"].([]any)) != 2 {
+		t.Errorf("fleet_members over HTTP: %v", m)
+	}
+
+	// A revoked token is refused from the next request on, also on a
+	// connection it already opened.
+	if n, err := d.tokens.Revoke("lead"); err != nil || n != 1 {
+		t.Fatalf("Revoke: %d, %v; want 1, nil", n, err)
+	}
+	check("revoked token", bearer(d.leadTok), true)
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "get_session"
+	if res, err := c.CallTool(context.Background(), req); err == nil {
+		t.Errorf("call on a revoked token's connection: %+v; want a transport error", res)
+	}
+	// Other tokens are untouched.
+	if resp, _ := d.raw("", bearer(d.scoutTok), listBody); resp.StatusCode != http.StatusOK {
+		t.Errorf("scout after lead's revocation: status %d", resp.StatusCode)
+	}
+}
+
+func TestHTTPRebinding(t *testing.T) {
+	d := newDaemon(t, false)
+	tests := []struct {
+		name    string
+		host    string
+		headers map[string]string
+		want    int
+	}{
+		{"foreign host", "evil.example:80", bearer(d.leadTok), http.StatusForbidden},
+		{"foreign host without token", "evil.example", nil, http.StatusForbidden},
+		{"foreign host resolving to loopback", "127.0.0.1.nip.io:80", bearer(d.leadTok), http.StatusForbidden},
+		{"foreign origin", "", map[string]string{"Authorization": "Bearer " + d.leadTok, "Origin": "http://evil.example"}, http.StatusForbidden},
+		{"foreign origin on the port", "", map[string]string{"Authorization": "Bearer " + d.leadTok, "Origin": "http://evil.example:7333"}, http.StatusForbidden},
+		{"null origin", "", map[string]string{"Authorization": "Bearer " + d.leadTok, "Origin": "null"}, http.StatusForbidden},
+		{"localhost host", "localhost:7333", bearer(d.leadTok), http.StatusOK},
+		{"ipv6 loopback host", "[::1]:7333", bearer(d.leadTok), http.StatusOK},
+		{"local origin", "", map[string]string{"Authorization": "Bearer " + d.leadTok, "Origin": "http://localhost:3000"}, http.StatusOK},
+		{"loopback origin", "", map[string]string{"Authorization": "Bearer " + d.leadTok, "Origin": "http://127.0.0.1:3000"}, http.StatusOK},
+		{"local origin, no token", "", map[string]string{"Origin": "http://localhost:3000"}, http.StatusUnauthorized},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := d.raw(tc.host, tc.headers, listBody)
+			if resp.StatusCode != tc.want {
+				t.Errorf("status %d (%s); want %d", resp.StatusCode, bytes.TrimSpace(body), tc.want)
+			}
+			if tc.want == http.StatusForbidden && strings.Contains(string(body), "inputSchema") {
+				t.Errorf("a refused request got the tools: %s", body)
+			}
+		})
+	}
+}
+
+// TestHTTPAnonymous: in anonymous mode a caller without a token uses the
+// store tools, never the fleet tools; a wrong token is still refused.
+func TestHTTPAnonymous(t *testing.T) {
+	d := newDaemon(t, true)
+	c := d.mustConnect("")
+	e := d.checker(c)
+
+	// Tokens exist, so an anonymous caller may not start or clean sessions.
+	e.fail(anon, "new_session", map[string]any{"name": "s"}, fleetstate.CodeNotPermitted)
+	e.fail(anon, "clean_sessions", nil, fleetstate.CodeNotPermitted)
+	lc := d.checker(d.mustConnect(d.leadTok))
+	sid := str(lc.ok(anon, "new_session", map[string]any{"name": "s"}), "id")
+
+	if s := e.ok(anon, "get_session", nil); s["id"] != sid {
+		t.Errorf("get_session %v; want %s", s, sid)
+	}
+	id := str(e.ok(anon, "put", map[string]any{"agent_name": "visitor", "file_name": "f", "content": "c"}), "id")
+	if g := e.ok(anon, "get", map[string]any{"id": id}); g["content"] != "c" {
+		t.Errorf("get %v; want c", g)
+	}
+	e.ok(anon, "list", nil)
+	for tool, args := range validArgs {
+		e.fail(anon, tool, args, fleetstate.CodeNotPermitted)
+	}
+
+	resp, _ := d.raw("", bearer("fst_wrong"), listBody)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("wrong token in anonymous mode: status %d; want 401", resp.StatusCode)
+	}
+	if resp, _ := d.raw("", nil, listBody); resp.StatusCode != http.StatusOK {
+		t.Errorf("no token in anonymous mode: status %d; want 200", resp.StatusCode)
+	}
+	// Without any token anonymous callers start sessions, as with
+	// fleet-state-mgr.
+	if _, err := d.tokens.Revoke("lead"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.tokens.Revoke("scout"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.tokens.Revoke("miner"); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(anon, "new_session", map[string]any{"name": "anon"})
+	e.ok(anon, "clean_sessions", nil)
+}
+
+// TestHTTPIdentityFromToken: identity comes from each request's token, not
+// from the MCP session the request names.
+func TestHTTPIdentityFromToken(t *testing.T) {
+	d := newDaemon(t, false)
+	tr, err := transport.NewStreamableHTTP(d.url, transport.WithHTTPHeaders(bearer(d.leadTok)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := client.NewClient(tr, client.WithLegacyProtocolOnly())
+	ctx := context.Background()
+	if err := lc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "lead", Version: "0"}
+	if _, err := lc.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	sid := tr.GetSessionId()
+	if sid == "" {
+		t.Fatal("the legacy handshake gave no session ID")
+	}
+	le := d.checker(lc)
+	le.ok(anon, "fleet_members", nil)
+
+	call := func(token, tool string, args any) map[string]any {
+		t.Helper()
+		params, _ := json.Marshal(map[string]any{"name": tool, "arguments": args})
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":` + string(params) + `}`
+		resp, data := d.raw("", map[string]string{
+			"Authorization":        "Bearer " + token,
+			"Mcp-Session-Id":       sid,
+			"Mcp-Protocol-Version": mcp.LATEST_LEGACY_PROTOCOL_VERSION,
+			"Mcp-Method":           "tools/call",
+		}, body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", tool, resp.StatusCode, data)
+		}
+		msg := rpcResult(t, resp, data)
+		res, _ := msg["result"].(map[string]any)
+		if res == nil {
+			t.Fatalf("%s: %v; want a result", tool, msg)
+		}
+		return res
+	}
+	// scout reuses the lead's session ID with its own token: still scout.
+	res := call(d.scoutTok, "fleet_members", nil)
+	if res["isError"] != true || res["structuredContent"].(map[string]any)["error"] != "ERR_NOT_PERMITTED" {
+		t.Errorf("scout's fleet_members in the lead's session: %v; want ERR_NOT_PERMITTED", res)
+	}
+	res = call(d.scoutTok, "fleet_send", map[string]any{"to": "miner", "content": "x", "wait": false})
+	if res["isError"] != true {
+		t.Errorf("scout's fleet_send in the lead's session: %v; want ERR_NOT_PERMITTED", res)
+	}
+	res = call(d.scoutTok, "fleet_next", map[string]any{"wait_s": 0})
+	if res["isError"] == true || res["structuredContent"].(map[string]any)["outcome"] != "none" {
+		t.Errorf("scout's fleet_next in the lead's session: %v; want outcome none", res)
+	}
+	// Without a token the session ID is worth nothing.
+	resp, _ := d.raw("", map[string]string{"Mcp-Session-Id": sid}, listBody)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("session ID without a token: status %d; want 401", resp.StatusCode)
+	}
+	// And the lead's own session is unaffected.
+	if res := call(d.leadTok, "fleet_members", nil); res["isError"] == true {
+		t.Errorf("lead's fleet_members: %v", res)
+	}
+}
+
+// TestHTTPFlow: a lead and a member, each on its own connection, meet in
+// one rendezvous; a member becomes ready with its first call.
+func TestHTTPFlow(t *testing.T) {
+	d := newDaemon(t, false)
+	le := d.checker(d.mustConnect(d.leadTok))
+	se := d.checker(d.mustConnect(d.scoutTok))
+	ctx := context.Background()
+
+	ready := func() map[string]bool {
+		out := map[string]bool{}
+		for _, m := range le.ok(anon, "fleet_members", nil)["members"].([]any) {
+			mm := m.(map[string]any)
+			out[str(mm, "name")] = mm["ready"] == true
+		}
+		return out
+	}
+	if r := ready(); r["scout"] || r["miner"] {
+		t.Errorf("members ready before any call: %v", r)
+	}
+	se.fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
+	if r := ready(); !r["scout"] || r["miner"] {
+		t.Errorf("after scout's first call: %v; want scout ready only", r)
+	}
+	// A member's refused call does not mount it.
+	me := d.checker(d.mustConnect(d.minerTok))
+	me.fail(anon, "fleet_members", nil, fleetstate.CodeNotPermitted)
+	if r := ready(); r["miner"] {
+		t.Errorf("miner ready after a refused call: %v", r)
+	}
+
+	send := le.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "over the wire"}, nil)
+	msg := se.ok(anon, "fleet_next", waitArgs(10))
+	if msg["from"] != "lead" || msg["content"] != "over the wire" {
+		t.Errorf("fleet_next %v", msg)
+	}
+	ask := se.async(ctx, anon, "fleet_ask", map[string]any{"question": "sure?"}, nil)
+	q := wantOutcome(t, le.okOf(le.recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
+	answer := le.async(ctx, anon, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "yes"}, nil)
+	if a := se.okOf(se.recv(ask)); a["answer"] != "yes" {
+		t.Errorf("answer %v", a)
+	}
+	// miner cannot end scout's turn.
+	me.fail(anon, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNoOpenTurn)
+	se.ok(anon, "fleet_reply", map[string]any{"content": "done"})
+	out := wantOutcome(t, le.okOf(le.recv(answer)), "reply", "turn_id", "from", "content")
+	if out["content"] != "done" {
+		t.Errorf("outcome %v", out)
+	}
+	// A member puts under its own name only, over HTTP too.
+	le.ok(anon, "new_session", map[string]any{"name": "s"})
+	se.ok(anon, "put", map[string]any{"agent_name": "scout", "file_name": "f", "content": "x"})
+	se.fail(anon, "put", map[string]any{"agent_name": "lead", "file_name": "f", "content": "x"}, fleetstate.CodeNotPermitted)
+}
+
+// TestHTTPLateMember: a member whose token was added after the daemon
+// started is known from its first call, ready, and can be sent to.
+func TestHTTPLateMember(t *testing.T) {
+	d := newDaemon(t, false)
+	le := d.checker(d.mustConnect(d.leadTok))
+	le.fail(anon, "fleet_send", map[string]any{"to": "late", "content": "x", "wait": false}, fleetstate.CodeUnknownMember)
+
+	tok, err := d.tokens.Add("late", mcpadapter.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := d.checker(d.mustConnect(tok))
+	if got := late.ok(anon, "fleet_next", waitArgs(0)); got["outcome"] != "none" {
+		t.Errorf("late member's fleet_next %v; want none", got)
+	}
+	found := false
+	for _, m := range le.ok(anon, "fleet_members", nil)["members"].([]any) {
+		if mm := m.(map[string]any); mm["name"] == "late" {
+			found = mm["ready"] == true
+		}
+	}
+	if !found {
+		t.Errorf("the late member is not listed ready")
+	}
+	tk := str(le.ok(anon, "fleet_send", map[string]any{"to": "late", "content": "welcome", "wait": false}), "ticket")
+	if got := late.ok(anon, "fleet_next", waitArgs(10)); got["content"] != "welcome" {
+		t.Errorf("fleet_next %v; want welcome", got)
+	}
+	late.ok(anon, "fleet_reply", map[string]any{"content": "thanks"})
+	if p := le.ok(anon, "fleet_poll", map[string]any{"ticket": tk, "wait_s": 10}); p["content"] != "thanks" {
+		t.Errorf("poll %v; want the late member's reply", p)
+	}
+}
+
+// TestProxy: the stdio proxy forwards to the daemon with its token's
+// identity, whatever its own client claims.
+func TestProxy(t *testing.T) {
+	d := newDaemon(t, false)
+	ctx := context.Background()
+	p, err := mcpadapter.NewProxy(ctx, d.url, d.scoutTok, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := client.NewInProcessClient(p.Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	e := clientEnv(t, d.store.Dir(), c)
+	if len(e.tools) != 13 {
+		t.Errorf("proxy mirrors %d tools; want 13", len(e.tools))
+	}
+	// The proxy's caller claims to be the lead; the daemon sees scout.
+	e.fail(lead, "fleet_members", nil, fleetstate.CodeNotPermitted)
+	if got := e.ok(lead, "fleet_next", waitArgs(0)); got["outcome"] != "none" {
+		t.Errorf("fleet_next through the proxy: %v", got)
+	}
+	e.fail(anon, "put", map[string]any{"agent_name": "scout", "file_name": "f", "content": "x", "bogus": 1}, fleetstate.CodeInvalidArgument)
+
+	// A proxy with a wrong token does not start.
+	if p2, err := mcpadapter.NewProxy(ctx, d.url, "fst_wrong", "test"); err == nil {
+		p2.Close()
+		t.Errorf("NewProxy with a wrong token succeeded")
+	}
+}
+
+// --- tokens -----------------------------------------------------------
+
+func TestTokens(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	st, err := fleetstate.Open(afero.NewOsFs(), dir, &fleetstate.Options{NoGitIgnore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := mcpadapter.OpenTokens(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens.Len() != 0 {
+		t.Errorf("Len of a new store %d; want 0", tokens.Len())
+	}
+	lt, err := tokens.Add("lead", mcpadapter.RoleLead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, err := tokens.Add("scout", mcpadapter.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt2, err := tokens.Add("scout", mcpadapter.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lt == mt || mt == mt2 || !strings.HasPrefix(lt, "fst_") || len(lt) < 40 {
+		t.Errorf("tokens %q %q %q; want distinct fst_ tokens of 32 random bytes", lt, mt, mt2)
+	}
+
+	path := filepath.Join(dir, filepath.FromSlash(mcpadapter.TokenFile))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{lt, mt, mt2} {
+		if bytes.Contains(data, []byte(tok)) || bytes.Contains(data, []byte(tok[4:])) {
+			t.Errorf("the token file holds token %q in clear", tok)
+		}
+	}
+	if !bytes.Contains(data, []byte(`"sha256"`)) {
+		t.Errorf("token file %s; want hashes", data)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Errorf("token file mode %v; want 0600", perm)
+	}
+	di, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := di.Mode().Perm(); perm&0o077 != 0 {
+		t.Errorf("token folder mode %v; want owner-only", perm)
+	}
+	noTempFiles(t, filepath.Dir(path))
+
+	for tok, want := range map[string]mcpadapter.Identity{lt: lead, mt: scout, mt2: scout} {
+		if id, ok := tokens.Lookup(tok); !ok || id != want {
+			t.Errorf("Lookup(%q) = %v, %v; want %v", tok, id, ok, want)
+		}
+	}
+	for name, tok := range map[string]string{
+		"empty":            "",
+		"prefix only":      "fst_",
+		"other prefix":     "xyz_" + lt[4:],
+		"no prefix":        lt[4:],
+		"upper prefix":     "FST_" + lt[4:],
+		"truncated":        lt[:len(lt)-1],
+		"extended":         lt + "A",
+		"too long":         "fst_" + strings.Repeat("A", 200),
+		"spaces":           " " + lt,
+		"hash as token":    hashLike(data),
+		"another's suffix": "fst_" + mt[4:len(mt)-1] + "x",
+	} {
+		if id, ok := tokens.Lookup(tok); ok {
+			t.Errorf("Lookup(%s) = %v; want refused", name, id)
+		}
+	}
+
+	// Tokens are shared with other processes through the file.
+	other, err := mcpadapter.OpenTokens(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := other.Lookup(mt); !ok || id != scout {
+		t.Errorf("another opener's Lookup = %v, %v; want scout", id, ok)
+	}
+	late, err := other.Add("miner", mcpadapter.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := tokens.Lookup(late); !ok || id != miner {
+		t.Errorf("Lookup of a token another opener added = %v, %v; want miner", id, ok)
+	}
+	if got := tokens.Agents(mcpadapter.RoleMember); strings.Join(got, ",") != "miner,scout" {
+		t.Errorf("Agents(member) %v; want miner, scout", got)
+	}
+	if got := tokens.Agents(mcpadapter.RoleLead); strings.Join(got, ",") != "lead" {
+		t.Errorf("Agents(lead) %v; want lead", got)
+	}
+
+	// Add refuses bad names, bad roles and a second role for an agent.
+	for name, add := range map[string]func() (string, error){
+		"bad agent":    func() (string, error) { return tokens.Add("a::b", mcpadapter.RoleLead) },
+		"empty agent":  func() (string, error) { return tokens.Add("", mcpadapter.RoleLead) },
+		"bad role":     func() (string, error) { return tokens.Add("x", "admin") },
+		"empty role":   func() (string, error) { return tokens.Add("x", "") },
+		"second role":  func() (string, error) { return tokens.Add("scout", mcpadapter.RoleLead) },
+		"lead → membr": func() (string, error) { return tokens.Add("lead", mcpadapter.RoleMember) },
+	} {
+		if tok, err := add(); err == nil {
+			t.Errorf("%s: Add gave %q; want an error", name, tok)
+		} else if strings.Contains(err.Error(), dir) {
+			t.Errorf("%s: error %q names the state directory", name, err)
+		}
+	}
+
+	// Revoke drops every token of the agent, in every opener.
+	if n, err := tokens.Revoke("scout"); err != nil || n != 2 {
+		t.Errorf("Revoke(scout) = %d, %v; want 2, nil", n, err)
+	}
+	for _, tok := range []string{mt, mt2} {
+		if _, ok := other.Lookup(tok); ok {
+			t.Errorf("another opener still accepts a revoked token")
+		}
+		if _, ok := tokens.Lookup(tok); ok {
+			t.Errorf("a revoked token is still accepted")
+		}
+	}
+	if n, err := tokens.Revoke("nobody"); err != nil || n != 0 {
+		t.Errorf("Revoke(nobody) = %d, %v; want 0, nil", n, err)
+	}
+	if tokens.Len() != 2 {
+		t.Errorf("Len %d; want 2 (lead, miner)", tokens.Len())
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file after rewrite: %v; want mode 0600", err)
+	}
+	noTempFiles(t, filepath.Dir(path))
+
+	// Cleaning the sessions keeps the tokens.
+	if err := st.Clean(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tokens.Lookup(lt); !ok {
+		t.Errorf("Clean removed the tokens")
+	}
+
+	// A corrupt file fails closed.
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := other.Lookup(lt); ok {
+		t.Errorf("Lookup accepted a token from a corrupt file")
+	}
+	if _, err := mcpadapter.OpenTokens(st); err == nil || strings.Contains(err.Error(), dir) {
+		t.Errorf("OpenTokens on a corrupt file: %v; want an error without the path", err)
+	}
+}
+
+// noTempFiles checks that no temporary token file is left in dir.
+func noTempFiles(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tokens-") {
+			t.Errorf("temporary file %s left beside the token file", e.Name())
+		}
+	}
+}
+
+// hashLike returns the first stored hash, to check that a hash is not a
+// token.
+func hashLike(data []byte) string {
+	var entries []struct {
+		Hash string `json:"sha256"`
+	}
+	if json.Unmarshal(data, &entries) != nil || len(entries) == 0 {
+		return "fst_x"
+	}
+	return "fst_" + entries[0].Hash
+}
