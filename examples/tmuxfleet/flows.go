@@ -24,6 +24,7 @@ func (f *fleet) runAll(ctx context.Context) error {
 		{"§2 status gating: member never mounted", f.neverMounted},
 		{"§2 status gating: UNKNOWN status", f.unknownStatus},
 		{"multi-line and large messages", f.largeMessages},
+		{"a draft left in the input line", f.draftCleared},
 		{"a pane that dies mid-turn", f.paneDies},
 	}
 	for _, s := range steps {
@@ -243,4 +244,18 @@ func (f *fleet) paneDies(ctx context.Context) error {
 	}
 	f.say("lead", "%s: %q", o, short(o.Content, 70))
 	return want(o.Outcome == "failed" && o.Reason == "member_gone", "got %+v", o)
+}
+
+func (f *fleet) draftCleared(ctx context.Context) error {
+	if _, err := f.tm.Run(ctx, "", "send-keys", "-t", "fleet:alice.0", "-l", "half-typed draft"); err != nil {
+		return err
+	}
+	f.say("lead", "alice's input line holds a draft: %q", "half-typed draft")
+	msg := "the real message"
+	o, err := f.send(ctx, map[string]any{"to": "alice", "content": msg})
+	if err != nil {
+		return err
+	}
+	f.say("lead", "%s: %q", o, o.Content)
+	return want(o.Outcome == "reply" && strings.Contains(o.Content, digest(msg)), "got %+v; want the message without the draft", o)
 }
