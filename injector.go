@@ -50,22 +50,29 @@ func (g *gate) delivered(now time.Time) { g.awaiting, g.deliveredAt = true, now 
 // (or when woken), delivers the head of its FIFO when the gate allows, and
 // triages turns that end without a reply.
 func (r *Rendezvous) watchMember(m *member) {
-	defer r.wg.Done()
-	ticker := time.NewTicker(r.opt.PollInterval)
-	defer ticker.Stop()
-	for {
+	r.watch(m.kick, func() bool {
 		r.mu.Lock()
 		port := m.port
 		r.mu.Unlock()
-		if port == nil {
-			return
+		if port != nil {
+			r.stepMember(m, port)
 		}
-		r.stepMember(m, port)
+		return port != nil
+	})
+}
+
+// watch runs step now, then at every PollInterval and whenever kick
+// fires, until step reports false or the rendezvous closes.
+func (r *Rendezvous) watch(kick <-chan struct{}, step func() bool) {
+	defer r.wg.Done()
+	ticker := time.NewTicker(r.opt.PollInterval)
+	defer ticker.Stop()
+	for step() {
 		select {
 		case <-r.done:
 			return
 		case <-ticker.C:
-		case <-m.kick:
+		case <-kick:
 		}
 	}
 }
@@ -182,24 +189,15 @@ func (r *Rendezvous) queueNudge(t *turn) {
 // watchLead delivers nudges to a lead's pane, status gated like member
 // deliveries: one nudge message names every finished ticket not yet seen.
 func (r *Rendezvous) watchLead(name string, l *lead) {
-	defer r.wg.Done()
-	ticker := time.NewTicker(r.opt.PollInterval)
-	defer ticker.Stop()
-	for {
+	r.watch(l.kick, func() bool {
 		r.mu.Lock()
 		port := l.port
 		r.mu.Unlock()
-		if port == nil {
-			return
+		if port != nil {
+			r.stepLead(name, l, port)
 		}
-		r.stepLead(name, l, port)
-		select {
-		case <-r.done:
-			return
-		case <-ticker.C:
-		case <-l.kick:
-		}
-	}
+		return port != nil
+	})
 }
 
 func (r *Rendezvous) stepLead(name string, l *lead, port Member) {

@@ -139,7 +139,7 @@ func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 		if err := decodeArgs(req, t.input, args); err != nil {
 			return errorResult(err), nil
 		}
-		stop := a.progress(ctx, req)
+		stop := startProgress(ctx, req, a.opt.ProgressInterval)
 		out, err := t.call(ctx, id, args)
 		stop()
 		if err != nil {
@@ -181,10 +181,10 @@ func (a *Adapter) permit(t tool, id Identity) error {
 		Err: errors.New(who + " may not call " + t.name + "; only " + need + " may")}
 }
 
-// progress sends notifications/progress every ProgressInterval while a
-// call blocks, if the client asked for them with a progress token. The
-// returned stop ends the goroutine and waits for it.
-func (a *Adapter) progress(ctx context.Context, req mcp.CallToolRequest) (stop func()) {
+// startProgress sends notifications/progress every interval while a call
+// blocks, if the client asked for them with a progress token. The returned
+// stop ends the goroutine and waits for it.
+func startProgress(ctx context.Context, req mcp.CallToolRequest, interval time.Duration) (stop func()) {
 	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
 		return func() {}
 	}
@@ -198,7 +198,7 @@ func (a *Adapter) progress(ctx context.Context, req mcp.CallToolRequest) (stop f
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(a.opt.ProgressInterval)
+		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for n := 1; ; n++ {
 			select {

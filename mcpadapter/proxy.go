@@ -67,7 +67,7 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	} else {
 		fwd.Params.Arguments = req.Params.Arguments
 	}
-	stop := (&Adapter{opt: Options{ProgressInterval: p.progress}}).progress(ctx, req)
+	stop := startProgress(ctx, req, p.progress)
 	defer stop()
 	res, err := p.c.CallTool(ctx, fwd)
 	if err != nil {

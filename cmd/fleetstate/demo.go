@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,9 +14,6 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // runDemo starts a daemon on a loopback port with a temporary state
@@ -80,14 +75,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	say("daemon", "serving MCP at %s", url)
 
-	conns := map[string]*conn{}
+	conns := map[string]*mcpadapter.Client{}
 	for name, tok := range tokens {
-		c, err := dial(ctx, url, tok)
+		c, err := mcpadapter.Dial(ctx, url, tok, "fleetstate-demo-"+name)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		defer c.Close()
-		conns[name] = &conn{c}
+		conns[name] = c
 	}
 
 	mctx, stopMembers := context.WithCancel(ctx)
@@ -103,7 +98,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	lead := conns["lead"]
 	var sess struct{ ID string }
-	if err := lead.call(ctx, "new_session", map[string]any{"name": "demo"}, &sess); err != nil {
+	if err := lead.Call(ctx, "new_session", map[string]any{"name": "demo"}, &sess); err != nil {
 		return err
 	}
 	say("lead", "new session %s", sess.ID)
@@ -111,19 +106,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// Delegation: one blocking call, answered by the member's reply.
 	var o outcome
 	say("lead", "fleet_send to alice: %q", "survey the TODOs")
-	if err := lead.call(ctx, "fleet_send", map[string]any{"to": "alice", "content": "survey the TODOs"}, &o); err != nil {
+	if err := lead.Call(ctx, "fleet_send", map[string]any{"to": "alice", "content": "survey the TODOs"}, &o); err != nil {
 		return err
 	}
 	say("lead", "got %s from %s: %q", o.Outcome, o.From, o.Content)
 	var file struct{ Content string }
-	if err := lead.call(ctx, "get", map[string]any{"id": o.Content[strings.Index(o.Content, "fsm::"):]}, &file); err != nil {
+	if err := lead.Call(ctx, "get", map[string]any{"id": o.Content[strings.Index(o.Content, "fsm::"):]}, &file); err != nil {
 		return err
 	}
 	say("lead", "read alice's notes: %q", file.Content)
 
 	// Clarification: the member asks, the lead answers by turn ID.
 	say("lead", "fleet_send to bob: %q", "build the release")
-	if err := lead.call(ctx, "fleet_send", map[string]any{"to": "bob", "content": "build the release"}, &o); err != nil {
+	if err := lead.Call(ctx, "fleet_send", map[string]any{"to": "bob", "content": "build the release"}, &o); err != nil {
 		return err
 	}
 	say("lead", "got %s from %s: %q (turn %s…)", o.Outcome, o.From, o.Content, o.TurnID[:13])
@@ -131,26 +126,26 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("bob: got %s; want a question", o.Outcome)
 	}
 	say("lead", "answers turn %s…: %q", o.TurnID[:13], "release-2")
-	if err := lead.call(ctx, "fleet_send", map[string]any{"turn_id": o.TurnID, "content": "release-2"}, &o); err != nil {
+	if err := lead.Call(ctx, "fleet_send", map[string]any{"turn_id": o.TurnID, "content": "release-2"}, &o); err != nil {
 		return err
 	}
 	say("lead", "got %s from %s: %q", o.Outcome, o.From, o.Content)
 
 	// Detached: a ticket at once, collected later.
-	if err := lead.call(ctx, "fleet_send", map[string]any{"to": "carol", "content": "run the long test suite", "wait": false}, &o); err != nil {
+	if err := lead.Call(ctx, "fleet_send", map[string]any{"to": "carol", "content": "run the long test suite", "wait": false}, &o); err != nil {
 		return err
 	}
 	ticket := o.Ticket
 	say("lead", "fleet_send to carol, detached: %s, ticket %s…", o.Outcome, ticket[:15])
 	for o.Outcome == "pending" {
-		if err := lead.call(ctx, "fleet_poll", map[string]any{"ticket": ticket, "wait_s": 10}, &o); err != nil {
+		if err := lead.Call(ctx, "fleet_poll", map[string]any{"ticket": ticket, "wait_s": 10}, &o); err != nil {
 			return err
 		}
 		say("lead", "fleet_poll: %s (%s)", o.Outcome, o.State)
 	}
 	say("lead", "carol's report: %q", o.Content)
 	var ok struct{ OK bool }
-	if err := lead.call(ctx, "fleet_ack", map[string]any{"ticket": ticket}, &ok); err != nil {
+	if err := lead.Call(ctx, "fleet_ack", map[string]any{"ticket": ticket}, &ok); err != nil {
 		return err
 	}
 	say("lead", "acked the ticket")
@@ -163,7 +158,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			Queued int
 		}
 	}
-	if err := lead.call(ctx, "fleet_members", nil, &members); err != nil {
+	if err := lead.Call(ctx, "fleet_members", nil, &members); err != nil {
 		return err
 	}
 	for _, m := range members.Members {
@@ -175,7 +170,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // member plays a member agent: it takes messages with fleet_next and
 // answers each in its own way.
-func member(ctx context.Context, name string, c *conn, say func(who, format string, args ...any)) {
+func member(ctx context.Context, name string, c *mcpadapter.Client, say func(who, format string, args ...any)) {
 	for ctx.Err() == nil {
 		var msg struct {
 			TurnID  string `json:"turn_id"`
@@ -183,7 +178,7 @@ func member(ctx context.Context, name string, c *conn, say func(who, format stri
 			Content string
 			Outcome string
 		}
-		if err := c.call(ctx, "fleet_next", map[string]any{"wait_s": 1}, &msg); err != nil || msg.Outcome == "none" {
+		if err := c.Call(ctx, "fleet_next", map[string]any{"wait_s": 1}, &msg); err != nil || msg.Outcome == "none" {
 			continue
 		}
 		say(name, "received %q from %s", msg.Content, msg.From)
@@ -191,7 +186,7 @@ func member(ctx context.Context, name string, c *conn, say func(who, format stri
 		switch name {
 		case "alice":
 			var put struct{ ID string }
-			if err := c.call(ctx, "put", map[string]any{"agent_name": "alice", "file_name": "notes/todos.md",
+			if err := c.Call(ctx, "put", map[string]any{"agent_name": "alice", "file_name": "notes/todos.md",
 				"content": "3 TODOs: parser.go:12, store.go:40, main.go:7"}, &put); err != nil {
 				reply = "could not write notes: " + err.Error()
 				break
@@ -203,7 +198,7 @@ func member(ctx context.Context, name string, c *conn, say func(who, format stri
 				TimedOut bool `json:"timed_out"`
 			}
 			say(name, "fleet_ask: %q", "which branch?")
-			if err := c.call(ctx, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, &ans); err != nil {
+			if err := c.Call(ctx, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, &ans); err != nil {
 				reply = "ask failed: " + err.Error()
 				break
 			}
@@ -215,7 +210,7 @@ func member(ctx context.Context, name string, c *conn, say func(who, format stri
 		}
 		say(name, "fleet_reply: %q", reply)
 		var ok struct{ OK bool }
-		if err := c.call(ctx, "fleet_reply", map[string]any{"content": reply}, &ok); err != nil {
+		if err := c.Call(ctx, "fleet_reply", map[string]any{"content": reply}, &ok); err != nil {
 			say(name, "fleet_reply failed: %v", err)
 		}
 	}
@@ -229,49 +224,4 @@ type outcome struct {
 	Content string
 	State   string
 	Reason  string
-}
-
-// conn is an MCP client connection of one agent.
-type conn struct{ *client.Client }
-
-func dial(ctx context.Context, url, token string) (*client.Client, error) {
-	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Start(ctx); err != nil {
-		return nil, err
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "fleetstate-demo", Version: version}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-// call calls a tool and decodes its structured content into out; a tool
-// error becomes an error naming its code.
-func (c *conn) call(ctx context.Context, name string, args map[string]any, out any) error {
-	req := mcp.CallToolRequest{}
-	req.Params.Name = name
-	req.Params.Arguments = args
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		return err
-	}
-	var raw []byte
-	if len(res.RawStructuredContent) > 0 {
-		raw = res.RawStructuredContent
-	} else if raw, err = json.Marshal(res.StructuredContent); err != nil {
-		return err
-	}
-	if res.IsError {
-		var e struct{ Error, Message string }
-		_ = json.Unmarshal(raw, &e)
-		return errors.New(e.Error + ": " + e.Message)
-	}
-	return json.Unmarshal(raw, out)
 }

@@ -27,7 +27,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -36,9 +35,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 func main() {
@@ -58,7 +55,7 @@ func main() {
 type fake struct {
 	name, url, bin, token string
 	hooks                 bool
-	mcp                   *client.Client
+	mcp                   *mcpadapter.Client
 }
 
 func (a *fake) run(lead bool) error {
@@ -217,42 +214,18 @@ func (a *fake) hook(event string) {
 }
 
 func (a *fake) connect(ctx context.Context) error {
-	c, err := client.NewStreamableHttpClient(a.url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + a.token}))
+	c, err := mcpadapter.Dial(ctx, a.url, a.token, "fakeagent-"+a.name)
 	if err != nil {
-		return err
-	}
-	if err := c.Start(ctx); err != nil {
-		return err
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "fakeagent", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
 		return err
 	}
 	a.mcp = c
 	// The first call mounts the agent: the daemon marks it ready.
-	var sess map[string]any
-	_ = a.call(ctx, "get_session", nil, &sess)
+	_ = a.call(ctx, "get_session", nil, nil)
 	return nil
 }
 
 func (a *fake) call(ctx context.Context, name string, args map[string]any, out any) error {
-	req := mcp.CallToolRequest{}
-	req.Params.Name = name
-	req.Params.Arguments = args
-	res, err := a.mcp.CallTool(ctx, req)
-	if err != nil {
-		return err
-	}
-	raw := res.RawStructuredContent
-	if len(raw) == 0 {
-		raw, _ = json.Marshal(res.StructuredContent)
-	}
-	if res.IsError {
-		return fmt.Errorf("%s", raw)
-	}
-	return json.Unmarshal(raw, out)
+	return a.mcp.Call(ctx, name, args, out)
 }
 
 func stty(args ...string) error {

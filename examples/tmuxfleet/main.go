@@ -28,10 +28,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 func main() {
@@ -78,7 +76,7 @@ type fleet struct {
 	tm     *tmux.Server
 	daemon *exec.Cmd
 	url    string
-	lead   *client.Client
+	lead   *mcpadapter.Client
 	mu     sync.Mutex
 }
 
@@ -189,7 +187,7 @@ func start(ctx context.Context, w io.Writer) (_ *fleet, err error) {
 			return nil, err
 		}
 	}
-	f.lead, err = dial(ctx, f.url, tokens["lead"])
+	f.lead, err = mcpadapter.Dial(ctx, f.url, tokens["lead"], "tmuxfleet-lead")
 	if err != nil {
 		return nil, err
 	}
@@ -286,37 +284,5 @@ func short(s string, n int) string {
 }
 
 func (f *fleet) call(ctx context.Context, name string, args map[string]any, out any) error {
-	req := mcp.CallToolRequest{}
-	req.Params.Name = name
-	req.Params.Arguments = args
-	res, err := f.lead.CallTool(ctx, req)
-	if err != nil {
-		return err
-	}
-	raw := res.RawStructuredContent
-	if len(raw) == 0 {
-		raw, _ = json.Marshal(res.StructuredContent)
-	}
-	if res.IsError {
-		return fmt.Errorf("%s: %s", name, raw)
-	}
-	return json.Unmarshal(raw, out)
-}
-
-func dial(ctx context.Context, url, token string) (*client.Client, error) {
-	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Start(ctx); err != nil {
-		return nil, err
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "tmuxfleet-lead", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return f.lead.Call(ctx, name, args, out)
 }
