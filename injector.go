@@ -100,10 +100,11 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 			r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
 				Content: "the member's pane or process went away during the turn"})
 		}
-		m.gate = gate{}
+		m.gate, m.status = gate{}, StatusUnknown
 		r.mu.Unlock()
 		return
 	}
+	m.status = st
 	var triage *turn
 	if m.gate.observe(st, time.Now(), r.opt.PickupGrace) && m.open != nil {
 		triage = m.open

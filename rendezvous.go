@@ -125,6 +125,7 @@ type member struct {
 	queue      []*turn // FIFO of undelivered turns
 	open       *turn   // the turn delivered and not yet ended
 	gate       gate
+	status     Status        // the last status read through the port, UNKNOWN included
 	avail      chan struct{} // closed when a pull member may have work; then replaced
 	kick       chan struct{} // capacity 1: wakes the watcher of a port member
 }
@@ -380,6 +381,12 @@ func (r *Rendezvous) AddMember(name string, port Member) error {
 	startWatch := port != nil && m.port == nil
 	m.port = port
 	m.gate = gate{}
+	if m.open != nil {
+		// A turn restored from disk was delivered before a restart: treat
+		// it as just delivered, so that a pane found idle past the grace
+		// has its turn triaged instead of left open for ever.
+		m.gate.delivered(time.Now())
+	}
 	for _, t := range m.queue {
 		r.armReadyTimer(m, t)
 	}
@@ -454,7 +461,7 @@ func (r *Rendezvous) Members() []MemberInfo {
 		}
 		st := "PULL"
 		if m.port != nil {
-			st = m.gate.last.String()
+			st = m.status.String()
 		}
 		out = append(out, MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue)})
 	}

@@ -390,3 +390,49 @@ func TestStateSurvivesRestart(t *testing.T) {
 		}
 	})
 }
+
+// TestRestoredOpenTurnOfIdlePaneIsTriaged restarts the rendezvous while a
+// member with a pane is in a turn; the pane is idle when the new rendezvous
+// first looks, so the turn ended during the restart: it is triaged after
+// the pickup grace rather than left open, blocking the member's FIFO.
+func TestRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, nil)
+		lm := f.local("worker")
+		o, _ := f.r.SendDetached("lead", "worker", "task before the crash")
+		if got := recv(lm); got != "task before the crash" {
+			t.Fatalf("member got %q", got)
+		}
+		lm.SetStatus(fleetstate.StatusWorking)
+		settle(time.Second)
+
+		st2, err := fleetstate.Open(f.fs, "/state", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := fleetstate.NewRendezvous(st2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r2.Close()
+		pane := fleetstate.NewLocalMember()
+		pane.Print("all done, forgot to reply")
+		if err := r2.AddMember("worker", pane); err != nil {
+			t.Fatal(err)
+		}
+		r2.SetReady("worker", true)
+		next, _ := r2.SendDetached("lead", "worker", "next task")
+		settle(fleetstate.DefaultPickupGrace + time.Second)
+		got, err := r2.Poll(context.Background(), "lead", o.Ticket, 0)
+		if err != nil || got.Kind != fleetstate.OutcomeTurnDone || !strings.Contains(got.Content, "forgot to reply") {
+			t.Fatalf("restored turn = %+v, %v; want turn_done with the tail", got, err)
+		}
+		settle(time.Second)
+		if msg := recv(pane); msg != "next task" {
+			t.Fatalf("the next message after the restored turn: %q", msg)
+		}
+		if p, _ := r2.Poll(context.Background(), "lead", next.Ticket, 0); p.State != fleetstate.TicketWorking {
+			t.Fatalf("next ticket = %+v", p)
+		}
+	})
+}
