@@ -526,8 +526,10 @@ func TestStdioBlockingCallsDoNotStarve(t *testing.T) {
 	}()
 	select {
 	case ids := <-answered:
-		if len(ids) != 2 || ids[0] != 0 {
-			t.Fatalf("responses before get_session's: %v; want only initialize's", ids)
+		for _, id := range ids {
+			if id >= 1 && id <= 12 {
+				t.Fatalf("responses up to get_session's: %v; a parked fleet_next returned early", ids)
+			}
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("get_session got no answer while 12 fleet_next calls were parked: the worker pool starves")
