@@ -4,7 +4,8 @@
 // fleetstate hook command, works, and answers through the fleetstate MCP
 // daemon. What it does is chosen by a tag in the message:
 //
-//	(no tag)    work briefly, then fleet_reply with a digest of the message
+//	(no tag)    work briefly, then fleet_reply with a digest of the message and
+//	            how many messages were submitted to the agent so far
 //	[ask]       fleet_ask the lead which branch to use, then reply with it
 //	[exhaust]   print a spent-credit error and stop without replying
 //	[echo]      stop at once without printing anything (the pane shows only the brief)
@@ -56,6 +57,7 @@ type fake struct {
 	name, url, bin, token string
 	hooks                 bool
 	mcp                   *mcpadapter.Client
+	received              int // messages submitted to this agent so far
 }
 
 func (a *fake) run(lead bool) error {
@@ -86,6 +88,7 @@ func (a *fake) run(lead bool) error {
 			a.hook("Stop")
 			continue
 		}
+		a.received++
 		a.handle(ctx, msg)
 	}
 }
@@ -184,8 +187,8 @@ func (a *fake) handle(ctx context.Context, msg string) {
 		working()
 		time.Sleep(200 * time.Millisecond)
 		sum := sha256.Sum256([]byte(msg))
-		a.reply(ctx, fmt.Sprintf("%s received %d bytes in %d lines, sha256 %s", a.name, len(msg),
-			strings.Count(msg, "\n")+1, hex.EncodeToString(sum[:8])))
+		a.reply(ctx, fmt.Sprintf("%s received %d bytes in %d lines, sha256 %s (message #%d)", a.name, len(msg),
+			strings.Count(msg, "\n")+1, hex.EncodeToString(sum[:8]), a.received))
 		done()
 	}
 }

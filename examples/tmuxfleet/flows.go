@@ -219,19 +219,27 @@ func (f *fleet) largeMessages(ctx context.Context) error {
 		fmt.Fprintf(&b, "row %05d: %s\n", i, strings.Repeat("x", 60))
 	}
 	large := b.String() + "the end"
-	for _, msg := range []string{multi, large} {
+	// A message submitted twice would be counted twice by the agent: the
+	// numbers of the replies to consecutive messages must be consecutive.
+	last := -1
+	for _, msg := range []string{multi, large, "a short one after"} {
 		o, err := f.send(ctx, map[string]any{"to": "alice", "content": msg})
 		if err != nil {
 			return err
 		}
 		f.say("lead", "sent %d bytes in %d lines: %q", len(msg), strings.Count(msg, "\n")+1, o.Content)
-		wantReply := fmt.Sprintf("received %d bytes in %d lines, sha256 %s", len(msg), strings.Count(msg, "\n")+1, digest(msg))
-		if err := want(o.Outcome == "reply" && strings.HasSuffix(o.Content, wantReply), "got %+v; want %q", o, wantReply); err != nil {
+		wantReply := fmt.Sprintf("received %d bytes in %d lines, sha256 %s (message #", len(msg), strings.Count(msg, "\n")+1, digest(msg))
+		if err := want(o.Outcome == "reply" && strings.Contains(o.Content, wantReply), "got %+v; want %q", o, wantReply); err != nil {
 			return err
 		}
-		if n := strings.Count(f.pane(ctx, "alice"), "sha256 "+digest(msg)); n != 1 {
-			return fmt.Errorf("alice answered the message %d times; want once (submitted once)", n)
+		var n int
+		if _, err := fmt.Sscanf(o.Content[strings.LastIndex(o.Content, "#"):], "#%d)", &n); err != nil {
+			return fmt.Errorf("no message number in %q", o.Content)
 		}
+		if last >= 0 && n != last+1 {
+			return fmt.Errorf("the reply is to message #%d after #%d: a message was submitted more than once", n, last)
+		}
+		last = n
 	}
 	return nil
 }
