@@ -55,6 +55,9 @@
 //   - Status gating: a member's FIFO is delivered one message per turn,
 //     only while it is IDLE or BLOCKED and ready; UNKNOWN is never written
 //     to. A member without a port pulls its messages with [Rendezvous.Next].
+//   - A member whose connection goes is told to [Rendezvous.Disconnect]:
+//     it is no longer ready, and a member that pulls its messages loses
+//     its open turn, which ends failed with reason member_gone.
 //
 // Queued messages, open turns, questions and held outcomes are written
 // under the state directory and restored by the next Rendezvous on it.

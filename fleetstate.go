@@ -1,6 +1,7 @@
 package fleetstate
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"io/fs"
@@ -72,9 +73,12 @@ type Options struct {
 // file system: writes are atomic, create-if-absent is exclusive across
 // processes, and session changes are serialised by a file lock.
 type Store struct {
-	fs         afero.Fs
-	dir        string
-	osFs       bool // fs is the operating system's, so hard links and flock work
+	fs   afero.Fs
+	dir  string
+	osFs bool // fs is the operating system's, so hard links and flock work
+	// directOpen says how Get may open a file in one step instead of
+	// checking each component of its path first: see openDirect.
+	directOpen openMode
 	maxContent int64
 	syncWrites bool
 	now        func() time.Time // seam for tests of stale temporary files
@@ -135,6 +139,7 @@ func Open(fsys afero.Fs, dir string, opts *Options) (*Store, error) {
 	if err := s.fs.MkdirAll(filepath.Join(s.dir, privateDir), dirPerm); err != nil {
 		return nil, s.ioError(op, err)
 	}
+	s.directOpen = directOpenMode(s.fs, s.osFs, s.dir)
 	if !opts.NoGitIgnore {
 		if err := s.ignoreInGit(); err != nil {
 			return nil, s.ioError(op, err)
@@ -202,16 +207,51 @@ func (s *Store) Put(agent, name string, content []byte, overwrite bool) (FileID,
 		}
 	}
 	final := s.path(parts...)
-	if err := s.fs.MkdirAll(filepath.Dir(final), dirPerm); err != nil {
-		return FileID{}, s.ioError(op, err)
+	// inspect saw every folder up to depth: the file's own folder needs
+	// making only if it was not among them.
+	if depth < len(parts)-1 {
+		if err := s.fs.MkdirAll(filepath.Dir(final), dirPerm); err != nil {
+			s.removeFolders(parts, depth)
+			return FileID{}, s.cleanedUnder(op, sess, s.ioError(op, err))
+		}
 	}
 	if err := s.writeFile(op, final, content, overwrite); err != nil {
 		if CodeOf(err) == CodeFileExists {
 			err = newError(CodeFileExists, op, "%s", quote(id.String()))
 		}
-		return FileID{}, err
+		s.removeFolders(parts, depth)
+		return FileID{}, s.cleanedUnder(op, sess, err)
 	}
 	return id, nil
+}
+
+// cleanedUnder tells apart, in the error of a put, a folder that went away
+// while the file was written: the sessions were cleaned meanwhile, by
+// another process or goroutine. That is no failure of the disk, and the
+// caller is told what happened: there is no current session, or not the
+// one the put began in.
+func (s *Store) cleanedUnder(op string, sess Session, err error) error {
+	// MkdirAll racing the removal of a folder says either: the folder is
+	// gone, or it existed when mkdir ran and was gone when it looked again.
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if cur, cerr := s.current(op); cerr == nil && cur.ID == sess.ID {
+		return err
+	}
+	return newError(CodeNoActiveSession, op, "the sessions were cleaned while the file was written")
+}
+
+// removeFolders undoes the folders a failed Put made: those of parts (the
+// last of which is the file) from index depth on, deepest first. Remove
+// takes only empty folders, so a folder another writer has put a file in
+// since stays.
+func (s *Store) removeFolders(parts []string, depth int) {
+	for i := len(parts) - 1; i > depth; i-- {
+		if err := s.fs.Remove(s.path(parts[:i]...)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+	}
 }
 
 // Get returns the content of the file id names. The session need not be the
@@ -224,6 +264,9 @@ func (s *Store) Get(id FileID) ([]byte, error) {
 		return nil, newError(CodeCanOnlyRetrieveFiles, op, "zero file ID")
 	}
 	parts := id.parts()
+	if data, ok, err := s.getDirect(op, parts); ok {
+		return data, err
+	}
 	depth, info, err := s.inspect(op, parts)
 	// A file where the ID needs a folder means that what the ID names does
 	// not exist: depth, the index of that file, says which part is missing.
@@ -248,16 +291,42 @@ func (s *Store) Get(id FileID) ([]byte, error) {
 		return nil, s.ioError(op, err)
 	}
 	defer f.Close()
-	// Read one byte past the limit so that a file that grew since the
-	// stat is still refused rather than truncated.
-	data, err := io.ReadAll(io.LimitReader(f, s.maxContent+1))
+	return s.readContent(op, f, info.Size())
+}
+
+// getDirect reads the file of parts in one open, where the file system
+// allows it without following a symbolic link (see openDirect). ok is
+// false when it does not apply or the file is not plainly there (missing,
+// not a regular file, too large): the caller then walks the path to tell
+// why.
+func (s *Store) getDirect(op string, parts []string) (data []byte, ok bool, err error) {
+	f, err := s.openDirect(s.path(parts...))
 	if err != nil {
+		return nil, false, nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > s.maxContent {
+		return nil, false, nil
+	}
+	data, err = s.readContent(op, f, fi.Size())
+	return data, true, err
+}
+
+// readContent reads f, whose size was size when it was checked. It reads
+// one byte past the limit so that a file that grew since is still refused
+// rather than truncated. The buffer is sized once, so content is copied
+// once, and bytes.Buffer does not clear it before it is filled.
+func (s *Store) readContent(op string, f io.Reader, size int64) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(int(min(size, s.maxContent)) + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(f, s.maxContent+1)); err != nil {
 		return nil, s.ioError(op, err)
 	}
-	if int64(len(data)) > s.maxContent {
+	if int64(buf.Len()) > s.maxContent {
 		return nil, newError(CodeContentTooLarge, op, "more than %d bytes", s.maxContent)
 	}
-	return data, nil
+	return buf.Bytes(), nil
 }
 
 // List returns the files of a session, of one agent if agent is not empty,
@@ -393,9 +462,25 @@ func (id FileID) parts() []string {
 	return append([]string{id.session, id.agent}, strings.Split(id.name, "/")...)
 }
 
-// path joins components below the state directory.
+// path joins components below the state directory. The components are
+// checked names, never empty, "." or "..", so joining them needs no
+// cleaning.
 func (s *Store) path(parts ...string) string {
-	return filepath.Join(append([]string{s.dir}, parts...)...)
+	n := len(s.dir)
+	for _, p := range parts {
+		n += 1 + len(p)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(s.dir)
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		b.WriteByte(filepath.Separator)
+		b.WriteString(p)
+	}
+	return b.String()
 }
 
 // inspect walks parts below the state directory from the top and returns
@@ -403,10 +488,11 @@ func (s *Store) path(parts ...string) string {
 // component may be a symbolic link ([ErrPathEscape]) and every component
 // that exists, except the last, must be a directory ([ErrPathConflict]).
 func (s *Store) inspect(op string, parts []string) (depth int, info os.FileInfo, err error) {
-	p := s.dir
+	p := s.path(parts...)
+	end := len(s.dir)
 	for i, part := range parts {
-		p = filepath.Join(p, part)
-		fi, err := s.lstat(p)
+		end += 1 + len(part)
+		fi, err := s.lstat(p[:end])
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 				return i, info, nil

@@ -2,6 +2,8 @@ module github.com/fleetstate/fleetstate
 
 go 1.25.5
 
+toolchain go1.27.3
+
 require (
 	github.com/google/uuid v1.6.0
 	github.com/mark3labs/mcp-go v1.2.1

@@ -111,10 +111,14 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 	}
 	var deliver *turn
 	if triage == nil && m.open == nil && m.ready && len(m.queue) > 0 && m.gate.ready(st) {
-		deliver = m.queue[0]
-		m.queue = m.queue[1:]
-		r.open(m, deliver)
-		m.gate.delivered(time.Now())
+		if err := r.open(m, m.queue[0]); err != nil {
+			// Not recorded, not delivered: the next round tries again.
+			r.log.Warn("fleetstate: cannot record a delivery; message stays queued", "member", m.name, "err", err)
+		} else {
+			deliver = m.queue[0]
+			m.queue = m.queue[1:]
+			m.gate.delivered(time.Now())
+		}
 	}
 	r.mu.Unlock()
 

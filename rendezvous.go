@@ -113,6 +113,7 @@ type Rendezvous struct {
 	tickets map[string]*turn   // guarded by mu; by ticket ID
 	leads   map[string]*lead   // guarded by mu; by name
 	seq     int64              // guarded by mu; order of queued messages
+	free    []slot             // guarded by mu; slot files holding no turn, for the next ones
 }
 
 // member is the rendezvous's view of one member agent. All fields are
@@ -230,7 +231,7 @@ const (
 	ReasonBackendExhausted Reason = "backend_exhausted" // spent credit, usage limit or bad key in the pane
 	ReasonEchoedBrief      Reason = "echoed_brief"      // the pane shows only the brief: the member never started
 	ReasonMemberNotReady   Reason = "member_not_ready"  // the member did not become ready in time
-	ReasonMemberGone       Reason = "member_gone"       // the member's pane or process went away mid-turn
+	ReasonMemberGone       Reason = "member_gone"       // the member's pane, process or connection went away mid-turn
 	ReasonSessionCleaned   Reason = "session_cleaned"   // the sessions were cleaned while the turn was open
 )
 
@@ -357,6 +358,7 @@ func (r *Rendezvous) Close() error {
 			a <- answer{err: &Error{Code: CodeClosed, Op: "ask"}}
 		}
 	}
+	r.removeFreeSlots()
 	r.mu.Unlock()
 	r.wg.Wait()
 	return nil
@@ -552,6 +554,7 @@ func (r *Rendezvous) Reset() error {
 	}
 	clear(r.turns)
 	clear(r.tickets)
+	r.free = nil
 	if err := r.store.fs.RemoveAll(r.turnDir()); err != nil {
 		return r.store.ioError("reset", err)
 	}

@@ -16,7 +16,10 @@ import (
 // Send returns a pending outcome with a ticket, and the turn's outcome is
 // held on that ticket for [Rendezvous.Poll]. If ctx ends first, Send returns
 // the pending outcome and ctx.Err(); the turn goes on and nothing is lost.
-// If the outcome arrived at the same instant, Send returns it instead.
+// If the outcome arrives when ctx has already ended, it is held on the
+// ticket too, and Send returns it with the ticket and ctx.Err(): a caller
+// that gave up (a lead whose connection dropped) may not be there to take
+// it.
 func (r *Rendezvous) Send(ctx context.Context, lead, to, content string) (Outcome, error) {
 	t, w, err := r.enqueue("send", lead, to, content, true)
 	if err != nil {
@@ -91,6 +94,9 @@ func (r *Rendezvous) await(ctx context.Context, t *turn, w *waiter) (Outcome, er
 	defer timer.Stop()
 	select {
 	case res := <-w.ch:
+		if err := ctx.Err(); err != nil {
+			return r.rehold(t, res, err)
+		}
 		return res.o, res.err
 	case <-timer.C:
 		res := r.detach(t, w)
@@ -100,8 +106,30 @@ func (r *Rendezvous) await(ctx context.Context, t *turn, w *waiter) (Outcome, er
 		if res.err == nil && res.o.Kind == OutcomePending {
 			res.err = ctx.Err()
 		}
+		return r.rehold(t, res, ctx.Err())
+	}
+}
+
+// rehold puts back on t's ticket a terminal outcome that was handed to a
+// blocked call whose caller had given up meanwhile, and returns it with
+// the ticket and cause. Other results pass through: a pending outcome or a
+// question stays on the ticket anyway, and the outcome of cleaned sessions
+// is not brought back.
+func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
+	if res.err != nil || !res.o.terminal() || res.o.Reason == ReasonSessionCleaned {
 		return res.o, res.err
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tickets[t.Ticket] != t {
+		// emit forgot the turn when it handed the outcome over.
+		r.turns[t.ID] = t
+		r.tickets[t.Ticket] = t
+		r.save(t)
+		r.changed(t.Lead)
+		r.queueNudge(t)
+	}
+	return t.view(), cause
 }
 
 // Answer answers the question the member asked in turn turnID. The

@@ -31,8 +31,11 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	for {
 		if len(m.queue) > 0 {
 			t := m.queue[0]
+			if err := r.open(m, t); err != nil {
+				r.mu.Unlock()
+				return Message{}, false, err
+			}
 			m.queue = m.queue[1:]
-			r.open(m, t)
 			r.mu.Unlock()
 			return Message{TurnID: t.ID, From: t.Lead, Content: t.Brief}, true, nil
 		}
@@ -55,15 +58,21 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	}
 }
 
-// open makes t the member's open turn, delivered. The state is written
-// before the message leaves, so a crash cannot deliver it twice. r.mu must
-// be held.
-func (r *Rendezvous) open(m *member, t *turn) {
-	t.stopReadyTimer()
+// open makes t, the head of m's FIFO, the member's open turn, delivered.
+// The state is written before the message leaves, so a crash cannot
+// deliver it twice; if it cannot be written, open fails and t stays
+// queued: the message does not leave. The caller takes t off the FIFO.
+// r.mu must be held.
+func (r *Rendezvous) open(m *member, t *turn) error {
 	t.State = TicketWorking
+	if err := r.persist(t); err != nil {
+		t.State = TicketQueued
+		return err
+	}
+	t.stopReadyTimer()
 	m.open = t
-	r.save(t)
 	r.changed(t.Lead)
+	return nil
 }
 
 // endTurn ends m's open turn t with a terminal outcome, releasing a
@@ -98,7 +107,23 @@ func (r *Rendezvous) Reply(member, content string) error {
 	if t == nil {
 		return newError(CodeNoOpenTurn, op, "member %s", quote(member))
 	}
-	r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content})
+	o := Outcome{Kind: OutcomeReply, Content: content}
+	if t.waiter == nil {
+		// The reply is to be held on the ticket: it is written before the
+		// member hears that it was taken, or refused so that the member
+		// can send it again, never acknowledged and then lost with the
+		// process.
+		was := t.turnRecord
+		held := o
+		held.TurnID, held.From = t.ID, t.Member
+		t.State, t.Held, t.Question = TicketDone, &held, ""
+		err := r.persist(t)
+		t.turnRecord = was
+		if err != nil {
+			return err
+		}
+	}
+	r.endTurn(m, t, o)
 	return nil
 }
 
@@ -169,4 +194,29 @@ func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
 		r.changed(t.Lead)
 	}
 	return answer{}, false
+}
+
+// Disconnect tells the rendezvous that member's connection is gone: its MCP
+// session ended, or the stream it listened on broke. The member is no
+// longer ready, so new messages wait for it as for a member that has not
+// mounted (at most ReadyTimeout). A member that pulls its messages also
+// loses its open turn, which ends failed with reason member_gone, since
+// nobody is left to reply to it; a question it asked in that turn is
+// withdrawn and its blocked Ask returns [ErrNoOpenTurn]. A member reached
+// through a port keeps its turn: its pane, not its connection, tells when
+// the turn ends. Its next [Rendezvous.Next] (or [Rendezvous.SetReady])
+// makes the member ready again.
+func (r *Rendezvous) Disconnect(member string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, err := r.registered("disconnect", member)
+	if err != nil {
+		return err
+	}
+	r.setReady(m, false)
+	if t := m.open; t != nil && m.port == nil {
+		r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
+			Content: "the member's connection closed during the turn"})
+	}
+	return nil
 }

@@ -1,20 +1,13 @@
 package fleetstate
 
 import (
-	"encoding/json"
-	"errors"
-	"io/fs"
-	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/spf13/afero"
 )
 
-// turnRecord is the durable part of a turn, as written under
-// .fleetstate/rendezvous/turns/ID.json.
+// turnRecord is the durable part of a turn, as written in its slot file
+// under .fleetstate/rendezvous/turns/ (see rendezvous_journal.go).
 type turnRecord struct {
 	ID       string      `json:"id"`
 	Ticket   string      `json:"ticket"`
@@ -32,6 +25,7 @@ type turnRecord struct {
 // its outcome reaches the lead. All fields are guarded by Rendezvous.mu.
 type turn struct {
 	turnRecord
+	slot       slot        // the file holding the turn's records; see rendezvous_journal.go
 	waiter     *waiter     // the lead's call blocked on the next outcome; nil if none
 	asker      chan answer // the member's Ask blocked on an answer; nil if none
 	readyTimer *time.Timer // fails the turn if its member is not ready in time
@@ -153,9 +147,7 @@ func (r *Rendezvous) forget(t *turn) {
 	t.stopReadyTimer()
 	delete(r.turns, t.ID)
 	delete(r.tickets, t.Ticket)
-	if err := r.store.fs.Remove(r.turnPath(t.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		r.log.Error("fleetstate: remove finished turn", "turn", t.ID, "err", r.store.ioError("forget", err))
-	}
+	r.releaseSlot(t)
 }
 
 // armReadyTimer fails t with member_not_ready if m is not ready within
@@ -187,75 +179,3 @@ func removeTurn(q []*turn, t *turn) []*turn {
 }
 
 func (r *Rendezvous) turnDir() string { return r.store.path(privateDir, rendezvousDir, "turns") }
-
-func (r *Rendezvous) turnPath(id string) string { return filepath.Join(r.turnDir(), id+".json") }
-
-// persist writes t's record atomically. r.mu must be held.
-func (r *Rendezvous) persist(t *turn) error {
-	const op = "persist turn"
-	data, err := json.Marshal(&t.turnRecord)
-	if err != nil {
-		return &Error{Code: CodeInternal, Op: op, Err: err}
-	}
-	if err := r.store.fs.MkdirAll(r.turnDir(), dirPerm); err != nil {
-		return r.store.ioError(op, err)
-	}
-	return r.store.writeFile(op, r.turnPath(t.ID), data, true)
-}
-
-// save persists t and logs a failure: the state in memory stays right, and
-// the change is lost only if the process dies before the next save.
-func (r *Rendezvous) save(t *turn) {
-	if err := r.persist(t); err != nil {
-		r.log.Error("fleetstate: persist turn", "turn", t.ID, "err", err)
-	}
-}
-
-// restore loads the turns an earlier rendezvous left on disk.
-func (r *Rendezvous) restore() error {
-	const op = "restore rendezvous"
-	entries, err := r.store.readDir(r.turnDir())
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return r.store.ioError(op, err)
-	}
-	var loaded []*turn
-	for _, e := range entries {
-		if !e.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		data, err := afero.ReadFile(r.store.fs, filepath.Join(r.turnDir(), e.Name()))
-		if err != nil {
-			return r.store.ioError(op, err)
-		}
-		t := &turn{}
-		if err := json.Unmarshal(data, &t.turnRecord); err != nil || t.ID+".json" != e.Name() || t.Ticket == "" {
-			r.log.Error("fleetstate: skip unreadable turn record", "file", e.Name(), "err", err)
-			continue
-		}
-		if t.State == TicketDone && t.Held == nil {
-			continue
-		}
-		loaded = append(loaded, t)
-	}
-	sort.Slice(loaded, func(i, j int) bool { return loaded[i].Seq < loaded[j].Seq })
-	for _, t := range loaded {
-		r.turns[t.ID] = t
-		r.tickets[t.Ticket] = t
-		r.seq = max(r.seq, t.Seq)
-		m := r.member(t.Member)
-		switch t.State {
-		case TicketQueued:
-			m.queue = append(m.queue, t)
-		case TicketWorking, TicketQuestion:
-			// The member's call that asked died with the old process;
-			// the question stays visible but can no longer be answered.
-			if m.open == nil {
-				m.open = t
-			}
-		}
-	}
-	return nil
-}

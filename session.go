@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/google/uuid"
 	"github.com/spf13/afero"
@@ -38,16 +39,20 @@ func (s *Store) NewSession(name string) (Session, error) {
 	}
 	defer unlock()
 	old, err := afero.ReadFile(s.fs, s.path(currentRunFile))
+	undo := func() {}
 	switch {
 	case err == nil:
 		line := append(bytes.TrimRight(old, "\r\n"), '\n')
-		if err := s.appendFile(s.path(runLogFile), line); err != nil {
+		if undo, err = s.appendFile(s.path(runLogFile), line); err != nil {
 			return Session{}, s.ioError(op, err)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return Session{}, s.ioError(op, err)
 	}
 	if err := s.writeFile(op, s.path(currentRunFile), []byte(sess.String()), true); err != nil {
+		// The old session stays current, so it must not stay archived:
+		// a retry would archive it twice.
+		undo()
 		return Session{}, err
 	}
 	return sess, nil
@@ -97,7 +102,7 @@ func (s *Store) Clean() error {
 		if e.Name() == privateDir || e.Name() == currentRunFile {
 			continue
 		}
-		if err := s.fs.RemoveAll(s.path(e.Name())); err != nil {
+		if err := s.removeAll(s.path(e.Name())); err != nil {
 			return s.ioError(op, err)
 		}
 	}
@@ -107,16 +112,49 @@ func (s *Store) Clean() error {
 	return nil
 }
 
+// removeAll removes the tree p. A put of another process that read the
+// current session just before the clean may fill a folder while it is
+// being removed; the removal is then tried again (the put fails, or its
+// file goes with the session), a bounded number of times.
+func (s *Store) removeAll(p string) error {
+	var err error
+	for range 20 {
+		if err = s.fs.RemoveAll(p); err == nil || !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+			return err
+		}
+	}
+	return err
+}
+
 // rendezvousDir is the folder of the private folder where the rendezvous
 // keeps its state; Clean removes it with the sessions.
 const rendezvousDir = "rendezvous"
 
 // appendFile appends data to the file name in one write, so that lines from
-// several processes never interleave.
-func (s *Store) appendFile(name string, data []byte) error {
+// several processes never interleave. A failed append, such as one cut
+// short by a full disk, is taken back; so is a successful one when the
+// caller calls undo. The caller holds the session lock, so nobody else
+// appends meanwhile.
+func (s *Store) appendFile(name string, data []byte) (undo func(), err error) {
+	size := int64(-1) // the file did not exist
+	if fi, err := s.fs.Stat(name); err == nil {
+		size = fi.Size()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	undo = func() {
+		// Best effort: a disk that refused the append rarely refuses to
+		// shrink a file.
+		if size < 0 {
+			_ = s.fs.Remove(name)
+		} else if f, err := s.fs.OpenFile(name, os.O_WRONLY, filePerm); err == nil {
+			_ = f.Truncate(size)
+			_ = f.Close()
+		}
+	}
 	f, err := s.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, filePerm)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, err = f.Write(data)
 	if err == nil && s.syncWrites {
@@ -125,7 +163,11 @@ func (s *Store) appendFile(name string, data []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	return undo, nil
 }
 
 // lock serialises session changes: within the process by the mutex, across

@@ -57,6 +57,7 @@ type Adapter struct {
 	rv    *fleetstate.Rendezvous
 	opt   Options
 	tools []tool
+	conns *connections // nil without a rendezvous
 }
 
 // New returns an adapter for store and rv. rv may be nil: the fleet tools
@@ -72,6 +73,7 @@ func New(store *fleetstate.Store, rv *fleetstate.Rendezvous, opts *Options) *Ada
 	a.tools = a.storeTools()
 	if rv != nil {
 		a.tools = append(a.tools, a.fleetTools()...)
+		a.conns = newConnections(rv)
 	}
 	return a
 }
@@ -86,12 +88,19 @@ func (a *Adapter) Tools() []server.ServerTool {
 }
 
 // NewServer returns an MCP server with the adapter's tools registered.
+// With a rendezvous, the server's session hooks tell it when a member's
+// session ends (see [fleetstate.Rendezvous.Disconnect]); an option
+// server.WithHooks among opts replaces those hooks.
 func (a *Adapter) NewServer(name, version string, opts ...server.ServerOption) *server.MCPServer {
-	opts = append([]server.ServerOption{
+	base := []server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),
-	}, opts...)
+	}
+	if a.conns != nil {
+		base = append(base, server.WithHooks(a.conns.hooks()))
+	}
+	opts = append(base, opts...)
 	s := server.NewMCPServer(name, version, opts...)
 	s.AddTools(a.Tools()...)
 	return s

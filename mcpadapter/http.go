@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/server"
@@ -37,13 +38,27 @@ type HTTPOptions struct {
 	// StatusPath with their token. Nil means reports are accepted and
 	// dropped.
 	OnStatus func(Identity, fleetstate.Status) error
+	// SessionIdleTTL, if positive, makes the server forget MCP sessions
+	// (of the protocol versions that have them) idle that long: a client
+	// killed without closing its session would otherwise be remembered
+	// for ever. Listening streams get a heartbeat every third of it, so a
+	// live one is never taken for idle. Forgetting a session frees memory
+	// only; it never disconnects a member. The sweeper runs until the
+	// process ends. Zero means sessions are kept until closed.
+	SessionIdleTTL time.Duration
 }
 
 // HTTPHandler serves srv over MCP streamable HTTP with the caller's
 // identity taken from its bearer token. Before authentication it refuses,
 // with 403, a request that reached a loopback address under a Host or
 // Origin that is not loopback (DNS rebinding); a request without a valid
-// token gets 401.
+// token gets 401. When a member's last listening stream closes (its
+// process ended, however it ended), the member is disconnected from the
+// rendezvous: see [fleetstate.Rendezvous.Disconnect].
+//
+// The handler also implements io.Closer: Close ends the listening streams
+// and stops the session sweeper. Close the rendezvous first, so that the
+// streams ending disconnects nobody.
 func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Handler {
 	path := opts.Path
 	if path == "" {
@@ -53,14 +68,19 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 	if limit <= 0 {
 		limit = DefaultMaxRequestBytes
 	}
-	mcpHTTP := server.NewStreamableHTTPServer(srv,
+	httpOpts := []server.StreamableHTTPOption{
 		server.WithEndpointPath(path),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			return ContextWithIdentity(ctx, IdentityFromContext(r.Context()))
 		}),
-	)
+	}
+	if opts.SessionIdleTTL > 0 {
+		httpOpts = append(httpOpts, server.WithSessionIdleTTL(opts.SessionIdleTTL),
+			server.WithHeartbeatInterval(opts.SessionIdleTTL/3))
+	}
+	mcpHTTP := server.NewStreamableHTTPServer(srv, httpOpts...)
 	status := statusHandler(opts.OnStatus)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return &httpHandler{mcp: mcpHTTP, HandlerFunc: func(w http.ResponseWriter, r *http.Request) {
 		if rebinding(r) {
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 			return
@@ -94,9 +114,34 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 		if acceptBareCancel(w, r) {
 			return
 		}
+		if a.conns != nil && r.Method == http.MethodDelete && !a.conns.mayEnd(r.Header.Get("Mcp-Session-Id"), id) {
+			http.Error(w, "forbidden: the session belongs to another agent", http.StatusForbidden)
+			return
+		}
+		if a.conns != nil && id.Role == RoleMember && !id.Anonymous() && isListen(r) {
+			// A member's listening stream is its connection: when the
+			// last one closes, the member is gone.
+			sw := &streamWriter{ResponseWriter: w, open: func() { a.conns.streamOpened(id.Agent) }}
+			defer func() {
+				if sw.opened {
+					a.conns.streamClosed(id.Agent)
+				}
+			}()
+			w = sw
+		}
 		mcpHTTP.ServeHTTP(w, r.WithContext(ContextWithIdentity(r.Context(), id)))
-	})
+	}}
 }
+
+// httpHandler is the handler HTTPHandler returns.
+type httpHandler struct {
+	http.HandlerFunc
+	mcp *server.StreamableHTTPServer
+}
+
+// Close ends the listening streams, so that an HTTP server's Shutdown need
+// not wait for them, and stops the session sweeper.
+func (h *httpHandler) Close() error { return h.mcp.Shutdown(context.Background()) }
 
 // rebinding reports whether r reached a loopback listener under a name
 // that is not loopback, as a page whose DNS name was rebound to 127.0.0.1

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"sync"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -23,9 +25,18 @@ type Proxy struct {
 }
 
 // NewProxy connects to the daemon at url with token and mirrors its tools.
+//
+// The proxy holds a listening stream open to the daemon for as long as it
+// runs: when the proxy's process ends, however it ends, the stream closes
+// and the daemon knows that the agent behind it is gone. Closing the proxy
+// also ends its session.
 func NewProxy(ctx context.Context, url, token, version string) (*Proxy, error) {
+	// The token goes on every request, the session's closing DELETE too.
+	listening := make(chan struct{})
+	hc := &http.Client{Transport: &bearerTransport{token: token, listening: listening}}
 	c, err := client.NewStreamableHttpClient(url,
-		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+		transport.WithHTTPBasicClient(hc),
+		transport.WithContinuousListening())
 	if err != nil {
 		return nil, fmt.Errorf("mcpadapter: proxy: %w", err)
 	}
@@ -43,6 +54,16 @@ func NewProxy(ctx context.Context, url, token, version string) (*Proxy, error) {
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("mcpadapter: proxy: list tools: %w", err)
+	}
+	// Serve once the daemon holds the stream, so that it knows of the
+	// proxy before the proxy's client can make it do anything. A daemon
+	// that offers no stream costs a short wait, no failure.
+	select {
+	case <-listening:
+	case <-time.After(proxyListenWait):
+	case <-ctx.Done():
+		c.Close()
+		return nil, ctx.Err()
 	}
 	p := &Proxy{c: c, progress: DefaultProgressInterval}
 	p.srv = server.NewMCPServer("fleetstate", version, server.WithToolCapabilities(false), server.WithRecovery(),
@@ -75,4 +96,25 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 			Err: fmt.Errorf("the daemon did not answer: %v", err)}), nil
 	}
 	return res, nil
+}
+
+// proxyListenWait bounds how long NewProxy waits for its listening stream.
+const proxyListenWait = 5 * time.Second
+
+// bearerTransport adds the daemon token to every request, and closes
+// listening when a listening stream is first established.
+type bearerTransport struct {
+	token     string
+	listening chan struct{}
+	once      sync.Once
+}
+
+func (b *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && r.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
+		b.once.Do(func() { close(b.listening) })
+	}
+	return resp, err
 }

@@ -354,6 +354,18 @@ func TestHTTPCancelledSendLosesNothing(t *testing.T) {
 		t.Errorf("the cancelled call took %v to return", d)
 	}
 	bg := context.Background()
+	// The daemon learns of the cancellation when it sees the lead's
+	// connection close, and cannot order that against the member's call on
+	// another connection: wait until it has (the ticket shows, as
+	// fleet_poll lists no ticket a call is blocked on).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ts, _ := ok(bg, t, f.lead, "fleet_poll", nil)["tickets"].([]any); len(ts) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon never noticed the cancelled send")
+		}
+	}
 	ok(bg, t, f.m1, "fleet_reply", map[string]any{"content": "kept"})
 	all := ok(bg, t, f.lead, "fleet_poll", map[string]any{"wait_s": 5})
 	ts, _ := all["tickets"].([]any)

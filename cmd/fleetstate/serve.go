@@ -61,6 +61,11 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 	return s, nil
 }
 
+// sessionIdleTTL is how long the daemon remembers an MCP session that makes
+// no call and holds no listening stream: long enough for any agent's
+// quiet spell, short enough that sessions of killed clients do not pile up.
+const sessionIdleTTL = 30 * time.Minute
+
 // rendezvousFlags adds the flags of the rendezvous bounds to fs.
 func rendezvousFlags(fs *flag.FlagSet) *fleetstate.RendezvousOptions {
 	o := &fleetstate.RendezvousOptions{}
@@ -163,7 +168,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	}
 	srv := st.adapter.NewServer("fleetstate", version)
 	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: *anonymous,
-		OnStatus: reportTo(st.rv, panes)})
+		OnStatus: reportTo(st.rv, panes), SessionIdleTTL: sessionIdleTTL})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		st.rv.Close()
@@ -182,8 +187,10 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	}
 	log.Info("fleetstate: shutting down")
 	// Closing the rendezvous first returns every blocked call (a lead's
-	// send with its ticket), so the HTTP shutdown does not wait on them.
+	// send with its ticket), and closing the handler ends the listening
+	// streams, so the HTTP shutdown does not wait on them.
 	st.rv.Close()
+	handler.(io.Closer).Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {

@@ -1,0 +1,171 @@
+package mcpadapter
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// connections tells the rendezvous when a member's connection is gone, so
+// that a turn the member can no longer finish ends as member_gone instead
+// of staying open for ever (see [fleetstate.Rendezvous.Disconnect]).
+//
+// What a transport can observe of a member's connection:
+//
+//   - its MCP session, under the protocol versions that have sessions
+//     (stdio, and streamable HTTP before 2026-07-28): it ends when the
+//     client closes it (an HTTP DELETE of the session) or the stdio input
+//     ends;
+//   - its listening stream: the standalone GET stream of streamable HTTP
+//     before 2026-07-28, or a subscriptions/listen request after. The
+//     stream is open for as long as the client runs, and the kernel closes
+//     it when the client's process dies, however it dies.
+//
+// A member is disconnected when its last listening stream closes, or when
+// its last session ends while it holds no stream. A client under protocol
+// 2026-07-28 that holds no stream has no connection to observe: each of
+// its calls is a connection of its own, and a call it abandons is a
+// cancellation (its question is withdrawn), not a departure.
+type connections struct {
+	rv *fleetstate.Rendezvous
+
+	mu      sync.Mutex
+	streams map[string]int      // guarded by mu; open listening streams by member
+	owners  map[string]Identity // guarded by mu; who opened each MCP session, by session ID
+}
+
+func newConnections(rv *fleetstate.Rendezvous) *connections {
+	return &connections{rv: rv, streams: map[string]int{}, owners: map[string]Identity{}}
+}
+
+// hooks returns the session hooks that feed c.
+func (c *connections) hooks() *server.Hooks {
+	h := &server.Hooks{}
+	h.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
+		id, set := identityOf(ctx)
+		if !set || id.Anonymous() {
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.owners[s.SessionID()] = id
+	})
+	h.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		owner, ok := c.owners[s.SessionID()]
+		if !ok {
+			return
+		}
+		id, set := identityOf(ctx)
+		if set && id != owner {
+			return // mayEnd refuses this before the session ends; kept as a second line
+		}
+		delete(c.owners, s.SessionID())
+		// A session the server forgets on its own (it was idle) says
+		// nothing of the member: only a client closing its own session
+		// disconnects it.
+		if set && owner.Role == RoleMember && c.streams[owner.Agent] == 0 && !c.hasSession(owner) {
+			_ = c.rv.Disconnect(owner.Agent) // an unknown member or a closed rendezvous has nothing to end
+		}
+	})
+	return h
+}
+
+// mayEnd reports whether the caller id may end the MCP session sid. A
+// session ID is no credential: only the agent that opened a session ends
+// it, so that nobody can end another's session, nor hide its departure.
+func (c *connections) mayEnd(sid string, id Identity) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	owner, ok := c.owners[sid]
+	return !ok || owner == id
+}
+
+// hasSession reports whether id holds a session. c.mu must be held.
+func (c *connections) hasSession(id Identity) bool {
+	for _, o := range c.owners {
+		if o == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *connections) streamOpened(member string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.streams[member]++
+}
+
+// streamClosed counts a closed stream; the last one disconnects the
+// member. The lock is held across Disconnect so that a stream opening at
+// the same moment is counted after it, never lost between the two.
+func (c *connections) streamClosed(member string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.streams[member]--
+	if c.streams[member] > 0 {
+		return
+	}
+	delete(c.streams, member)
+	_ = c.rv.Disconnect(member)
+}
+
+// identityOf returns the identity ctx carries and whether it carries one
+// at all: every HTTP request does, anonymous ones too; what the server
+// does on its own (the end of a stdio session) does not.
+func identityOf(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+// isListen reports whether r opens a listening stream: the standalone GET
+// stream, or a subscriptions/listen request (whose method the protocol
+// repeats in the Mcp-Method header).
+func isListen(r *http.Request) bool {
+	return r.Method == http.MethodGet ||
+		r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen"
+}
+
+// streamWriter watches a response that may become a listening stream: the
+// stream counts as open from the first flush of a successful event stream,
+// so that a refused or failed request is never taken for a connection.
+type streamWriter struct {
+	http.ResponseWriter
+	status int
+	opened bool
+	open   func()
+}
+
+func (w *streamWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *streamWriter) Flush() {
+	if !w.opened && w.status == http.StatusOK &&
+		strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		w.opened = true
+		w.open()
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,357 @@
+package mcpadapter_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/spf13/afero"
+)
+
+// connDaemon is the adapter over HTTP on 127.0.0.1, with the adapter at
+// hand to see the connections it counts.
+type connDaemon struct {
+	t      *testing.T
+	url    string
+	dir    string
+	a      *mcpadapter.Adapter
+	rv     *fleetstate.Rendezvous
+	tokens map[string]string
+}
+
+func newConnDaemon(t *testing.T, rvOpts *fleetstate.RendezvousOptions) *connDaemon {
+	t.Helper()
+	st, err := fleetstate.Open(afero.NewOsFs(), filepath.Join(t.TempDir(), "state"), &fleetstate.Options{NoGitIgnore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := mcpadapter.OpenTokens(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &connDaemon{t: t, dir: st.Dir(), tokens: map[string]string{}}
+	for agent, role := range map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember, "miner": mcpadapter.RoleMember} {
+		if d.tokens[agent], err = tokens.Add(agent, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.rv, err = fleetstate.NewRendezvous(st, rvOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.rv.Close() })
+	for _, m := range []string{"scout", "miner"} {
+		if err := d.rv.AddMember(m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.a = mcpadapter.New(st, d.rv, &mcpadapter.Options{
+		RolesConfigured: func() bool { return true },
+		OnCall:          mcpadapter.MarkMembersReady(d.rv),
+	})
+	ts := httptest.NewUnstartedServer(d.a.HTTPHandler(d.a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
+	t.Cleanup(ts.Close)
+	d.url = ts.URL + "/mcp"
+	return d
+}
+
+// cuttable is an HTTP transport whose connections can all be cut at once,
+// as the kernel cuts them when a process dies.
+type cuttable struct {
+	*http.Transport
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCuttable() *cuttable {
+	c := &cuttable{}
+	d := &net.Dialer{}
+	c.Transport = &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			c.mu.Lock()
+			c.conns = append(c.conns, conn)
+			c.mu.Unlock()
+		}
+		return conn, err
+	}}
+	return c
+}
+
+func (c *cuttable) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+type tokenRT struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b tokenRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// agent is one agent's MCP client, and the means to cut its connections.
+type agent struct {
+	c   *client.Client
+	tr  *transport.StreamableHTTP
+	net *cuttable
+	e   *env
+}
+
+// connect connects as the agent named; with listen, the client holds a
+// listening stream, as the fleetstate proxy does.
+func (d *connDaemon) connect(name string, listen bool) *agent {
+	d.t.Helper()
+	n := newCuttable()
+	d.t.Cleanup(n.CloseIdleConnections)
+	opts := []transport.StreamableHTTPCOption{
+		transport.WithHTTPBasicClient(&http.Client{Transport: tokenRT{d.tokens[name], n}}),
+	}
+	var copts []client.ClientOption
+	if listen {
+		opts = append(opts, transport.WithContinuousListening())
+	} else {
+		copts = append(copts, client.WithLegacyProtocolOnly())
+	}
+	tr, err := transport.NewStreamableHTTP(d.url, opts...)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	c := client.NewClient(tr, copts...)
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: name, Version: "0"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		d.t.Fatal(err)
+	}
+	return &agent{c: c, tr: tr, net: n, e: clientEnv(d.t, d.dir, c)}
+}
+
+// waitStreams waits until member holds n listening streams.
+func (d *connDaemon) waitStreams(member string, n int) {
+	d.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for mcpadapter.OpenStreams(d.a, member) != n {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s holds %d listening streams; want %d", member, mcpadapter.OpenStreams(d.a, member), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (d *connDaemon) ready(lead *agent, member string) bool {
+	d.t.Helper()
+	for _, m := range lead.e.ok(anon, "fleet_members", nil)["members"].([]any) {
+		if mm := m.(map[string]any); mm["name"] == member {
+			return mm["ready"] == true
+		}
+	}
+	d.t.Fatalf("no member %s", member)
+	return false
+}
+
+// TestMemberConnectionDropsMidTurn: a member whose process dies while it
+// holds a turn (its connections cut, no goodbye) ends the turn as
+// member_gone, and the lead's blocked send returns it; the member, once
+// back, takes new work.
+func TestMemberConnectionDropsMidTurn(t *testing.T) {
+	d := newConnDaemon(t, nil)
+	ctx := context.Background()
+	lead := d.connect("lead", false)
+	scout := d.connect("scout", true)
+	d.waitStreams("scout", 1)
+
+	send := lead.e.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
+	scout.e.ok(anon, "fleet_next", waitArgs(10))
+	scout.net.cut()
+	out := wantOutcome(t, lead.e.okOf(lead.e.recv(send)), "failed", "turn_id", "from", "content", "reason")
+	if out["reason"] != "member_gone" || out["from"] != "scout" {
+		t.Fatalf("outcome %v; want failed, member_gone, from scout", out)
+	}
+	if d.ready(lead, "scout") {
+		t.Error("scout is still ready after its connection dropped")
+	}
+	// A turn the member opened elsewhere is not touched by others' drops,
+	// and the member, back, takes work again.
+	back := d.connect("scout", true)
+	tk := str(lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "again", "wait": false}), "ticket")
+	if msg := back.e.ok(anon, "fleet_next", waitArgs(10)); msg["content"] != "again" {
+		t.Fatalf("fleet_next after reconnecting: %v", msg)
+	}
+	back.e.ok(anon, "fleet_reply", map[string]any{"content": "done"})
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": tk}); p["content"] != "done" {
+		t.Fatalf("poll %v", p)
+	}
+}
+
+// TestMemberConnectionDropsMidAsk: a member that dies while its question
+// waits for the lead: the ticket ends failed/member_gone, and the lead's
+// answer is refused with a named error, not lost in the void.
+func TestMemberConnectionDropsMidAsk(t *testing.T) {
+	d := newConnDaemon(t, nil)
+	ctx := context.Background()
+	lead := d.connect("lead", false)
+	scout := d.connect("scout", true)
+	d.waitStreams("scout", 1)
+
+	send := lead.e.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
+	scout.e.ok(anon, "fleet_next", waitArgs(10))
+	ask := scout.e.async(ctx, anon, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, nil)
+	q := wantOutcome(t, lead.e.okOf(lead.e.recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
+	scout.net.cut()
+	if r := scout.e.recv(ask); r.err == nil && !r.res.IsError {
+		t.Errorf("the dropped member's ask returned an answer: %v", r.res)
+	}
+	// The daemon sees the two connections go in either order: the ask's
+	// request (the question is withdrawn, the ticket is working again),
+	// and the stream (the turn ends). A poll returns at once while the
+	// ticket holds a question, and waits while it is pending.
+	p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": q["ticket"], "wait_s": 1})
+	for deadline := time.Now().Add(waitLimit); p["state"] != "done" && time.Now().Before(deadline); {
+		if p["outcome"] == "question" {
+			time.Sleep(5 * time.Millisecond)
+		}
+		p = lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": q["ticket"], "wait_s": 1})
+	}
+	if p["outcome"] != "failed" || p["reason"] != "member_gone" || p["state"] != "done" {
+		t.Fatalf("ticket after the drop %v; want failed, member_gone", p)
+	}
+	lead.e.fail(anon, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "release"}, fleetstate.CodeUnknownTurn)
+	lead.e.ok(anon, "fleet_ack", map[string]any{"ticket": q["ticket"]})
+}
+
+// TestMemberSessionClosed: a member without a listening stream that closes
+// its session (a DELETE under its own token) is disconnected too; a DELETE
+// of its session under another member's token is not.
+func TestMemberSessionClosed(t *testing.T) {
+	d := newConnDaemon(t, nil)
+	ctx := context.Background()
+	lead := d.connect("lead", false)
+	scout := d.connect("scout", false)
+
+	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	scout.e.ok(anon, "fleet_next", waitArgs(10))
+
+	// miner, and the lead, try to end scout's session by its ID: refused.
+	for _, who := range []string{"miner", "lead"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, d.url, nil)
+		req.Header.Set("Authorization", "Bearer "+d.tokens[who])
+		req.Header.Set("Mcp-Session-Id", scout.tr.GetSessionId())
+		req.Header.Set("Mcp-Protocol-Version", mcp.LATEST_LEGACY_PROTOCOL_VERSION)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s's DELETE of scout's session: status %d; want 403", who, resp.StatusCode)
+		}
+	}
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
+		t.Fatalf("ticket after others' DELETEs %v; want still working", p)
+	}
+	// scout's own session still works.
+	scout.e.fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
+
+	scout2 := d.connect("scout", false)
+	scout.c.Close() // DELETE under scout's own token; its second session stays
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
+		t.Fatalf("ticket with a second session open %v; want still working", p)
+	}
+	scout2.c.Close()
+	p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"], "wait_s": 10})
+	if p["outcome"] != "failed" || p["reason"] != "member_gone" {
+		t.Fatalf("ticket after the member closed its sessions %v; want failed, member_gone", p)
+	}
+}
+
+// TestMemberOneOfTwoStreamsDrops: a member holding two listening streams
+// (two clients under one token) stays connected while one remains.
+func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
+	d := newConnDaemon(t, nil)
+	lead := d.connect("lead", true) // a lead's stream means nothing to the members
+	a := d.connect("scout", true)
+	b := d.connect("scout", true)
+	d.waitStreams("scout", 2)
+	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	a.e.ok(anon, "fleet_next", waitArgs(10))
+
+	a.net.cut()
+	d.waitStreams("scout", 1)
+	lead.net.cut()
+	lead = d.connect("lead", false)
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
+		t.Fatalf("ticket with one stream left %v; want still working", p)
+	}
+	b.e.ok(anon, "fleet_reply", map[string]any{"content": "from b"})
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["content"] != "from b" {
+		t.Fatalf("ticket %v; want b's reply", p)
+	}
+	b.net.cut()
+	d.waitStreams("scout", 0)
+	if d.ready(lead, "scout") {
+		t.Error("scout ready with no connection left")
+	}
+}
+
+// TestRefusedStreamIsNoConnection: a listening request that is refused or
+// fails never counts as a connection, so it cannot disconnect anyone.
+func TestRefusedStreamIsNoConnection(t *testing.T) {
+	d := newConnDaemon(t, nil)
+	lead := d.connect("lead", false)
+	scout := d.connect("scout", false)
+	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	scout.e.ok(anon, "fleet_next", waitArgs(10))
+	for _, h := range []map[string]string{
+		{"Mcp-Protocol-Version": "1999-01-01"},                // unsupported version
+		{"Mcp-Protocol-Version": mcp.ProtocolVersion20260728}, // no GET stream in this protocol
+	} {
+		req, _ := http.NewRequest(http.MethodGet, d.url, nil)
+		req.Header.Set("Authorization", "Bearer "+d.tokens["scout"])
+		req.Header.Set("Accept", "text/event-stream")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatalf("GET with %v: status 200; want a refusal", h)
+		}
+	}
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
+		t.Fatalf("ticket after refused streams %v; want still working", p)
+	}
+}

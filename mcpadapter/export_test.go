@@ -1,0 +1,12 @@
+package mcpadapter
+
+// OpenStreams returns how many listening streams of member a counts, so
+// that tests can wait for a stream to be established before cutting it.
+func OpenStreams(a *Adapter, member string) int {
+	if a.conns == nil {
+		return 0
+	}
+	a.conns.mu.Lock()
+	defer a.conns.mu.Unlock()
+	return a.conns.streams[member]
+}
