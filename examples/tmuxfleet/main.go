@@ -33,22 +33,22 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run runs the example; it returns, rather than exits, on failure, so that
+// the panes, the daemon and the temporary directory are always cleaned up.
+func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	f, err := start(ctx, os.Stdout)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer f.Close()
-	if err := f.runAll(ctx); err != nil {
-		if os.Getenv("TMUXFLEET_DEBUG") != "" {
-			out, _ := f.tm.Run(ctx, "", "list-panes", "-a", "-F", "#{pane_id} #{session_name}:#{window_name}.#{pane_index} dead=#{pane_dead}")
-			fmt.Println(out)
-			p, _ := f.tm.Run(ctx, "", "capture-pane", "-p", "-J", "-S", "-", "-t", "fleet:alice")
-			fmt.Println(p)
-		}
-		log.Fatal(err)
-	}
+	return f.runAll(ctx)
 }
 
 // member describes one member of the example fleet.
