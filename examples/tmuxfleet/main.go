@@ -22,10 +22,12 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -41,7 +43,9 @@ func main() {
 // run runs the example; it returns, rather than exits, on failure, so that
 // the panes, the daemon and the temporary directory are always cleaned up.
 func run() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	f, err := start(ctx, os.Stdout)
 	if err != nil {
