@@ -194,7 +194,7 @@ func (s *Store) Put(agent, name string, content []byte, overwrite bool) (FileID,
 	}
 	id := FileID{session: sess.ID, agent: agent, name: name}
 	parts := id.parts()
-	depth, info, err := s.inspect(op, parts)
+	depth, info, err := s.existing(op, parts)
 	if err != nil {
 		return FileID{}, err
 	}
@@ -263,10 +263,10 @@ func (s *Store) Get(id FileID) ([]byte, error) {
 	if !id.IsValid() {
 		return nil, newError(CodeCanOnlyRetrieveFiles, op, "zero file ID")
 	}
-	parts := id.parts()
-	if data, ok, err := s.getDirect(op, parts); ok {
+	if data, ok, err := s.getDirect(op, id); ok {
 		return data, err
 	}
+	parts := id.parts()
 	depth, info, err := s.inspect(op, parts)
 	// A file where the ID needs a folder means that what the ID names does
 	// not exist: depth, the index of that file, says which part is missing.
@@ -294,13 +294,16 @@ func (s *Store) Get(id FileID) ([]byte, error) {
 	return s.readContent(op, f, info.Size())
 }
 
-// getDirect reads the file of parts in one open, where the file system
+// getDirect reads the file id names in one open, where the file system
 // allows it without following a symbolic link (see openDirect). ok is
 // false when it does not apply or the file is not plainly there (missing,
 // not a regular file, too large): the caller then walks the path to tell
 // why.
-func (s *Store) getDirect(op string, parts []string) (data []byte, ok bool, err error) {
-	f, err := s.openDirect(s.path(parts...))
+func (s *Store) getDirect(op string, id FileID) (data []byte, ok bool, err error) {
+	if s.directOpen == openChecked {
+		return nil, false, nil
+	}
+	f, err := s.openDirect(s.path(id.session, id.agent, filepath.FromSlash(id.name)))
 	if err != nil {
 		return nil, false, nil
 	}
@@ -508,6 +511,19 @@ func (s *Store) inspect(op string, parts []string) (depth int, info os.FileInfo,
 		info = fi
 	}
 	return len(parts), info, nil
+}
+
+// existing is inspect, shortened where the file system holds no symbolic
+// links (see openPlain): there a regular file at the full path means that
+// every component above it is a folder, so one stat answers. Anything else
+// is walked component by component.
+func (s *Store) existing(op string, parts []string) (depth int, info os.FileInfo, err error) {
+	if s.directOpen == openPlain {
+		if fi, err := s.fs.Stat(s.path(parts...)); err == nil && fi.Mode().IsRegular() {
+			return len(parts), fi, nil
+		}
+	}
+	return s.inspect(op, parts)
 }
 
 func (s *Store) lstat(p string) (os.FileInfo, error) {
