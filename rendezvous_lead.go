@@ -21,14 +21,12 @@ import (
 // that gave up (a lead whose connection dropped) may not be there to take
 // it.
 func (r *Rendezvous) Send(ctx context.Context, lead, to, content string) (Outcome, error) {
-	t, w, err := r.enqueue("send", lead, to, content, true)
+	t, w, accepted, err := r.enqueue("send", lead, to, content, true)
 	if err != nil {
 		return Outcome{}, err
 	}
 	if w == nil {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return t.view(), nil
+		return accepted, nil
 	}
 	return r.await(ctx, t, w)
 }
@@ -37,45 +35,42 @@ func (r *Rendezvous) Send(ctx context.Context, lead, to, content string) (Outcom
 // pending outcome with a ticket. The outcome is held on the ticket until
 // [Rendezvous.Ack]; a lead with a port is nudged when it is ready.
 func (r *Rendezvous) SendDetached(lead, to, content string) (Outcome, error) {
-	t, _, err := r.enqueue("send", lead, to, content, false)
-	if err != nil {
-		return Outcome{}, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return t.view(), nil
+	_, _, accepted, err := r.enqueue("send", lead, to, content, false)
+	return accepted, err
 }
 
 // enqueue validates a send, queues the new turn and, when the lead will
 // block, attaches a waiter. No waiter is attached when the member is busy:
 // the send then reports pending at once rather than holding the lead for a
 // turn that cannot start soon.
-func (r *Rendezvous) enqueue(op, leadName, to, content string, block bool) (*turn, *waiter, error) {
+func (r *Rendezvous) enqueue(op, leadName, to, content string, block bool) (t *turn, w *waiter, accepted Outcome, err error) {
 	if err := checkAgentName(op, leadName); err != nil {
-		return nil, nil, err
+		return nil, nil, Outcome{}, err
 	}
 	if err := r.checkContent(op, content); err != nil {
-		return nil, nil, err
+		return nil, nil, Outcome{}, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m, err := r.registered(op, to)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, Outcome{}, err
 	}
-	t, err := r.newTurn(leadName, m, content)
-	if err != nil {
-		return nil, nil, err
+	if t, err = r.newTurn(leadName, m, content); err != nil {
+		return nil, nil, Outcome{}, err
 	}
+	// The outcome as accepted: taken now, under the lock, so that it says
+	// queued even if the member takes the message before the caller reads it.
+	accepted = t.view()
 	m.wake()
 	busy := m.open != nil || len(m.queue) > 1
 	if !block || busy {
 		r.changed(leadName)
-		return t, nil, nil
+		return t, nil, accepted, nil
 	}
-	w := newWaiter()
+	w = newWaiter()
 	t.waiter = w
-	return t, w, nil
+	return t, w, accepted, nil
 }
 
 func (r *Rendezvous) checkContent(op, content string) error {
