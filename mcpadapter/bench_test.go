@@ -9,10 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,7 +22,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/spf13/afero"
 )
 
 // benchServer is the daemon with a lead token and member tokens, and an
@@ -38,15 +35,9 @@ type benchServer struct {
 
 func newBenchServer(b *testing.B, members int) *benchServer {
 	b.Helper()
-	st, err := fleetstate.Open(afero.NewOsFs(), filepath.Join(b.TempDir(), "state"), &fleetstate.Options{NoGitIgnore: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tokens, err := mcpadapter.OpenTokens(st)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, tokens := osStore(b)
 	s := &benchServer{}
+	var err error
 	if s.leadTok, err = tokens.Add("lead", mcpadapter.RoleLead); err != nil {
 		b.Fatal(err)
 	}
@@ -76,14 +67,7 @@ func newBenchServer(b *testing.B, members int) *benchServer {
 			return mcp.NewToolResultText(""), nil
 		})
 	h := a.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: tokens})
-	ts := httptest.NewUnstartedServer(h)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ts.Listener.Close()
-	ts.Listener = ln
-	ts.Start()
+	ts := httptest.NewServer(h) // on 127.0.0.1
 	s.url = ts.URL + "/mcp"
 	// One pool of keep-alive connections for every client, large enough
 	// for all the calls in flight, so that no call pays for a new TCP

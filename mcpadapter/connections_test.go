@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/spf13/afero"
 )
 
 // connDaemon is the adapter over HTTP on 127.0.0.1, with the adapter at
@@ -31,15 +29,9 @@ type connDaemon struct {
 
 func newConnDaemon(t *testing.T, rvOpts *fleetstate.RendezvousOptions) *connDaemon {
 	t.Helper()
-	st, err := fleetstate.Open(afero.NewOsFs(), filepath.Join(t.TempDir(), "state"), &fleetstate.Options{NoGitIgnore: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := mcpadapter.OpenTokens(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tokens := osStore(t)
 	d := &connDaemon{t: t, dir: st.Dir(), tokens: map[string]string{}}
+	var err error
 	for agent, role := range map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember, "miner": mcpadapter.RoleMember} {
 		if d.tokens[agent], err = tokens.Add(agent, role); err != nil {
 			t.Fatal(err)
@@ -59,14 +51,7 @@ func newConnDaemon(t *testing.T, rvOpts *fleetstate.RendezvousOptions) *connDaem
 		RolesConfigured: func() bool { return true },
 		OnCall:          mcpadapter.MarkMembersReady(d.rv),
 	})
-	ts := httptest.NewUnstartedServer(d.a.HTTPHandler(d.a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Listener.Close()
-	ts.Listener = ln
-	ts.Start()
+	ts := httptest.NewServer(d.a.HTTPHandler(d.a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens})) // on 127.0.0.1
 	t.Cleanup(ts.Close)
 	d.url = ts.URL + "/mcp"
 	return d

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -38,14 +37,7 @@ type daemon struct {
 
 func newDaemon(t *testing.T, anonymous bool) *daemon {
 	t.Helper()
-	st, err := fleetstate.Open(afero.NewOsFs(), filepath.Join(t.TempDir(), "state"), &fleetstate.Options{NoGitIgnore: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := mcpadapter.OpenTokens(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tokens := osStore(t)
 	d := &daemon{t: t, store: st, tokens: tokens}
 	add := func(agent string, role mcpadapter.Role) string {
 		tok, err := tokens.Add(agent, role)
@@ -75,14 +67,7 @@ func newDaemon(t *testing.T, anonymous bool) *daemon {
 	})
 	h := a.HTTPHandler(a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens, Anonymous: anonymous})
 
-	ts := httptest.NewUnstartedServer(h)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Listener.Close()
-	ts.Listener = ln
-	ts.Start()
+	ts := httptest.NewServer(h) // on 127.0.0.1
 	t.Cleanup(ts.Close)
 	d.url = ts.URL + "/mcp"
 	tr := &http.Transport{}
