@@ -97,8 +97,8 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 		// revoke: a status read that raced with the member's mount would
 		// otherwise undo it. A gone pane reads as not deliverable anyway.
 		if t := m.open; t != nil {
-			r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
-				Content: "the member's pane or process went away during the turn"})
+			_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
+				Content: "the member's pane or process went away during the turn"}, false)
 		}
 		m.gate, m.status = gate{}, StatusUnknown
 		r.mu.Unlock()
@@ -168,7 +168,7 @@ func (r *Rendezvous) triage(m *member, port Member, t *turn) {
 	if m.open != t || r.closed {
 		return // replied while the tail was read
 	}
-	r.endTurn(m, t, o)
+	_ = r.endTurn(m, t, o, false)
 }
 
 // portContext bounds one call to a port by PortTimeout and by Close.

@@ -26,7 +26,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	}
 	r.setReady(m, true)
 	if t := m.open; t != nil {
-		r.endTurn(m, t, Outcome{Kind: OutcomeTurnDone})
+		_ = r.endTurn(m, t, Outcome{Kind: OutcomeTurnDone}, false)
 	}
 	for {
 		if len(m.queue) > 0 {
@@ -76,8 +76,13 @@ func (r *Rendezvous) open(m *member, t *turn) error {
 }
 
 // endTurn ends m's open turn t with a terminal outcome, releasing a
-// pending Ask. r.mu must be held.
-func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome) {
+// pending Ask. With durable, an outcome held on the ticket must be written
+// first; if it cannot be, the turn stays open and the error is returned
+// (see record). r.mu must be held.
+func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome, durable bool) error {
+	if err := r.record(t, o, durable); err != nil {
+		return err
+	}
 	if m.open == t {
 		m.open = nil
 	}
@@ -85,8 +90,8 @@ func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome) {
 		t.asker = nil
 		a <- answer{err: newError(CodeNoOpenTurn, "ask", "the turn ended")}
 	}
-	r.emit(t, o)
 	m.wake()
+	return nil
 }
 
 // Reply ends member's open turn with its reply. The reply reaches the
@@ -107,24 +112,10 @@ func (r *Rendezvous) Reply(member, content string) error {
 	if t == nil {
 		return newError(CodeNoOpenTurn, op, "member %s", quote(member))
 	}
-	o := Outcome{Kind: OutcomeReply, Content: content}
-	if t.waiter == nil {
-		// The reply is to be held on the ticket: it is written before the
-		// member hears that it was taken, or refused so that the member
-		// can send it again, never acknowledged and then lost with the
-		// process.
-		was := t.turnRecord
-		held := o
-		held.TurnID, held.From = t.ID, t.Member
-		t.State, t.Held, t.Question = TicketDone, &held, ""
-		err := r.persist(t)
-		t.turnRecord = was
-		if err != nil {
-			return err
-		}
-	}
-	r.endTurn(m, t, o)
-	return nil
+	// A reply to be held on the ticket is written before the member hears
+	// that it was taken, or refused so that the member can send it again:
+	// never acknowledged and then lost with the process.
+	return r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, true)
 }
 
 // Ask puts a question to the lead in member's open turn and blocks for the
@@ -215,8 +206,8 @@ func (r *Rendezvous) Disconnect(member string) error {
 	}
 	r.setReady(m, false)
 	if t := m.open; t != nil && m.port == nil {
-		r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
-			Content: "the member's connection closed during the turn"})
+		_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
+			Content: "the member's connection closed during the turn"}, false)
 	}
 	return nil
 }

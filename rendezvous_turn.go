@@ -99,9 +99,16 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 // emit records an outcome of t: it goes to the lead's blocked call if there
 // is one, and is otherwise held on the ticket. A terminal outcome handed to
 // a blocked call ends the turn's life; one held on the ticket stays until
-// acked. r.mu must be held.
-func (r *Rendezvous) emit(t *turn, o Outcome) {
+// acked. A failure to write a held outcome is logged: the state in memory
+// stays right. r.mu must be held.
+func (r *Rendezvous) emit(t *turn, o Outcome) { _ = r.record(t, o, false) }
+
+// record is emit; with durable, an outcome to be held on the ticket is
+// written first, and if that fails nothing changes and the error is
+// returned, so that the caller can refuse what it cannot keep.
+func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 	o.TurnID, o.From = t.ID, t.Member
+	was := t.turnRecord
 	if o.terminal() {
 		held := o
 		t.State, t.Held, t.Question = TicketDone, &held, ""
@@ -112,16 +119,22 @@ func (r *Rendezvous) emit(t *turn, o Outcome) {
 			o.State = ""
 			w.ch <- result{o: o}
 			r.forget(t)
-			return
+			return nil
 		}
 		o.Ticket, o.State = t.Ticket, t.State
 		w.ch <- result{o: o}
 	}
-	r.save(t)
+	if !durable {
+		r.save(t)
+	} else if err := r.persist(t); err != nil {
+		t.turnRecord = was
+		return err
+	}
 	r.changed(t.Lead)
 	if o.terminal() {
 		r.queueNudge(t)
 	}
+	return nil
 }
 
 // detach unhooks w from t after the lead stopped waiting. If an outcome
