@@ -243,15 +243,43 @@ func (s *Store) cleanedUnder(op string, sess Session, err error) error {
 }
 
 // removeFolders undoes the folders a failed Put made: those of parts (the
-// last of which is the file) from index depth on, deepest first. Remove
-// takes only empty folders, so a folder another writer has put a file in
-// since stays.
+// last of which is the file) from index depth on, deepest first, stopping
+// at the first that is not empty, so that a folder another writer has put
+// a file in since stays. The operating system refuses to remove a folder
+// that is not empty; other file systems (afero's in-memory one removes a
+// folder with its entries still in it) are asked first, under commitMu,
+// which their commits take too.
 func (s *Store) removeFolders(parts []string, depth int) {
+	if !s.osFs {
+		s.commitMu.Lock()
+		defer s.commitMu.Unlock()
+	}
 	for i := len(parts) - 1; i > depth; i-- {
-		if err := s.fs.Remove(s.path(parts[:i]...)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		dir := s.path(parts[:i]...)
+		if !s.osFs {
+			if names, err := s.readDirNames(dir); err != nil || len(names) > 0 {
+				return
+			}
+		}
+		if err := s.fs.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return
 		}
 	}
+}
+
+// readDirNames returns up to one name of the entries of dir: enough to
+// tell whether it is empty.
+func (s *Store) readDirNames(dir string) ([]string, error) {
+	f, err := s.fs.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return names, err
 }
 
 // Get returns the content of the file id names. The session need not be the
@@ -539,7 +567,15 @@ func (s *Store) lstat(p string) (os.FileInfo, error) {
 // overwrite, links it to final, which fails if final exists. On error
 // nothing is left behind.
 func (s *Store) writeFile(op, final string, data []byte, overwrite bool) (err error) {
-	f, err := afero.TempFile(s.fs, filepath.Dir(final), tempPrefix+"*")
+	dir := filepath.Dir(final)
+	f, err := afero.TempFile(s.fs, dir, tempPrefix+"*")
+	if errors.Is(err, fs.ErrNotExist) {
+		// A failed put of another writer took back the folder after this
+		// one made it (see removeFolders): make it again, once.
+		if err = s.fs.MkdirAll(dir, dirPerm); err == nil {
+			f, err = afero.TempFile(s.fs, dir, tempPrefix+"*")
+		}
+	}
 	if err != nil {
 		return s.ioError(op, err)
 	}
