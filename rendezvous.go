@@ -233,6 +233,7 @@ const (
 	ReasonMemberNotReady   Reason = "member_not_ready"  // the member did not become ready in time
 	ReasonMemberGone       Reason = "member_gone"       // the member's pane, process or connection went away mid-turn
 	ReasonSessionCleaned   Reason = "session_cleaned"   // the sessions were cleaned while the turn was open
+	ReasonMemberRemoved    Reason = "member_removed"    // the member was removed (its token revoked) before the turn ended
 )
 
 // TicketState says where a ticket's turn stands.
@@ -469,6 +470,35 @@ func (r *Rendezvous) Members() []MemberInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// RemoveMember unregisters a member, as when its credentials are revoked.
+// Its queued messages and its open turn end at once, failed with reason
+// member_removed (a blocked Ask returns [ErrNoOpenTurn]); it is no longer
+// listed, and sends to it, like its own calls, get [ErrUnknownMember] until
+// it is added again. Removing a member that is not registered does nothing.
+func (r *Rendezvous) RemoveMember(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return &Error{Code: CodeClosed, Op: "remove member"}
+	}
+	m := r.members[name]
+	if m == nil || !m.registered {
+		return nil
+	}
+	const why = "the member was removed from the fleet"
+	for _, t := range m.queue {
+		t.stopReadyTimer()
+		r.emit(t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberRemoved, Content: why})
+	}
+	m.queue = nil
+	if t := m.open; t != nil {
+		_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberRemoved, Content: why}, false)
+	}
+	m.registered, m.port, m.ready, m.gate, m.status = false, nil, false, gate{}, StatusUnknown
+	m.wake()
+	return nil
 }
 
 // member returns the member named, creating an unregistered one.

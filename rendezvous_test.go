@@ -488,3 +488,37 @@ func TestNextEndsOpenTurnAsTurnDone(t *testing.T) {
 		wantKind(t, res.o, fleetstate.OutcomeTurnDone)
 	})
 }
+
+// A removed member's queued and open turns end at once with a named
+// reason; it is no longer listed and takes no more sends.
+func TestRemoveMemberEndsItsTurns(t *testing.T) {
+	f := newFleet(t, nil)
+	f.pull("scout")
+	open, err := f.r.SendDetached("lead", "scout", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.next("scout")
+	queued, err := f.r.SendDetached("lead", "scout", "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.r.RemoveMember("scout"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []string{open.Ticket, queued.Ticket} {
+		o, err := f.r.Poll(context.Background(), "lead", tk, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Kind != fleetstate.OutcomeFailed || o.Reason != fleetstate.ReasonMemberRemoved {
+			t.Fatalf("ticket %s = %+v; want failed, member_removed", tk, o)
+		}
+	}
+	if got := f.r.Members(); len(got) != 0 {
+		t.Fatalf("Members() = %+v; want none", got)
+	}
+	_, err = f.r.SendDetached("lead", "scout", "third")
+	wantCode(t, err, fleetstate.CodeUnknownMember)
+	wantCode(t, f.r.Reply("scout", "late"), fleetstate.CodeUnknownMember)
+}
