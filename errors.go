@@ -162,6 +162,10 @@ func codeText(c Code) string {
 		return "rendezvous closed"
 	case CodeMemberGone:
 		return "member is gone"
+	case CodeFleetOwned:
+		return "the fleet is owned by another process"
+	case CodeTurnCancelled:
+		return "the lead cancelled the turn"
 	}
 	return string(c)
 }
@@ -211,6 +215,13 @@ const (
 	// [Member] port returns it (match with errors.Is(err, ErrMemberGone));
 	// the member's open turn then fails with reason member_gone.
 	CodeMemberGone Code = "ERR_MEMBER_GONE"
+	// CodeFleetOwned: another process owns the state directory's fleet
+	// (its rendezvous); reach the fleet through that process. The detail
+	// is an [*OwnedError].
+	CodeFleetOwned Code = "ERR_FLEET_OWNED"
+	// CodeTurnCancelled: the lead cancelled the turn the member's call
+	// is about.
+	CodeTurnCancelled Code = "ERR_TURN_CANCELLED"
 )
 
 // Sentinels of the rendezvous codes.
@@ -226,4 +237,6 @@ var (
 	ErrInvalidArgument   = &Error{Code: CodeInvalidArgument}
 	ErrClosed            = &Error{Code: CodeClosed}
 	ErrMemberGone        = &Error{Code: CodeMemberGone}
+	ErrFleetOwned        = &Error{Code: CodeFleetOwned}
+	ErrTurnCancelled     = &Error{Code: CodeTurnCancelled}
 )

@@ -810,9 +810,13 @@ func testClean(t *testing.T, mk newFS) {
 		}
 		tree := snapshot(t, st.Fs(), st.Dir())
 		for p := range tree {
-			if p != "." && p != ".fleetstate" && !strings.HasPrefix(p, ".fleetstate/") {
-				t.Errorf("%s survived Clean; want only the private folder", p)
+			if p != "." && p != ".fleetstate" && !strings.HasPrefix(p, ".fleetstate/") && p != "stray.txt" {
+				t.Errorf("%s survived Clean; want only the private folder and what the store did not make", p)
 			}
+		}
+		// What the store did not make is not the store's to remove.
+		if _, ok := tree["stray.txt"]; !ok {
+			t.Errorf("Clean removed stray.txt, which the store did not make")
 		}
 		if _, ok := tree[".fleetstate/rendezvous"]; ok {
 			t.Errorf("rendezvous state survived Clean")

@@ -46,33 +46,91 @@ func (g *gate) ready(st Status) bool { return !g.awaiting && st.deliverable() }
 
 func (g *gate) delivered(now time.Time) { g.awaiting, g.deliveredAt = true, now }
 
+// StatusNotifier is implemented by a [Member] port that can tell when its
+// status changes. The rendezvous then reads the status when told (and once
+// more when a delivery's pickup grace passes) instead of every
+// PollInterval.
+type StatusNotifier interface {
+	// StatusChanged returns a channel that is closed at the next change
+	// of the status. It is called before each read of the status, so a
+	// change between the two is never missed.
+	StatusChanged() <-chan struct{}
+}
+
 // watchMember reads the status of a member with a port every PollInterval
-// (or when woken), delivers the head of its FIFO when the gate allows, and
-// triages turns that end without a reply.
+// (or when woken, or when the port says its status changed), delivers the
+// head of its FIFO when the gate allows, and triages turns that end
+// without a reply. It ends when the member loses its port; one goroutine
+// at most watches a member.
 func (r *Rendezvous) watchMember(m *member) {
-	r.watch(m.kick, func() bool {
+	r.watch(m.kick, func() (bool, <-chan struct{}, time.Duration) {
 		r.mu.Lock()
 		port := m.port
-		r.mu.Unlock()
-		if port != nil {
-			r.stepMember(m, port)
+		if port == nil {
+			m.watching = false
 		}
-		return port != nil
+		r.mu.Unlock()
+		if port == nil {
+			return false, nil, 0
+		}
+		changed := statusChanged(port)
+		r.stepMember(m, port)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return true, changed, m.gate.recheck(time.Now(), r.opt.PickupGrace)
 	})
 }
 
-// watch runs step now, then at every PollInterval and whenever kick
-// fires, until step reports false or the rendezvous closes.
-func (r *Rendezvous) watch(kick <-chan struct{}, step func() bool) {
+// statusChanged returns the port's change notice, or nil if it gives none.
+func statusChanged(port Member) <-chan struct{} {
+	if n, ok := port.(StatusNotifier); ok {
+		return n.StatusChanged()
+	}
+	return nil
+}
+
+// recheck says when the gate needs another read although the status did not
+// change: when the grace of a delivery not yet picked up passes. Zero
+// means never.
+func (g *gate) recheck(now time.Time, grace time.Duration) time.Duration {
+	if !g.awaiting {
+		return 0
+	}
+	return max(g.deliveredAt.Add(grace).Sub(now), time.Millisecond)
+}
+
+// watch runs step now, and again whenever kick fires or the rendezvous
+// should look again, until step reports false or the rendezvous closes.
+// step returns the port's change notice (nil for a port that gives none,
+// which is then read every PollInterval) and when to read a notifying
+// port again regardless (zero: only on notice).
+func (r *Rendezvous) watch(kick <-chan struct{}, step func() (more bool, changed <-chan struct{}, recheck time.Duration)) {
 	defer r.wg.Done()
 	ticker := time.NewTicker(r.opt.PollInterval)
 	defer ticker.Stop()
-	for step() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		more, changed, recheck := step()
+		if !more {
+			return
+		}
+		tick := ticker.C
+		var again <-chan time.Time
+		if changed != nil {
+			tick = nil
+			if recheck > 0 {
+				timer.Reset(recheck)
+				again = timer.C
+			}
+		}
 		select {
 		case <-r.done:
 			return
-		case <-ticker.C:
+		case <-tick:
 		case <-kick:
+		case <-changed:
+		case <-again:
 		}
 	}
 }
@@ -149,7 +207,7 @@ func (r *Rendezvous) undeliver(m *member, t *turn, err error) {
 	m.gate.awaiting = false
 	t.State = TicketQueued
 	m.queue = append([]*turn{t}, m.queue...)
-	r.save(t)
+	r.j.save(t)
 	r.changed(t.Lead)
 }
 
@@ -194,14 +252,21 @@ func (r *Rendezvous) queueNudge(t *turn) {
 // watchLead delivers nudges to a lead's pane, status gated like member
 // deliveries: one nudge message names every finished ticket not yet seen.
 func (r *Rendezvous) watchLead(name string, l *lead) {
-	r.watch(l.kick, func() bool {
+	r.watch(l.kick, func() (bool, <-chan struct{}, time.Duration) {
 		r.mu.Lock()
 		port := l.port
-		r.mu.Unlock()
-		if port != nil {
-			r.stepLead(name, l, port)
+		if port == nil {
+			l.watch = false
 		}
-		return port != nil
+		r.mu.Unlock()
+		if port == nil {
+			return false, nil, 0
+		}
+		changed := statusChanged(port)
+		r.stepLead(name, l, port)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return true, changed, l.gate.recheck(time.Now(), r.opt.PickupGrace)
 	})
 }
 

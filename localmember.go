@@ -17,16 +17,17 @@ import (
 type LocalMember struct {
 	inbox chan string
 
-	mu     sync.Mutex
-	status Status   // guarded by mu
-	lines  []string // guarded by mu; output since the last delivery
-	gone   bool     // guarded by mu
+	mu      sync.Mutex
+	status  Status        // guarded by mu
+	lines   []string      // guarded by mu; output since the last delivery
+	gone    bool          // guarded by mu
+	changed chan struct{} // guarded by mu; closed when status or gone changes, then replaced
 }
 
 // NewLocalMember returns an idle member whose inbox holds up to 16
 // undelivered messages.
 func NewLocalMember() *LocalMember {
-	return &LocalMember{inbox: make(chan string, 16), status: StatusIdle}
+	return &LocalMember{inbox: make(chan string, 16), status: StatusIdle, changed: make(chan struct{})}
 }
 
 // Inbox returns the channel on which deliveries arrive.
@@ -76,10 +77,25 @@ func (m *LocalMember) Tail(_ context.Context, lines int) (string, bool, error) {
 	return strings.Join(out, "\n"), clipped, nil
 }
 
+// StatusChanged implements [StatusNotifier]: the rendezvous reads the
+// status of a LocalMember when it changes, never on a timer.
+func (m *LocalMember) StatusChanged() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// notify wakes whoever waits on StatusChanged. m.mu must be held.
+func (m *LocalMember) notify() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
 // SetStatus sets the status the member reports.
 func (m *LocalMember) SetStatus(s Status) {
 	m.mu.Lock()
 	m.status = s
+	m.notify()
 	m.mu.Unlock()
 }
 
@@ -95,5 +111,6 @@ func (m *LocalMember) Print(text string) {
 func (m *LocalMember) Kill() {
 	m.mu.Lock()
 	m.gone = true
+	m.notify()
 	m.mu.Unlock()
 }

@@ -17,3 +17,20 @@ func lockFileExclusive(f *os.File) error {
 		}
 	}
 }
+
+// tryLockFileExclusive takes an exclusive lock on f if nobody holds one,
+// without waiting, and reports whether it did.
+func tryLockFileExclusive(f *os.File) (bool, error) {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch err {
+		case nil:
+			return true, nil
+		case syscall.EWOULDBLOCK:
+			return false, nil
+		case syscall.EINTR:
+			continue
+		}
+		return false, err
+	}
+}

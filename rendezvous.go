@@ -23,6 +23,11 @@ const (
 	DefaultPortTimeout  = 10 * time.Second
 	DefaultTailLines    = 200
 	DefaultNudgeLimit   = 1
+	// DefaultRejoinTimeout is how long, after a restart, a member that
+	// had a turn open has to come back (make a call, or open its
+	// listening stream) before the turn ends member_gone: a reconnecting
+	// client retries within seconds.
+	DefaultRejoinTimeout = 30 * time.Second
 )
 
 // DefaultExhaustedPatterns returns the patterns, matched case-insensitively
@@ -80,6 +85,15 @@ type RendezvousOptions struct {
 	// finished detached ticket. Default DefaultNudgeLimit; negative turns
 	// nudges off.
 	NudgeLimit int
+	// RejoinTimeout bounds how long a member that held an open turn before
+	// a restart counts as ready without showing up: when it passes with no
+	// call and no stream of the member, the turn ends member_gone. Default
+	// DefaultRejoinTimeout.
+	RejoinTimeout time.Duration
+	// Addr says where this process serves the fleet, such as the daemon's
+	// URL. It is written beside the ownership of the state directory, so
+	// that a second process refused with ErrFleetOwned can name it.
+	Addr string
 	// Logger receives what the rendezvous cannot return to a caller, such
 	// as a failure to persist a state change. Nil means slog.Default().
 	Logger *slog.Logger
@@ -94,10 +108,17 @@ type RendezvousOptions struct {
 // before the call that created it returns, and a new Rendezvous on the same
 // directory restores it.
 //
+// A Rendezvous owns its state directory's fleet: while it is open, no other
+// Rendezvous, in this process or another, opens on the same directory
+// ([NewRendezvous] fails with [ErrFleetOwned]), and [Store.Clean] refuses to
+// clean under it. The operating system releases the ownership of a process
+// that dies.
+//
 // A Rendezvous is safe for concurrent use. Close releases every blocked call
 // and stops the goroutines that watch members.
 type Rendezvous struct {
 	store   *Store
+	j       *journal // the only writer of the state on disk; guarded by mu
 	opt     RendezvousOptions
 	exhaust []*regexp.Regexp
 	log     *slog.Logger
@@ -113,7 +134,6 @@ type Rendezvous struct {
 	tickets map[string]*turn   // guarded by mu; by ticket ID
 	leads   map[string]*lead   // guarded by mu; by name
 	seq     int64              // guarded by mu; order of queued messages
-	free    []slot             // guarded by mu; slot files holding no turn, for the next ones
 }
 
 // member is the rendezvous's view of one member agent. All fields are
@@ -129,6 +149,9 @@ type member struct {
 	status     Status        // the last status read through the port, UNKNOWN included
 	avail      chan struct{} // closed when a pull member may have work; then replaced
 	kick       chan struct{} // capacity 1: wakes the watcher of a port member
+	watching   bool          // a goroutine watches the port; at most one ever does
+	rejoin     *time.Timer   // after a restart: ends the open turn if the member does not come back
+	cancelled  string        // the last open turn the lead cancelled, until the member takes another
 }
 
 // lead is the rendezvous's view of one lead. Fields guarded by
@@ -139,6 +162,8 @@ type lead struct {
 	gate    gate
 	nudges  []*turn // finished tickets not yet nudged about
 	kick    chan struct{}
+	watch   bool    // a goroutine watches the port; at most one ever does
+	handed  []*turn // outcomes a call of the lead returned, held until its next call
 }
 
 // Status is the state of a member's terminal or process as its [Member]
@@ -234,6 +259,7 @@ const (
 	ReasonMemberGone       Reason = "member_gone"       // the member's pane, process or connection went away mid-turn
 	ReasonSessionCleaned   Reason = "session_cleaned"   // the sessions were cleaned while the turn was open
 	ReasonMemberRemoved    Reason = "member_removed"    // the member was removed (its token revoked) before the turn ended
+	ReasonCancelled        Reason = "cancelled"         // the lead cancelled the turn
 )
 
 // TicketState says where a ticket's turn stands.
@@ -299,6 +325,7 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 	def(&o.PollInterval, DefaultPollInterval)
 	def(&o.PickupGrace, DefaultPickupGrace)
 	def(&o.PortTimeout, DefaultPortTimeout)
+	def(&o.RejoinTimeout, DefaultRejoinTimeout)
 	if o.TailLines <= 0 {
 		o.TailLines = DefaultTailLines
 	}
@@ -329,17 +356,102 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 		}
 		r.exhaust = append(r.exhaust, re)
 	}
+	j, err := openJournal(store, o.Addr, r.log.Error)
+	if err != nil {
+		return nil, err
+	}
+	r.j = j
 	if err := r.restore(); err != nil {
+		j.close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// restore takes up the turns an earlier rendezvous left on disk. A member
+// that held an open turn counts as ready, since its client is about to
+// reconnect, for at most RejoinTimeout; a question keeps what is left of
+// its window; queued messages wait for their member as new ones do.
+func (r *Rendezvous) restore() error {
+	loaded, err := r.j.load()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	for _, t := range loaded {
+		r.turns[t.ID] = t
+		r.tickets[t.Ticket] = t
+		r.seq = max(r.seq, t.Seq)
+		m := r.member(t.Member)
+		switch t.State {
+		case TicketQueued:
+			m.queue = append(m.queue, t)
+		case TicketWorking, TicketQuestion:
+			if m.open != nil {
+				// Two open turns of one member: a record from before
+				// one owner. Only one can be answered.
+				r.emit(t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
+					Content: "the turn was found open beside another turn of the member after a restart"})
+				continue
+			}
+			m.open = t
+			if t.State == TicketQuestion {
+				r.armQuestionWindow(t, now)
+			}
+		}
+	}
+	for _, m := range r.members {
+		if m.open != nil {
+			m.ready = true
+			r.armRejoin(m)
+		}
+		for _, t := range m.queue {
+			r.armReadyTimer(m, t)
+		}
+	}
+	return nil
+}
+
+// armRejoin ends m's restored open turn, and its readiness, if the member
+// does not show up within RejoinTimeout. r.mu must be held.
+func (r *Rendezvous) armRejoin(m *member) {
+	var tm *time.Timer
+	tm = time.AfterFunc(r.opt.RejoinTimeout, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closed || m.rejoin != tm {
+			return
+		}
+		m.rejoin = nil
+		if t := m.open; t != nil && m.port == nil {
+			_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
+				Content: "the member did not come back within " + r.opt.RejoinTimeout.String() + " of a restart"}, false)
+		}
+		r.setReady(m, false)
+	})
+	m.rejoin = tm
+}
+
+// stopRejoin notes that m showed up. r.mu must be held.
+func (m *member) stopRejoin() {
+	if m.rejoin != nil {
+		m.rejoin.Stop()
+		m.rejoin = nil
+	}
 }
 
 // Close releases every blocked call with [ErrClosed] (a lead's blocked send
 // also gets its ticket, and the turn stays on disk for the next
 // Rendezvous), stops watching members and waits for its goroutines to end.
 // Close is idempotent.
-func (r *Rendezvous) Close() error {
+func (r *Rendezvous) Close() error { return r.shutdown(false) }
+
+// shutdown is Close; with crashed, it leaves the disk as a process killed
+// at this instant would (for tests of restarts): it only gives up the
+// ownership, as the operating system does for a dead process.
+func (r *Rendezvous) shutdown(crashed bool) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -349,7 +461,7 @@ func (r *Rendezvous) Close() error {
 	close(r.done)
 	r.cancel()
 	for _, t := range r.turns {
-		t.stopReadyTimer()
+		t.stopTimers()
 		if w := t.waiter; w != nil {
 			t.waiter = nil
 			w.ch <- result{o: t.view(), err: &Error{Code: CodeClosed, Op: "send"}}
@@ -359,7 +471,14 @@ func (r *Rendezvous) Close() error {
 			a <- answer{err: &Error{Code: CodeClosed, Op: "ask"}}
 		}
 	}
-	r.removeFreeSlots()
+	for _, m := range r.members {
+		m.stopRejoin()
+	}
+	if crashed {
+		r.j.owner.release()
+	} else {
+		r.j.close()
+	}
 	r.mu.Unlock()
 	r.wg.Wait()
 	return nil
@@ -381,7 +500,7 @@ func (r *Rendezvous) AddMember(name string, port Member) error {
 	}
 	m := r.member(name)
 	m.registered = true
-	startWatch := port != nil && m.port == nil
+	startWatch := port != nil && !m.watching
 	m.port = port
 	m.gate = gate{}
 	if m.open != nil {
@@ -394,6 +513,7 @@ func (r *Rendezvous) AddMember(name string, port Member) error {
 		r.armReadyTimer(m, t)
 	}
 	if startWatch {
+		m.watching = true
 		r.wg.Add(1)
 		go r.watchMember(m)
 	}
@@ -415,8 +535,12 @@ func (r *Rendezvous) SetReady(name string, ready bool) error {
 	return nil
 }
 
-// setReady changes readiness and the readiness timers of queued turns.
+// setReady changes readiness and the readiness timers of queued turns. A
+// member made ready has shown up. r.mu must be held.
 func (r *Rendezvous) setReady(m *member, ready bool) {
+	if ready {
+		m.stopRejoin()
+	}
 	if m.ready == ready {
 		return
 	}
@@ -443,10 +567,11 @@ func (r *Rendezvous) SetLeadPort(name string, port Member) error {
 		return &Error{Code: CodeClosed, Op: "set lead port"}
 	}
 	l := r.lead(name)
-	startWatch := port != nil && l.port == nil
+	startWatch := port != nil && !l.watch
 	l.port = port
 	l.gate = gate{}
 	if startWatch {
+		l.watch = true
 		r.wg.Add(1)
 		go r.watchLead(name, l)
 	}
@@ -488,6 +613,7 @@ func (r *Rendezvous) RemoveMember(name string) error {
 		return nil
 	}
 	const why = "the member was removed from the fleet"
+	m.stopRejoin()
 	for _, t := range m.queue {
 		t.stopReadyTimer()
 		r.emit(t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberRemoved, Content: why})
@@ -553,18 +679,26 @@ func (m *member) wake() {
 	}
 }
 
-// Reset drops every turn, ticket and queued message, on disk too, as when
-// the sessions are cleaned. Calls blocked on a turn return: a lead's send
-// gets a failed outcome with reason session_cleaned, a member's ask
-// [ErrNoOpenTurn]. Members stay registered.
-func (r *Rendezvous) Reset() error {
+// Clean cleans the fleet's state directory as [Store.Clean] does (every
+// session, stored file and archive) and, in the same step, drops every
+// turn, ticket and queued message. Calls blocked on a turn return: a lead's
+// send gets a failed outcome with reason session_cleaned, a member's ask
+// [ErrNoOpenTurn]. Members stay registered. What else the directory holds
+// stays.
+func (r *Rendezvous) Clean() error {
+	const op = "clean sessions"
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return &Error{Code: CodeClosed, Op: "reset"}
+		return &Error{Code: CodeClosed, Op: op}
 	}
+	unlock, err := r.store.lock(op)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	for _, t := range r.turns {
-		t.stopReadyTimer()
+		t.stopTimers()
 		if a := t.asker; a != nil {
 			t.asker = nil
 			a <- answer{err: newError(CodeNoOpenTurn, "ask", "the sessions were cleaned")}
@@ -575,20 +709,20 @@ func (r *Rendezvous) Reset() error {
 		}
 	}
 	for _, m := range r.members {
-		m.queue, m.open, m.gate = nil, nil, gate{}
+		m.queue, m.open, m.gate, m.cancelled = nil, nil, gate{}, ""
+		m.stopRejoin()
 		m.wake()
 	}
 	for name, l := range r.leads {
-		l.nudges = nil
+		l.nudges, l.handed = nil, nil
 		r.changed(name)
 	}
 	clear(r.turns)
 	clear(r.tickets)
-	r.free = nil
-	if err := r.store.fs.RemoveAll(r.turnDir()); err != nil {
-		return r.store.ioError("reset", err)
+	if err := r.j.reset(); err != nil {
+		return err
 	}
-	return nil
+	return r.store.clean(op)
 }
 
 // Wake makes the rendezvous read the status of member, or of the lead

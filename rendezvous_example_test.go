@@ -58,11 +58,11 @@ func ExampleRendezvous_Send() {
 	}
 	<-done
 	fmt.Printf("%s from %s: %s\n", o.Kind, o.From, o.Content)
-	fmt.Println("ticket left behind:", o.Ticket != "")
+	fmt.Println("held on a ticket until the lead's next call:", o.Ticket != "")
 	// Output:
 	// scout got "count the TODOs in session.go" from lead
 	// reply from scout: 3 TODOs in session.go
-	// ticket left behind: false
+	// held on a ticket until the lead's next call: true
 }
 
 // The clarification flow: the member asks mid-turn, the lead's Send

@@ -29,9 +29,14 @@ import (
 //
 // A slot that grows past slotMaxSize is rewritten whole (write a temporary
 // file, rename it) while its turn lives, and removed when it is freed.
-// Close removes the free slots; a new Rendezvous sweeps free or unreadable
-// slots left by a crashed one once they are staleTempAge old. Files named
+// Close removes the free slots; a new Rendezvous reuses the recent free
+// slots a crashed one left and removes old and torn ones. Files named
 // TURN_ID.json, from before slots, are read the same way.
+//
+// The journal is the only writer of the rendezvous state, and it is owned:
+// opening one makes the process the owner of the state directory's fleet
+// (see owner.go), so that no second process restores the same turns and
+// writes over them.
 const (
 	slotPrefix  = "slot-"
 	slotSuffix  = ".jsonl"
@@ -47,9 +52,43 @@ type slot struct {
 	size int64
 }
 
-// persist writes t's record: appended to its slot, or in a new slot. r.mu
-// must be held.
-func (r *Rendezvous) persist(t *turn) error {
+// journal keeps the rendezvous's turns on disk, one slot file per live
+// turn. Its fields and methods are guarded by Rendezvous.mu.
+type journal struct {
+	store *Store
+	dir   string // the folder of the slot files
+	owner *ownerLock
+	free  []slot // slot files holding no turn, for the next ones
+	log   func(msg string, args ...any)
+}
+
+// openJournal takes ownership of store's fleet and opens its journal. addr,
+// which may be empty, says where the owner serves the fleet.
+func openJournal(store *Store, addr string, logErr func(string, ...any)) (*journal, error) {
+	owner, err := store.acquireOwner("new rendezvous", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &journal{store: store, dir: store.path(privateDir, rendezvousDir, "turns"), owner: owner, log: logErr}, nil
+}
+
+// close removes the free slots and gives up ownership.
+func (j *journal) close() {
+	j.removeFreeSlots()
+	j.owner.release()
+}
+
+// reset removes every turn's record.
+func (j *journal) reset() error {
+	j.free = nil
+	if err := j.store.fs.RemoveAll(j.dir); err != nil {
+		return j.store.ioError("reset", err)
+	}
+	return nil
+}
+
+// persist writes t's record: appended to its slot, or in a new slot.
+func (j *journal) persist(t *turn) error {
 	const op = "persist turn"
 	data, err := json.Marshal(&t.turnRecord)
 	if err != nil {
@@ -58,15 +97,15 @@ func (r *Rendezvous) persist(t *turn) error {
 	rec := make([]byte, 0, len(data)+1)
 	rec = append(append(rec, '\n'), data...)
 	pooled := false
-	if t.slot.path == "" && len(r.free) > 0 {
-		t.slot, pooled = r.free[len(r.free)-1], true
-		r.free = r.free[:len(r.free)-1]
+	if t.slot.path == "" && len(j.free) > 0 {
+		t.slot, pooled = j.free[len(j.free)-1], true
+		j.free = j.free[:len(j.free)-1]
 	}
 	switch {
 	case t.slot.path == "":
 	case t.slot.size+int64(len(rec)) > slotMaxSize:
 		// Rewrite the slot with the current record alone, atomically.
-		err := r.store.writeFile(op, t.slot.path, rec, true)
+		err := j.store.writeFile(op, t.slot.path, rec, true)
 		if err == nil {
 			t.slot.size = int64(len(rec))
 			return nil
@@ -77,7 +116,7 @@ func (r *Rendezvous) persist(t *turn) error {
 		// The folder went away (the sessions were cleaned by another
 		// process): start a new slot.
 	default:
-		err := r.appendSlot(t.slot.path, t.slot.size, rec)
+		err := j.appendSlot(t.slot.path, t.slot.size, rec)
 		if err == nil {
 			t.slot.size += int64(len(rec))
 			return nil
@@ -85,16 +124,16 @@ func (r *Rendezvous) persist(t *turn) error {
 		if !errors.Is(err, fs.ErrNotExist) {
 			if pooled {
 				// The append was taken back: the slot is still free.
-				r.free = append(r.free, t.slot)
+				j.free = append(j.free, t.slot)
 				t.slot = slot{}
 			}
-			return r.store.ioError(op, err)
+			return j.store.ioError(op, err)
 		}
 	}
 	t.slot = slot{}
-	s, err := r.newSlot(rec)
+	s, err := j.newSlot(rec)
 	if err != nil {
-		return r.store.ioError(op, err)
+		return j.store.ioError(op, err)
 	}
 	t.slot = s
 	return nil
@@ -102,9 +141,9 @@ func (r *Rendezvous) persist(t *turn) error {
 
 // save persists t and logs a failure: the state in memory stays right, and
 // the change is lost only if the process dies before the next save.
-func (r *Rendezvous) save(t *turn) {
-	if err := r.persist(t); err != nil {
-		r.log.Error("fleetstate: persist turn", "turn", t.ID, "err", err)
+func (j *journal) save(t *turn) {
+	if err := j.persist(t); err != nil {
+		j.log("fleetstate: persist turn", "turn", t.ID, "err", err)
 	}
 }
 
@@ -112,13 +151,13 @@ func (r *Rendezvous) save(t *turn) {
 // one write. A failed append is taken back (best effort: a torn record
 // left behind does not parse and is skipped anyway), so that the slot
 // says what the caller, told of the failure, believes.
-func (r *Rendezvous) appendSlot(path string, size int64, rec []byte) error {
-	f, err := r.store.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND, filePerm)
+func (j *journal) appendSlot(path string, size int64, rec []byte) error {
+	f, err := j.store.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND, filePerm)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(rec)
-	if err == nil && r.store.syncWrites {
+	if err == nil && j.store.syncWrites {
 		err = f.Sync()
 	}
 	if err != nil {
@@ -132,14 +171,14 @@ func (r *Rendezvous) appendSlot(path string, size int64, rec []byte) error {
 
 // newSlot creates a slot file holding rec. A file cut short by a crash
 // holds no line that parses and is swept later.
-func (r *Rendezvous) newSlot(rec []byte) (slot, error) {
-	path := filepath.Join(r.turnDir(), slotPrefix+uuid.NewString()+slotSuffix)
+func (j *journal) newSlot(rec []byte) (slot, error) {
+	path := filepath.Join(j.dir, slotPrefix+uuid.NewString()+slotSuffix)
 	create := func() (afero.File, error) {
-		return r.store.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+		return j.store.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 	}
 	f, err := create()
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = r.store.fs.MkdirAll(r.turnDir(), dirPerm); err == nil {
+		if err = j.store.fs.MkdirAll(j.dir, dirPerm); err == nil {
 			f, err = create()
 		}
 	}
@@ -147,49 +186,49 @@ func (r *Rendezvous) newSlot(rec []byte) (slot, error) {
 		return slot{}, err
 	}
 	_, err = f.Write(rec)
-	if err == nil && r.store.syncWrites {
+	if err == nil && j.store.syncWrites {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		_ = r.store.fs.Remove(path) // best effort: a leftover is swept later
+		_ = j.store.fs.Remove(path) // best effort: a leftover is swept later
 		return slot{}, err
 	}
 	return slot{path: path, size: int64(len(rec))}, nil
 }
 
-// releaseSlot frees the slot of a turn whose outcome reached the lead, for
-// reuse, or removes it if it grew large. r.mu must be held.
-func (r *Rendezvous) releaseSlot(t *turn) {
+// release frees the slot of a turn whose outcome reached the lead, for
+// reuse, or removes it if it grew large.
+func (j *journal) release(t *turn) {
 	s := t.slot
 	t.slot = slot{}
 	if s.path == "" {
 		return
 	}
 	if isSlotName(filepath.Base(s.path)) && s.size+int64(len(freeRecord)) <= slotMaxSize {
-		err := r.appendSlot(s.path, s.size, freeRecord)
+		err := j.appendSlot(s.path, s.size, freeRecord)
 		if err == nil {
 			s.size += int64(len(freeRecord))
-			r.free = append(r.free, s)
+			j.free = append(j.free, s)
 			return
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return
 		}
 	}
-	if err := r.store.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		r.log.Error("fleetstate: remove finished turn", "turn", t.ID, "err", r.store.ioError("forget", err))
+	if err := j.store.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		j.log("fleetstate: remove finished turn", "turn", t.ID, "err", j.store.ioError("forget", err))
 	}
 }
 
-// removeFreeSlots removes the files of the free slots. r.mu must be held.
-func (r *Rendezvous) removeFreeSlots() {
-	for _, s := range r.free {
-		_ = r.store.fs.Remove(s.path) // best effort: a leftover is swept later
+// removeFreeSlots removes the files of the free slots.
+func (j *journal) removeFreeSlots() {
+	for _, s := range j.free {
+		_ = j.store.fs.Remove(s.path) // best effort: a leftover is swept later
 	}
-	r.free = nil
+	j.free = nil
 }
 
 // isSlotName reports whether name is that of a slot file rather than of a
@@ -228,15 +267,15 @@ func (rec *turnRecord) valid() bool {
 	return validateAgentName(rec.Lead) == nil && validateAgentName(rec.Member) == nil
 }
 
-// restore loads the turns an earlier rendezvous left on disk.
-func (r *Rendezvous) restore() error {
+// load reads the turns an earlier rendezvous left on disk, oldest first.
+func (j *journal) load() ([]*turn, error) {
 	const op = "restore rendezvous"
-	entries, err := r.store.readDir(r.turnDir())
+	entries, err := j.store.readDir(j.dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return nil, nil
 		}
-		return r.store.ioError(op, err)
+		return nil, j.store.ioError(op, err)
 	}
 	var loaded []*turn
 	seen := map[string]bool{}
@@ -246,23 +285,25 @@ func (r *Rendezvous) restore() error {
 		if !e.Mode().IsRegular() || !isSlot && !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		path := filepath.Join(r.turnDir(), name)
-		data, err := afero.ReadFile(r.store.fs, path)
+		path := filepath.Join(j.dir, name)
+		data, err := afero.ReadFile(j.store.fs, path)
 		if err != nil {
-			return r.store.ioError(op, err)
+			return nil, j.store.ioError(op, err)
 		}
 		rec, ok := lastRecord(data)
 		if isSlot && (!ok || rec.ID == "") {
-			// A free slot, or one whose creation a crash cut short. Another
-			// live rendezvous on this directory may be about to reuse it:
-			// only an old one is swept.
-			if r.store.now().Sub(e.ModTime()) > staleTempAge {
-				_ = r.store.fs.Remove(path) // best effort
+			// A free slot, or one whose creation a crash cut short. The
+			// journal is owned, so nobody else is about to use it: a
+			// recent free one is reused, an old or torn one removed.
+			if ok && int64(len(data)) <= slotMaxSize && j.store.now().Sub(e.ModTime()) <= staleTempAge {
+				j.free = append(j.free, slot{path: path, size: int64(len(data))})
+			} else {
+				_ = j.store.fs.Remove(path) // best effort
 			}
 			continue
 		}
 		if !ok || rec.Ticket == "" || !isSlot && rec.ID+".json" != name || seen[rec.ID] || !rec.valid() {
-			r.log.Error("fleetstate: skip unreadable turn record", "file", name)
+			j.log("fleetstate: skip unreadable turn record", "file", name)
 			continue
 		}
 		if rec.State == TicketDone && rec.Held == nil {
@@ -271,22 +312,6 @@ func (r *Rendezvous) restore() error {
 		seen[rec.ID] = true
 		loaded = append(loaded, &turn{turnRecord: rec, slot: slot{path: path, size: int64(len(data))}})
 	}
-	sort.Slice(loaded, func(i, j int) bool { return loaded[i].Seq < loaded[j].Seq })
-	for _, t := range loaded {
-		r.turns[t.ID] = t
-		r.tickets[t.Ticket] = t
-		r.seq = max(r.seq, t.Seq)
-		m := r.member(t.Member)
-		switch t.State {
-		case TicketQueued:
-			m.queue = append(m.queue, t)
-		case TicketWorking, TicketQuestion:
-			// The member's call that asked died with the old process;
-			// the question stays visible but can no longer be answered.
-			if m.open == nil {
-				m.open = t
-			}
-		}
-	}
-	return nil
+	sort.Slice(loaded, func(i, k int) bool { return loaded[i].Seq < loaded[k].Seq })
+	return loaded, nil
 }

@@ -24,8 +24,12 @@ func journalFleet(t *testing.T, fsys afero.Fs, dir string) (turns string, open f
 	if _, err := st.NewSession("journal"); err != nil {
 		t.Fatal(err)
 	}
+	var cur *fleetstate.Rendezvous
 	open = func() *fleetstate.Rendezvous {
 		t.Helper()
+		if cur != nil {
+			fleetstate.Crash(cur) // as a process killed before the next one starts
+		}
 		st, err := fleetstate.Open(fsys, dir, &fleetstate.Options{NoGitIgnore: true})
 		if err != nil {
 			t.Fatal(err)
@@ -38,6 +42,7 @@ func journalFleet(t *testing.T, fsys afero.Fs, dir string) (turns string, open f
 		if err := rv.AddMember("scout", nil); err != nil {
 			t.Fatal(err)
 		}
+		cur = rv
 		return rv
 	}
 	return filepath.Join(st.Dir(), ".fleetstate", "rendezvous", "turns"), open
@@ -121,6 +126,7 @@ func TestJournalSlotReuse(t *testing.T) {
 			}
 		}
 	}()
+	var last fleetstate.Outcome
 	for i := range 5 {
 		o, err := rv.Send(ctx, "lead", "scout", "round trip")
 		if err != nil || o.Kind != fleetstate.OutcomeReply {
@@ -129,6 +135,12 @@ func TestJournalSlotReuse(t *testing.T) {
 		if files := journalFiles(t, fsys, turns); len(files) != 1 {
 			t.Fatalf("turn files after %d round trips: %v; want one slot", i+1, files)
 		}
+		last = o
+	}
+	// The last outcome stays held until the lead's next call; the ack is
+	// that call.
+	if err := rv.Ack("lead", last.Ticket); err != nil {
+		t.Fatal(err)
 	}
 	cancel()
 	<-done
@@ -196,13 +208,15 @@ func TestJournalLargeTurn(t *testing.T) {
 	if msg := journalNext(t, rv); msg.Content != brief {
 		t.Fatalf("Next brought %d bytes; want %d", len(msg.Content), len(brief))
 	}
-	if p, err := open().Poll(context.Background(), "lead", o.Ticket, 0); err != nil || p.State != fleetstate.TicketWorking {
+	rv = open()
+	if p, err := rv.Poll(context.Background(), "lead", o.Ticket, 0); err != nil || p.State != fleetstate.TicketWorking {
 		t.Fatalf("after a restart = %+v, %v; want working", p.State, err)
 	}
 	if err := rv.Reply("scout", "short"); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := open().Poll(context.Background(), "lead", o.Ticket, 0); err != nil || p.Content != "short" {
+	rv = open()
+	if p, err := rv.Poll(context.Background(), "lead", o.Ticket, 0); err != nil || p.Content != "short" {
 		t.Fatalf("held reply after a restart = %+v, %v", p.Content, err)
 	}
 	if err := rv.Ack("lead", o.Ticket); err != nil {

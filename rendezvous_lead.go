@@ -3,6 +3,8 @@ package fleetstate
 import (
 	"context"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -10,6 +12,11 @@ import (
 // first outcome: the member's reply, a question (answer it with
 // [Rendezvous.Answer] and the outcome's turn ID), turn_done or a failure.
 // The lead's call is held open: there is no polling.
+//
+// The outcome a call returns stays held on its ticket (the outcome carries
+// it) until the lead's next call, or its [Rendezvous.Ack]: a lead whose
+// connection broke as the outcome was on its way finds it with
+// [Rendezvous.PollAll].
 //
 // Send never blocks past SendTimeout. If the turn has not ended by then, or
 // if the member is busy with an earlier turn or has messages queued ahead,
@@ -56,6 +63,7 @@ func (r *Rendezvous) enqueue(op, leadName, to, content string, block bool) (t *t
 	if err != nil {
 		return nil, nil, Outcome{}, err
 	}
+	r.releaseHanded(leadName)
 	if t, err = r.newTurn(leadName, m, content); err != nil {
 		return nil, nil, Outcome{}, err
 	}
@@ -105,11 +113,11 @@ func (r *Rendezvous) await(ctx context.Context, t *turn, w *waiter) (Outcome, er
 	}
 }
 
-// rehold puts back on t's ticket a terminal outcome that was handed to a
-// blocked call whose caller had given up meanwhile, and returns it with
-// the ticket and cause. Other results pass through: a pending outcome or a
-// question stays on the ticket anyway, and the outcome of cleaned sessions
-// is not brought back.
+// rehold keeps on t's ticket, until acked, a terminal outcome that was
+// handed to a blocked call whose caller had given up meanwhile, and
+// returns it with the ticket and cause. Other results pass through: a
+// pending outcome or a question stays on the ticket anyway, and the
+// outcome of cleaned sessions is not brought back.
 func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
 	if res.err != nil || !res.o.terminal() || res.o.Reason == ReasonSessionCleaned {
 		return res.o, res.err
@@ -117,13 +125,14 @@ func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tickets[t.Ticket] != t {
-		// emit forgot the turn when it handed the outcome over.
+		// Forgotten meanwhile by another call of the lead.
 		r.turns[t.ID] = t
 		r.tickets[t.Ticket] = t
-		r.save(t)
-		r.changed(t.Lead)
-		r.queueNudge(t)
+		r.j.save(t)
 	}
+	t.handed, t.seen = false, false
+	r.changed(t.Lead)
+	r.queueNudge(t)
 	return t.view(), cause
 }
 
@@ -143,6 +152,7 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 		r.mu.Unlock()
 		return Outcome{}, &Error{Code: CodeClosed, Op: op}
 	}
+	r.releaseHanded(lead)
 	t := r.turns[turnID]
 	if t == nil || t.State == TicketDone {
 		r.mu.Unlock()
@@ -152,14 +162,21 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 		r.mu.Unlock()
 		return Outcome{}, newError(CodeNotPermitted, op, "turn %s belongs to another lead", quote(turnID))
 	}
-	if t.asker == nil {
+	switch {
+	case t.asker != nil:
+		t.asker <- answer{text: content}
+		t.asker = nil
+	case t.State == TicketQuestion:
+		// A question restored after a restart, whose Ask died with the
+		// old process: the answer waits for the member's next Ask.
+		t.Answer = &content
+		t.stopAskTimer()
+	default:
 		r.mu.Unlock()
 		return Outcome{}, newError(CodeNoPendingQuestion, op, "turn %s", quote(turnID))
 	}
-	t.asker <- answer{text: content}
-	t.asker = nil
 	t.State, t.Question = TicketWorking, ""
-	r.save(t)
+	r.j.save(t)
 	var w *waiter
 	if t.waiter == nil {
 		w = newWaiter()
@@ -206,39 +223,100 @@ func (r *Rendezvous) Poll(ctx context.Context, lead, ticket string, wait time.Du
 	}
 }
 
+// Bounds of a page of tickets.
+const (
+	DefaultPollLimit = 100  // tickets in a page when the caller gives no limit
+	MaxPollLimit     = 1000 // the most tickets in a page
+)
+
+// TicketPage is a page of a lead's tickets, oldest first.
+type TicketPage struct {
+	Tickets []Outcome `json:"tickets"`
+	// Next is the cursor of the next page, or empty when this page holds
+	// the last ticket.
+	Next string `json:"next_cursor,omitempty"`
+}
+
 // PollAll returns every ticket of lead that no call of the lead is blocked
-// on, oldest first. With wait > 0 (capped at MaxWait) and no ticket holding
-// a question or a finished outcome, it first waits for any of them to
-// change.
+// on, oldest first: PollPage without a limit.
 func (r *Rendezvous) PollAll(ctx context.Context, lead string, wait time.Duration) ([]Outcome, error) {
+	p, err := r.pollPage(ctx, lead, wait, "", -1)
+	return p.Tickets, err
+}
+
+// PollPage returns a page of at most limit of lead's tickets that no call
+// of the lead is blocked on, oldest first, starting after cursor (empty for
+// the first page; then the Next of the page before). A limit of zero or
+// less means DefaultPollLimit, and no page holds more than MaxPollLimit.
+// Tickets that end or are acked between two pages do not disturb the
+// order: each page starts after the last ticket of the one before.
+//
+// With wait > 0 (capped at MaxWait), PollPage first waits, unless a ticket
+// from the cursor on holds a question or an outcome the lead has not been
+// shown yet, for any ticket to change. So a lead that waits on it is woken
+// by news, and never spins on a question it has already seen.
+func (r *Rendezvous) PollPage(ctx context.Context, lead string, wait time.Duration, cursor string, limit int) (TicketPage, error) {
+	if limit <= 0 {
+		limit = DefaultPollLimit
+	}
+	return r.pollPage(ctx, lead, wait, cursor, min(limit, MaxPollLimit))
+}
+
+// pollPage is PollPage; a negative limit means no limit.
+func (r *Rendezvous) pollPage(ctx context.Context, lead string, wait time.Duration, cursor string, limit int) (TicketPage, error) {
+	after, err := parseCursor(cursor)
+	if err != nil {
+		return TicketPage{}, err
+	}
 	deadline := r.waitTimer(wait)
 	defer deadline.Stop()
 	for {
 		r.mu.Lock()
 		var ts []*turn
-		actionable := false
+		news := false
 		for _, t := range r.tickets {
-			if t.Lead == lead && t.waiter == nil {
+			if t.Lead == lead && t.waiter == nil && t.Seq > after {
 				ts = append(ts, t)
+				news = news || !t.seen && (t.State == TicketDone || t.State == TicketQuestion)
 			}
 		}
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Seq < ts[j].Seq })
-		out := make([]Outcome, len(ts))
+		var p TicketPage
+		if limit >= 0 && len(ts) > limit {
+			ts = ts[:limit]
+			p.Next = "s" + strconv.FormatInt(ts[len(ts)-1].Seq, 10)
+		}
+		p.Tickets = make([]Outcome, len(ts))
 		for i, t := range ts {
-			out[i] = t.view()
-			if out[i].Kind != OutcomePending {
-				actionable, t.seen = true, true
+			p.Tickets[i] = t.view()
+		}
+		if news || wait <= 0 {
+			for _, t := range ts {
+				t.seen = t.seen || t.State == TicketDone || t.State == TicketQuestion
 			}
 		}
 		changed := r.lead(lead).changed
 		r.mu.Unlock()
-		if actionable {
-			return out, nil
+		if news {
+			return p, nil
 		}
 		if done, err := r.waitChange(ctx, deadline, changed); done {
-			return out, err
+			return p, err
 		}
 	}
+}
+
+// parseCursor reads a cursor of PollPage: "s" and the order number of the
+// last ticket of the page before. The empty cursor starts at the oldest.
+func parseCursor(cursor string) (int64, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimPrefix(cursor, "s"), 10, 64)
+	if !strings.HasPrefix(cursor, "s") || err != nil || n < 0 {
+		return 0, newError(CodeInvalidArgument, "poll", "cursor %s is not one a page of tickets gave", quote(cursor))
+	}
+	return n, nil
 }
 
 // waitTimer returns a timer for a poll's wait, capped at MaxWait; a wait of
@@ -275,9 +353,53 @@ func (r *Rendezvous) Ack(lead, ticket string) error {
 		return newError(CodeUnknownTicket, op, "%s", quote(ticket))
 	}
 	if t.State != TicketDone {
-		return newError(CodeTicketOpen, op, "%s is %s", quote(ticket), t.State)
+		return newError(CodeTicketOpen, op, "%s is %s; fleet_cancel ends it", quote(ticket), t.State)
 	}
 	r.forget(t)
+	r.releaseHanded(lead)
 	r.changed(lead)
 	return nil
+}
+
+// Cancel ends a turn of lead that is still queued or open, named by its
+// ticket or by its turn ID: the turn fails with reason cancelled. A
+// cancelled message that was queued is never delivered. A member whose
+// open turn is cancelled learns it on its next call for that turn:
+// [Rendezvous.Reply] and [Rendezvous.Ask] return [ErrTurnCancelled], and an
+// Ask blocked at that moment returns it too. Cancel returns the ticket's
+// outcome, which, like any outcome a call returns, stays held until the
+// lead's next call or its Ack; cancelling a turn that has already ended
+// changes nothing and returns how it ended.
+func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) {
+	const op = "cancel"
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return Outcome{}, &Error{Code: CodeClosed, Op: op}
+	}
+	r.releaseHanded(lead)
+	t := r.tickets[id]
+	if t == nil {
+		t = r.turns[id]
+	}
+	if t == nil || t.Lead != lead {
+		return Outcome{}, newError(CodeUnknownTicket, op, "%s is neither a ticket nor a turn of yours", quote(id))
+	}
+	o := Outcome{Kind: OutcomeFailed, Reason: ReasonCancelled, Content: "the lead cancelled the turn"}
+	m := r.member(t.Member)
+	switch {
+	case t.State == TicketDone:
+	case t.State == TicketQueued:
+		m.queue = removeTurn(m.queue, t)
+		r.emit(t, o)
+		m.wake()
+	case m.open == t:
+		m.cancelled = t.ID
+		_ = r.endTurn(m, t, o, false)
+	default:
+		r.emit(t, o)
+	}
+	r.hand(t)
+	t.seen = true
+	return t.view(), nil
 }

@@ -28,6 +28,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	if t := m.open; t != nil {
 		_ = r.endTurn(m, t, Outcome{Kind: OutcomeTurnDone}, false)
 	}
+	m.cancelled = ""
 	for {
 		if len(m.queue) > 0 {
 			t := m.queue[0]
@@ -65,12 +66,12 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 // r.mu must be held.
 func (r *Rendezvous) open(m *member, t *turn) error {
 	t.State = TicketWorking
-	if err := r.persist(t); err != nil {
+	if err := r.j.persist(t); err != nil {
 		t.State = TicketQueued
 		return err
 	}
 	t.stopReadyTimer()
-	m.open = t
+	m.open, m.cancelled = t, ""
 	r.changed(t.Lead)
 	return nil
 }
@@ -88,10 +89,23 @@ func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome, durable bool) error 
 	}
 	if a := t.asker; a != nil {
 		t.asker = nil
-		a <- answer{err: newError(CodeNoOpenTurn, "ask", "the turn ended")}
+		err := newError(CodeNoOpenTurn, "ask", "the turn ended")
+		if o.Reason == ReasonCancelled {
+			err = newError(CodeTurnCancelled, "ask", "turn %s", t.ID)
+		}
+		a <- answer{err: err}
 	}
 	m.wake()
 	return nil
+}
+
+// noOpenTurn is the error of a member's call about a turn it no longer
+// has: cancelled by the lead, or none at all. r.mu must be held.
+func (m *member) noOpenTurn(op string) error {
+	if m.cancelled != "" {
+		return newError(CodeTurnCancelled, op, "turn %s", m.cancelled)
+	}
+	return newError(CodeNoOpenTurn, op, "member %s", quote(m.name))
 }
 
 // Reply ends member's open turn with its reply. The reply reaches the
@@ -110,7 +124,7 @@ func (r *Rendezvous) Reply(member, content string) error {
 	}
 	t := m.open
 	if t == nil {
-		return newError(CodeNoOpenTurn, op, "member %s", quote(member))
+		return m.noOpenTurn(op)
 	}
 	// A reply to be held on the ticket is written before the member hears
 	// that it was taken, or refused so that the member can send it again:
@@ -138,19 +152,34 @@ func (r *Rendezvous) Ask(ctx context.Context, member, question, def string) (tex
 	t := m.open
 	if t == nil {
 		r.mu.Unlock()
-		return "", false, newError(CodeNoOpenTurn, op, "member %s", quote(member))
+		return "", false, m.noOpenTurn(op)
 	}
 	if t.asker != nil {
 		r.mu.Unlock()
 		return "", false, newError(CodeQuestionPending, op, "turn %s", t.ID)
 	}
+	if a := t.Answer; a != nil {
+		// The lead answered the question this turn asked before a
+		// restart cut that Ask short.
+		t.Answer = nil
+		r.j.save(t)
+		r.mu.Unlock()
+		return *a, false, nil
+	}
+	now := time.Now()
+	if t.State != TicketQuestion {
+		t.Asked = now
+	}
+	// else: asked again after a restart; the question keeps its window.
+	t.stopAskTimer()
+	window := t.Asked.Add(r.opt.AskTimeout).Sub(now)
 	ch := make(chan answer, 1)
 	t.asker = ch
 	t.State, t.Question = TicketQuestion, question
 	r.emit(t, Outcome{Kind: OutcomeQuestion, Content: question})
 	r.mu.Unlock()
 
-	timer := time.NewTimer(r.opt.AskTimeout)
+	timer := time.NewTimer(window)
 	defer timer.Stop()
 	select {
 	case a := <-ch:
@@ -181,7 +210,7 @@ func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
 	if t.asker == ch {
 		t.asker = nil
 		t.State, t.Question = TicketWorking, ""
-		r.save(t)
+		r.j.save(t)
 		r.changed(t.Lead)
 	}
 	return answer{}, false

@@ -338,8 +338,9 @@ func TestStateSurvivesRestart(t *testing.T) {
 		go f.r.Ask(ctx, "asking", "which one?", "a")
 		synctest.Wait()
 
-		// A second rendezvous on the same directory, the first not closed,
-		// as after a crash.
+		// A second rendezvous on the same directory after the first's
+		// process was killed.
+		fleetstate.Crash(f.r)
 		st2, err := fleetstate.Open(f.fs, "/state", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -406,6 +407,7 @@ func TestRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T) {
 		lm.SetStatus(fleetstate.StatusWorking)
 		settle(time.Second)
 
+		fleetstate.Crash(f.r)
 		st2, err := fleetstate.Open(f.fs, "/state", nil)
 		if err != nil {
 			t.Fatal(err)

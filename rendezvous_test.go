@@ -121,17 +121,66 @@ func TestSendBlocksUntilReplyWithoutPolling(t *testing.T) {
 		if res.o.Content != "42 files" || res.o.TurnID != msg.TurnID || res.o.From != "scout" {
 			t.Errorf("outcome = %+v", res.o)
 		}
-		if res.o.Ticket != "" {
-			t.Errorf("a reply handed to the blocked send carries ticket %q; want none", res.o.Ticket)
+		if res.o.Ticket == "" {
+			t.Errorf("a reply handed to the blocked send carries no ticket; want the ticket that holds it")
 		}
 		// In the bubble, time moves only when every goroutine waits on
 		// a timer: no time passed means nobody polled or slept.
 		if d := time.Since(start); d != 0 {
 			t.Errorf("round trip took %v of fake time; want 0 (no polling)", d)
 		}
-		tickets, err := f.r.PollAll(context.Background(), "lead", 0)
-		if err != nil || len(tickets) != 0 {
-			t.Errorf("PollAll = %v, %v; want no tickets left", tickets, err)
+	})
+}
+
+// The outcome a blocking send returned stays held on its ticket until the
+// lead's next call: a lead whose connection broke as it travelled polls it;
+// a lead that calls again has shown that it got it.
+func TestOutcomeOfBlockingSendHeldUntilLeadsNextCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, nil)
+		f.pull("scout")
+		f.pull("other")
+		got := async(func() (fleetstate.Outcome, error) {
+			return f.r.Send(context.Background(), "lead", "scout", "count the files")
+		})
+		f.next("scout")
+		if err := f.r.Reply("scout", "42 files"); err != nil {
+			t.Fatal(err)
+		}
+		res := <-got
+		for range 2 { // polls show it and do not release it
+			all, err := f.r.PollAll(context.Background(), "lead", 0)
+			if err != nil || len(all) != 1 || all[0].Ticket != res.o.Ticket || all[0].Content != "42 files" || all[0].State != fleetstate.TicketDone {
+				t.Fatalf("PollAll after the send returned = %+v, %v; want its reply held on ticket %s", all, err, res.o.Ticket)
+			}
+		}
+		if _, err := f.r.SendDetached("lead", "other", "next job"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.r.Poll(context.Background(), "lead", res.o.Ticket, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
+			t.Fatalf("Poll after the lead's next call = %v; want %s: the outcome is released", err, fleetstate.CodeUnknownTicket)
+		}
+	})
+}
+
+// An acked outcome of a blocking send is gone at once.
+func TestOutcomeOfBlockingSendCanBeAcked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, nil)
+		f.pull("scout")
+		got := async(func() (fleetstate.Outcome, error) {
+			return f.r.Send(context.Background(), "lead", "scout", "job")
+		})
+		f.next("scout")
+		if err := f.r.Reply("scout", "done"); err != nil {
+			t.Fatal(err)
+		}
+		res := <-got
+		if err := f.r.Ack("lead", res.o.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		if all, _ := f.r.PollAll(context.Background(), "lead", 0); len(all) != 0 {
+			t.Fatalf("PollAll after the ack = %+v; want nothing", all)
 		}
 	})
 }
@@ -410,13 +459,22 @@ func TestCancelVersusReply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		viaSend := res.err == nil && res.o.Kind == fleetstate.OutcomeReply
-		viaTicket := len(all) == 1 && all[0].Kind == fleetstate.OutcomeReply && all[0].Content == "the answer"
-		if viaSend == viaTicket {
-			t.Fatalf("round %d: send = %+v, %v; tickets = %+v; want the reply exactly once", i, res.o, res.err, all)
+		// Whichever won, the reply is held on the ticket; only a send
+		// that returned it to a caller still there lets the lead's next
+		// call release it.
+		if len(all) != 1 || all[0].Kind != fleetstate.OutcomeReply || all[0].Content != "the answer" || res.o.Ticket != all[0].Ticket {
+			t.Fatalf("round %d: send = %+v, %v; tickets = %+v; want the reply held on the send's ticket", i, res.o, res.err, all)
 		}
-		if viaTicket && (res.err != context.Canceled || res.o.Ticket != all[0].Ticket) {
-			t.Fatalf("round %d: cancelled send = %+v, %v; want its ticket and context.Canceled", i, res.o, res.err)
+		if res.err != nil && res.err != context.Canceled {
+			t.Fatalf("round %d: send error %v", i, res.err)
+		}
+		f.pull("other")
+		if _, err := f.r.SendDetached("lead", "other", "next"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.r.Poll(context.Background(), "lead", all[0].Ticket, 0)
+		if released := fleetstate.CodeOf(err) == fleetstate.CodeUnknownTicket; released != (res.err == nil) {
+			t.Fatalf("round %d: send error %v; after the lead's next call the ticket is released: %v (poll: %v)", i, res.err, released, err)
 		}
 		f.r.Close()
 	}

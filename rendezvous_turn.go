@@ -18,7 +18,9 @@ type turnRecord struct {
 	Created  time.Time   `json:"created"`
 	State    TicketState `json:"state"`
 	Question string      `json:"question,omitempty"`
-	Held     *Outcome    `json:"held,omitempty"` // the terminal outcome, once State is done
+	Asked    time.Time   `json:"asked,omitzero"`  // when the question was asked: its window runs from here
+	Answer   *string     `json:"answer,omitempty"` // the lead's answer to a question whose Ask died in a restart, for the member's next Ask
+	Held     *Outcome    `json:"held,omitempty"`   // the terminal outcome, once State is done
 }
 
 // turn is one message to a member and everything that follows from it until
@@ -29,8 +31,10 @@ type turn struct {
 	waiter     *waiter     // the lead's call blocked on the next outcome; nil if none
 	asker      chan answer // the member's Ask blocked on an answer; nil if none
 	readyTimer *time.Timer // fails the turn if its member is not ready in time
+	askTimer   *time.Timer // withdraws a restored question when its window passes
 	nudged     int         // nudges delivered to the lead about this ticket
 	seen       bool        // the lead polled the ticket since it finished
+	handed     bool        // a call of the lead returned the outcome; held until the lead's next call
 }
 
 // waiter is a lead's call blocked on a turn. ch has capacity 1: whoever
@@ -72,6 +76,41 @@ func (t *turn) stopReadyTimer() {
 	}
 }
 
+func (t *turn) stopAskTimer() {
+	if t.askTimer != nil {
+		t.askTimer.Stop()
+		t.askTimer = nil
+	}
+}
+
+func (t *turn) stopTimers() {
+	t.stopReadyTimer()
+	t.stopAskTimer()
+}
+
+// armQuestionWindow withdraws t's question, restored without the Ask that
+// put it, when what is left of its window passes: the lead can answer it
+// until then (the member's next Ask gets the answer), and a poll never
+// shows a question that nobody can answer any more. r.mu must be held.
+func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
+	if t.Asked.IsZero() {
+		t.Asked = now // a record from before windows were kept: a full window
+	}
+	var tm *time.Timer
+	tm = time.AfterFunc(t.Asked.Add(r.opt.AskTimeout).Sub(now), func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if t.askTimer != tm || t.asker != nil || t.State != TicketQuestion {
+			return
+		}
+		t.askTimer = nil
+		t.State, t.Question = TicketWorking, ""
+		r.j.save(t)
+		r.changed(t.Lead)
+	})
+	t.askTimer = tm
+}
+
 // newTurn creates a queued turn from lead to m and writes it to disk.
 // r.mu must be held.
 func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn, error) {
@@ -86,7 +125,7 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 		Created: time.Now().UTC(),
 		State:   TicketQueued,
 	}}
-	if err := r.persist(t); err != nil {
+	if err := r.j.persist(t); err != nil {
 		return nil, err
 	}
 	r.turns[t.ID] = t
@@ -97,36 +136,44 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 }
 
 // emit records an outcome of t: it goes to the lead's blocked call if there
-// is one, and is otherwise held on the ticket. A terminal outcome handed to
-// a blocked call ends the turn's life; one held on the ticket stays until
-// acked. A failure to write a held outcome is logged: the state in memory
-// stays right. r.mu must be held.
+// is one, and is otherwise held on the ticket. A terminal outcome stays
+// held either way: until the lead's next call when a call returned it (in
+// case the connection that carried it broke), until acked otherwise. A
+// failure to write the outcome is logged: the state in memory stays right.
+// r.mu must be held.
 func (r *Rendezvous) emit(t *turn, o Outcome) { _ = r.record(t, o, false) }
 
-// record is emit; with durable, an outcome to be held on the ticket is
+// record is emit; with durable, an outcome that no call takes at once is
 // written first, and if that fails nothing changes and the error is
 // returned, so that the caller can refuse what it cannot keep.
 func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 	o.TurnID, o.From = t.ID, t.Member
 	was := t.turnRecord
+	t.seen = false // news for the lead
 	if o.terminal() {
 		held := o
 		t.State, t.Held, t.Question = TicketDone, &held, ""
+		t.stopTimers()
 	}
 	if w := t.waiter; w != nil {
 		t.waiter = nil
 		if o.terminal() {
-			o.State = ""
+			// Handed over: the call returns it, and the ticket keeps it
+			// until the lead shows it got it.
+			r.hand(t)
+			t.seen = true
+			o.Ticket, o.State = t.Ticket, ""
 			w.ch <- result{o: o}
-			r.forget(t)
+			r.j.save(t)
+			r.changed(t.Lead)
 			return nil
 		}
 		o.Ticket, o.State = t.Ticket, t.State
 		w.ch <- result{o: o}
 	}
 	if !durable {
-		r.save(t)
-	} else if err := r.persist(t); err != nil {
+		r.j.save(t)
+	} else if err := r.j.persist(t); err != nil {
 		t.turnRecord = was
 		return err
 	}
@@ -135,6 +182,32 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 		r.queueNudge(t)
 	}
 	return nil
+}
+
+// hand notes that a call of t's lead returns t's outcome. r.mu must be held.
+func (r *Rendezvous) hand(t *turn) {
+	if !t.handed {
+		t.handed = true
+		l := r.lead(t.Lead)
+		l.handed = append(l.handed, t)
+	}
+}
+
+// releaseHanded forgets the outcomes that calls of lead returned before
+// this call of the lead: by calling again, the lead shows it got them.
+// Polls show them instead (see Poll), so that a lead whose connection
+// broke finds them. r.mu must be held.
+func (r *Rendezvous) releaseHanded(lead string) {
+	l := r.leads[lead]
+	if l == nil {
+		return
+	}
+	for _, t := range l.handed {
+		if t.handed && r.tickets[t.Ticket] == t {
+			r.forget(t)
+		}
+	}
+	l.handed = nil
 }
 
 // detach unhooks w from t after the lead stopped waiting. If an outcome
@@ -157,10 +230,11 @@ func (r *Rendezvous) detach(t *turn, w *waiter) result {
 
 // forget removes a turn whose outcome reached the lead. r.mu must be held.
 func (r *Rendezvous) forget(t *turn) {
-	t.stopReadyTimer()
+	t.stopTimers()
+	t.handed = false
 	delete(r.turns, t.ID)
 	delete(r.tickets, t.Ticket)
-	r.releaseSlot(t)
+	r.j.release(t)
 }
 
 // armReadyTimer fails t with member_not_ready if m is not ready within
@@ -191,4 +265,3 @@ func removeTurn(q []*turn, t *turn) []*turn {
 	return q
 }
 
-func (r *Rendezvous) turnDir() string { return r.store.path(privateDir, rendezvousDir, "turns") }

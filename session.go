@@ -77,10 +77,16 @@ func (s *Store) current(op string) (Session, error) {
 	return Session{ID: id, Name: name}, nil
 }
 
-// Clean removes every session, every stored file, the session archive and
-// the state the rendezvous keeps, and leaves an empty state directory with
-// no current session. What the store keeps as configuration (under its
-// private folder, such as the lock) stays.
+// Clean removes what the store and the rendezvous made in the state
+// directory: every session folder, current_run.txt, previous_run_log.txt,
+// leftover temporary files and the rendezvous state. Anything else in the
+// directory stays, and so does what the store keeps as configuration under
+// its private folder (the tokens, the locks). Afterwards there is no
+// current session.
+//
+// While a [Rendezvous] owns the directory's fleet, in this process or
+// another, Clean fails with [ErrFleetOwned] and changes nothing: clean
+// through [Rendezvous.Clean], which ends the fleet's turns too.
 func (s *Store) Clean() error {
 	const op = "clean sessions"
 	unlock, err := s.lock(op)
@@ -88,6 +94,19 @@ func (s *Store) Clean() error {
 		return err
 	}
 	defer unlock()
+	owner, ok, err := s.tryOwner(op)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.ownedError(op)
+	}
+	defer owner.release()
+	return s.clean(op)
+}
+
+// clean is Clean with the session lock and the fleet's ownership held.
+func (s *Store) clean(op string) error {
 	entries, err := s.readDir(s.dir)
 	if err != nil {
 		return s.ioError(op, err)
@@ -99,10 +118,13 @@ func (s *Store) Clean() error {
 		return s.ioError(op, err)
 	}
 	for _, e := range entries {
-		if e.Name() == privateDir || e.Name() == currentRunFile {
+		name := e.Name()
+		ours := name == runLogFile || strings.HasPrefix(name, tempPrefix) ||
+			isSessionID(name) && (e.IsDir() || e.Mode()&fs.ModeSymlink != 0)
+		if !ours {
 			continue
 		}
-		if err := s.removeAll(s.path(e.Name())); err != nil {
+		if err := s.removeAll(s.path(name)); err != nil {
 			return s.ioError(op, err)
 		}
 	}

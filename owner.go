@@ -1,0 +1,180 @@
+package fleetstate
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/afero"
+)
+
+// How a state directory gets one owner.
+//
+// The process whose Rendezvous runs on a state directory owns the fleet
+// kept there: it alone reads and writes the rendezvous state. On the
+// operating system's file system ownership is an exclusive flock(2) on
+// .fleetstate/owner, held for the life of the Rendezvous; the kernel
+// releases it when the process dies, however it dies, so a crash never
+// leaves a directory owned. The owner writes who it is (pid, address) into
+// the same file, for the error that a second process gets. The file is
+// never removed: removing a lock file races with a process about to lock it.
+//
+// On other file systems (afero's in-memory one) the directory lives in one
+// process only, and ownership is an entry in memOwners, keyed by the file
+// system and the directory. That table is the package's one piece of
+// package-level state, for a reason: ownership must hold across every
+// Store of the process that shares the file system, and a marker file on
+// that file system could outlive its owner when a removal fails.
+const ownerFile = "owner"
+
+// memOwners holds the owners of state directories on file systems other
+// than the operating system's: ownerKey to Owner.
+var memOwners sync.Map
+
+type ownerKey struct {
+	fs  afero.Fs
+	dir string
+}
+
+// Owner describes the process that owns a state directory's fleet.
+type Owner struct {
+	PID   int       `json:"pid"`
+	Addr  string    `json:"addr,omitempty"` // where it serves the fleet, if it said
+	Since time.Time `json:"since"`
+}
+
+func (o Owner) String() string {
+	s := fmt.Sprintf("pid %d", o.PID)
+	if o.Addr != "" {
+		s += ", " + o.Addr
+	}
+	return s
+}
+
+// OwnedError is the detail of an [ErrFleetOwned] error: the state directory
+// and, where it could be read, its owner.
+type OwnedError struct {
+	Dir   string
+	Owner Owner // zero when the owner did not say who it is
+}
+
+func (e *OwnedError) Error() string {
+	s := "state directory " + e.Dir + " is owned by another process"
+	if e.Owner.PID != 0 {
+		s += " (" + e.Owner.String() + ")"
+	}
+	return s
+}
+
+// ownerLock is a held ownership of a state directory.
+type ownerLock struct {
+	fs   afero.Fs
+	path string
+	file *os.File // the locked descriptor on the operating system's file system
+	key  ownerKey // on other file systems: the entry in memOwners
+}
+
+// acquireOwner makes this process the owner of s's fleet, or fails with
+// [ErrFleetOwned] naming the owner. addr says where this process serves
+// the fleet; it may be empty.
+func (s *Store) acquireOwner(op, addr string) (*ownerLock, error) {
+	l, ok, err := s.tryOwner(op)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, s.ownedError(op)
+	}
+	info, _ := json.Marshal(Owner{PID: os.Getpid(), Addr: addr, Since: time.Now().UTC()})
+	if err := l.describe(info); err != nil {
+		l.release()
+		return nil, s.ioError(op, err)
+	}
+	return l, nil
+}
+
+// tryOwner takes ownership if nobody holds it, without describing the
+// owner: Clean holds it this way while it removes the rendezvous state.
+func (s *Store) tryOwner(op string) (l *ownerLock, ok bool, err error) {
+	l = &ownerLock{fs: s.fs, path: s.path(privateDir, ownerFile)}
+	if !s.osFs {
+		l.key = ownerKey{s.fs, s.dir}
+		if _, taken := memOwners.LoadOrStore(l.key, Owner{}); taken {
+			return nil, false, nil
+		}
+		return l, true, nil
+	}
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, filePerm)
+	if err != nil {
+		return nil, false, s.ioError(op, err)
+	}
+	if ok, err := tryLockFileExclusive(f); err != nil || !ok {
+		f.Close()
+		if err != nil {
+			return nil, false, s.ioError(op, err)
+		}
+		return nil, false, nil
+	}
+	l.file = f
+	return l, true, nil
+}
+
+// describe writes the owner's description into the lock file.
+func (l *ownerLock) describe(info []byte) error {
+	if l.file == nil {
+		var o Owner
+		_ = json.Unmarshal(info, &o)
+		memOwners.Store(l.key, o)
+		return nil
+	}
+	if err := l.file.Truncate(0); err != nil {
+		return err
+	}
+	_, err := l.file.WriteAt(info, 0)
+	return err
+}
+
+// release gives ownership up.
+func (l *ownerLock) release() {
+	if l.file != nil {
+		_ = l.file.Truncate(0) // best effort: a stale description is harmless
+		l.file.Close()        // closing the descriptor releases the lock
+		return
+	}
+	memOwners.Delete(l.key)
+}
+
+// readOwner reads the description of s's owner; zero if it gave none.
+func (s *Store) readOwner() Owner {
+	var o Owner
+	if !s.osFs {
+		v, _ := memOwners.Load(ownerKey{s.fs, s.dir})
+		o, _ = v.(Owner)
+		return o
+	}
+	if data, err := afero.ReadFile(s.fs, s.path(privateDir, ownerFile)); err == nil {
+		_ = json.Unmarshal(data, &o)
+	}
+	return o
+}
+
+// ownedError names the owner of s's fleet as well as it can be read.
+func (s *Store) ownedError(op string) error {
+	return &Error{Code: CodeFleetOwned, Op: op, Err: &OwnedError{Dir: s.dir, Owner: s.readOwner()}}
+}
+
+// FleetOwner returns the owner of s's fleet, if a live process owns it.
+// A process that owns it without describing itself has a zero PID.
+func (s *Store) FleetOwner() (Owner, bool, error) {
+	l, ok, err := s.tryOwner("fleet owner")
+	if err != nil {
+		return Owner{}, false, err
+	}
+	if ok {
+		l.release()
+		return Owner{}, false, nil
+	}
+	return s.readOwner(), true, nil
+}
