@@ -166,6 +166,8 @@ func codeText(c Code) string {
 		return "the fleet is owned by another process"
 	case CodeTurnCancelled:
 		return "the lead cancelled the turn"
+	case CodeSuperseded:
+		return "a newer connection of the member took over"
 	}
 	return string(c)
 }
@@ -222,6 +224,9 @@ const (
 	// CodeTurnCancelled: the lead cancelled the turn the member's call
 	// is about.
 	CodeTurnCancelled Code = "ERR_TURN_CANCELLED"
+	// CodeSuperseded: a newer connection of the same member took over;
+	// the older one may no longer take or answer turns.
+	CodeSuperseded Code = "ERR_SUPERSEDED"
 )
 
 // Sentinels of the rendezvous codes.
@@ -239,4 +244,5 @@ var (
 	ErrMemberGone        = &Error{Code: CodeMemberGone}
 	ErrFleetOwned        = &Error{Code: CodeFleetOwned}
 	ErrTurnCancelled     = &Error{Code: CodeTurnCancelled}
+	ErrSuperseded        = &Error{Code: CodeSuperseded}
 )

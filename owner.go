@@ -54,18 +54,19 @@ func (o Owner) String() string {
 }
 
 // OwnedError is the detail of an [ErrFleetOwned] error: the state directory
-// and, where it could be read, its owner.
+// and, where it could be read, its owner. Its message names the owner, not
+// the directory, since errors may cross the wire to agents; a command that
+// reports it names the directory itself.
 type OwnedError struct {
 	Dir   string
 	Owner Owner // zero when the owner did not say who it is
 }
 
 func (e *OwnedError) Error() string {
-	s := "state directory " + e.Dir + " is owned by another process"
-	if e.Owner.PID != 0 {
-		s += " (" + e.Owner.String() + ")"
+	if e.Owner.PID == 0 {
+		return "owner unknown"
 	}
-	return s
+	return "owner: " + e.Owner.String()
 }
 
 // ownerLock is a held ownership of a state directory.
@@ -140,7 +141,7 @@ func (l *ownerLock) describe(info []byte) error {
 func (l *ownerLock) release() {
 	if l.file != nil {
 		_ = l.file.Truncate(0) // best effort: a stale description is harmless
-		l.file.Close()        // closing the descriptor releases the lock
+		l.file.Close()         // closing the descriptor releases the lock
 		return
 	}
 	memOwners.Delete(l.key)

@@ -18,7 +18,7 @@ type turnRecord struct {
 	Created  time.Time   `json:"created"`
 	State    TicketState `json:"state"`
 	Question string      `json:"question,omitempty"`
-	Asked    time.Time   `json:"asked,omitzero"`  // when the question was asked: its window runs from here
+	Asked    time.Time   `json:"asked,omitzero"`   // when the question was asked: its window runs from here
 	Answer   *string     `json:"answer,omitempty"` // the lead's answer to a question whose Ask died in a restart, for the member's next Ask
 	Held     *Outcome    `json:"held,omitempty"`   // the terminal outcome, once State is done
 }
@@ -264,4 +264,3 @@ func removeTurn(q []*turn, t *turn) []*turn {
 	}
 	return q
 }
-

@@ -48,6 +48,12 @@ type Options struct {
 	// OnCall, if set, is called with the identity of each caller before
 	// its tool runs (the HTTP server marks members ready with it).
 	OnCall func(Identity)
+	// FleetElsewhere, when the adapter has no rendezvous, still lists the
+	// fleet tools, and each call of one (by a caller whose role allows
+	// it) answers this error: for a server beside the daemon that owns the
+	// fleet, telling the caller where to reach it. Nil leaves the fleet
+	// tools out.
+	FleetElsewhere error
 }
 
 // Adapter maps a store and a rendezvous onto MCP tools. It is safe for
@@ -71,9 +77,15 @@ func New(store *fleetstate.Store, rv *fleetstate.Rendezvous, opts *Options) *Ada
 		a.opt.ProgressInterval = DefaultProgressInterval
 	}
 	a.tools = a.storeTools()
-	if rv != nil {
+	switch {
+	case rv != nil:
 		a.tools = append(a.tools, a.fleetTools()...)
 		a.conns = newConnections(rv)
+	case a.opt.FleetElsewhere != nil:
+		for _, t := range a.fleetTools() {
+			t.call = func(context.Context, Identity, any) (any, error) { return nil, a.opt.FleetElsewhere }
+			a.tools = append(a.tools, t)
+		}
 	}
 	return a
 }
@@ -140,6 +152,11 @@ func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 		id := IdentityFromContext(ctx)
 		if err := a.permit(t, id); err != nil {
 			return errorResult(err), nil
+		}
+		if t.access == memberOnly && a.conns != nil {
+			if err := a.conns.claim(id.Agent, sessionID(ctx)); err != nil {
+				return errorResult(err), nil
+			}
 		}
 		if a.opt.OnCall != nil {
 			a.opt.OnCall(id)

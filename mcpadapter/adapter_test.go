@@ -397,6 +397,12 @@ func wantOutcome(t *testing.T, m map[string]any, kind string, keys ...string) ma
 			t.Fatalf("test bug: %q is not an outcome field", k)
 		}
 	}
+	// An ended turn's outcome always names the ticket that holds it (until
+	// the lead's next call when a call returned it).
+	// (Cleaned sessions take their tickets with them.)
+	if (kind == "reply" || kind == "turn_done" || kind == "failed") && m["reason"] != "session_cleaned" && !slices.Contains(keys, "ticket") {
+		keys = append(slices.Clone(keys), "ticket")
+	}
 	wantKeys(t, "outcome "+kind, m, append([]string{"outcome"}, keys...)...)
 	return m
 }
@@ -878,12 +884,15 @@ func TestBlockingSendReply(t *testing.T) {
 	if out["content"] != "done: 3 files" || out["from"] != "scout" || out["turn_id"] != msg["turn_id"] {
 		t.Errorf("outcome %v; want scout's reply in turn %v", out, msg["turn_id"])
 	}
-	// The blocking send got the outcome: no ticket is left behind.
+	// The blocking send got the outcome; its ticket holds it until the
+	// lead's next call (here the poll shows it), and is released then.
 	polled := e.ok(lead, "fleet_poll", nil)
 	wantKeys(t, "fleet_poll", polled, "tickets")
-	if ts, ok := polled["tickets"].([]any); !ok || len(ts) != 0 {
-		t.Errorf("tickets after a blocking send: %v; want []", polled)
+	if ts, ok := polled["tickets"].([]any); !ok || len(ts) != 1 {
+		t.Errorf("tickets after a blocking send: %v; want its outcome held", polled)
 	}
+	e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "next", "wait": false})
+	e.fail(lead, "fleet_poll", map[string]any{"ticket": out["ticket"]}, fleetstate.CodeUnknownTicket)
 	e.fail(scout, "fleet_reply", map[string]any{"content": "again"}, fleetstate.CodeNoOpenTurn)
 }
 
@@ -1212,7 +1221,7 @@ func TestProgress(t *testing.T) {
 func TestToolsList(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	want := []string{"new_session", "get_session", "clean_sessions", "put", "get", "list",
-		"fleet_send", "fleet_next", "fleet_ask", "fleet_reply", "fleet_poll", "fleet_ack", "fleet_members"}
+		"fleet_send", "fleet_next", "fleet_ask", "fleet_reply", "fleet_poll", "fleet_ack", "fleet_cancel", "fleet_members"}
 	if len(e.tools) != len(want) {
 		t.Errorf("%d tools; want %d", len(e.tools), len(want))
 	}
@@ -1326,6 +1335,7 @@ var successExample = map[string]any{
 	"fleet_reply":   map[string]any{"ok": true},
 	"fleet_poll":    map[string]any{"tickets": []any{map[string]any{"outcome": "pending", "ticket": "k", "state": "queued"}}},
 	"fleet_ack":     map[string]any{"ok": true},
+	"fleet_cancel":  map[string]any{"outcome": "failed", "reason": "cancelled", "ticket": "ticket-1", "turn_id": "turn-1", "state": "done"},
 	"fleet_members": map[string]any{"members": []any{map[string]any{"name": "m", "ready": true, "status": "PULL", "queued": 0}}},
 }
 

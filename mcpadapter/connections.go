@@ -30,16 +30,68 @@ import (
 // 2026-07-28 that holds no stream has no connection to observe: each of
 // its calls is a connection of its own, and a call it abandons is a
 // cancellation (its question is withdrawn), not a departure.
+//
+// A listening stream that opens makes its member ready: a member whose
+// client reconnected after a restart of the daemon is there, even before
+// it calls.
+//
+// One member, one connection: the first fleet call of a newer MCP session
+// of a member supersedes the session that called before. The member's open
+// turn, which the older session took, ends failed member_gone, and the
+// older session's later fleet calls get ERR_SUPERSEDED: a reply never lands
+// on a turn its connection did not take. (Two live connections under one
+// member token are a misconfiguration, such as one agent started twice;
+// this makes it loud and loses nothing silently.) Sessionless calls (the
+// 2026-07-28 protocol without a stream) cannot be told apart and are not
+// superseded.
 type connections struct {
 	rv *fleetstate.Rendezvous
 
-	mu      sync.Mutex
-	streams map[string]int      // guarded by mu; open listening streams by member
-	owners  map[string]Identity // guarded by mu; who opened each MCP session, by session ID
+	mu         sync.Mutex
+	streams    map[string]int      // guarded by mu; open listening streams by member
+	owners     map[string]Identity // guarded by mu; who opened each MCP session, by session ID
+	current    map[string]string   // guarded by mu; the session of each member that made the last fleet call
+	superseded map[string]bool     // guarded by mu; sessions a newer session of their member replaced
 }
 
 func newConnections(rv *fleetstate.Rendezvous) *connections {
-	return &connections{rv: rv, streams: map[string]int{}, owners: map[string]Identity{}}
+	return &connections{rv: rv, streams: map[string]int{}, owners: map[string]Identity{},
+		current: map[string]string{}, superseded: map[string]bool{}}
+}
+
+// claim lets session sid of member make a fleet call, superseding the
+// member's session that called before; a superseded session is refused.
+func (c *connections) claim(member, sid string) error {
+	if sid == "" {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.superseded[sid] {
+		return &fleetstate.Error{Code: fleetstate.CodeSuperseded, Op: "call",
+			Err: errorf("a newer connection of member %s took over; start a new session to take work again", member)}
+	}
+	cur := c.current[member]
+	if cur == sid {
+		return nil
+	}
+	c.current[member] = sid
+	if cur != "" {
+		c.superseded[cur] = true
+		// The older session's open turn can no longer be answered
+		// through it; the member stays ready through the newer one.
+		_ = c.rv.Disconnect(member)
+		_ = c.rv.SetReady(member, true)
+	}
+	return nil
+}
+
+// sessionID returns the MCP session of a call, or "" without one.
+func sessionID(ctx context.Context) string {
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		return s.SessionID()
+	}
+	return ""
 }
 
 // hooks returns the session hooks that feed c.
@@ -57,7 +109,14 @@ func (c *connections) hooks() *server.Hooks {
 	h.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		owner, ok := c.owners[s.SessionID()]
+		sid := s.SessionID()
+		delete(c.superseded, sid)
+		for member, cur := range c.current {
+			if cur == sid {
+				delete(c.current, member)
+			}
+		}
+		owner, ok := c.owners[sid]
 		if !ok {
 			return
 		}
@@ -100,6 +159,7 @@ func (c *connections) streamOpened(member string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.streams[member]++
+	_ = c.rv.SetReady(member, true) // a member the rendezvous does not know has nothing to be ready for
 }
 
 // streamClosed counts a closed stream; the last one disconnects the

@@ -281,7 +281,8 @@ func TestMemberSessionClosed(t *testing.T) {
 }
 
 // TestMemberOneOfTwoStreamsDrops: a member holding two listening streams
-// (two clients under one token) stays connected while one remains.
+// (two clients under one token) stays connected while one remains; the
+// other client cannot answer the turn the first took.
 func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	d := newConnDaemon(t, nil)
 	lead := d.connect("lead", true) // a lead's stream means nothing to the members
@@ -298,9 +299,11 @@ func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
 		t.Fatalf("ticket with one stream left %v; want still working", p)
 	}
-	b.e.ok(anon, "fleet_reply", map[string]any{"content": "from b"})
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["content"] != "from b" {
-		t.Fatalf("ticket %v; want b's reply", p)
+	// b's first fleet call supersedes a: a's turn ends, and b's reply
+	// does not land on it.
+	b.e.fail(anon, "fleet_reply", map[string]any{"content": "from b"}, fleetstate.CodeNoOpenTurn)
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["reason"] != "member_gone" {
+		t.Fatalf("ticket %v; want failed, member_gone", p)
 	}
 	b.net.cut()
 	d.waitStreams("scout", 0)

@@ -130,6 +130,9 @@ func TestErrorResultEveryCode(t *testing.T) {
 		{fleetstate.CodeInvalidArgument, "ERR_INVALID_ARGUMENT"},
 		{fleetstate.CodeClosed, "ERR_CLOSED"},
 		{fleetstate.CodeMemberGone, "ERR_MEMBER_GONE"},
+		{fleetstate.CodeFleetOwned, "ERR_FLEET_OWNED"},
+		{fleetstate.CodeTurnCancelled, "ERR_TURN_CANCELLED"},
+		{fleetstate.CodeSuperseded, "ERR_SUPERSEDED"},
 	}
 	covered := map[fleetstate.Code]bool{}
 	for _, tc := range table {

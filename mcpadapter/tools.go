@@ -59,6 +59,12 @@ type (
 	pollArgs struct {
 		Ticket *string  `json:"ticket"`
 		WaitS  *float64 `json:"wait_s"`
+		Limit  *float64 `json:"limit"`
+		Cursor *string  `json:"cursor"`
+	}
+	cancelArgs struct {
+		Ticket *string `json:"ticket"`
+		TurnID *string `json:"turn_id"`
 	}
 	ackArgs struct {
 		Ticket *string `json:"ticket"`
@@ -111,18 +117,17 @@ func (a *Adapter) storeTools() []tool {
 		{
 			name: "clean_sessions",
 			description: "Remove every session, every stored file and all pending fleet work (tickets, queued messages), " +
-				"leaving an empty state directory with no current session. Cannot be undone.",
+				"leaving no current session; files the store did not make stay. Cannot be undone.",
 			access:      lifecycle,
 			output:      out(map[string]any{"success": map[string]any{"type": "boolean"}}, "success"),
 			annotations: ann("Remove all sessions", false, true, true),
 			newArgs:     func() any { return new(noArgs) },
 			call: func(context.Context, Identity, any) (any, error) {
+				clean := a.store.Clean
 				if a.rv != nil {
-					if err := a.rv.Reset(); err != nil {
-						return nil, err
-					}
+					clean = a.rv.Clean
 				}
-				if err := a.store.Clean(); err != nil {
+				if err := clean(); err != nil {
 					return nil, err
 				}
 				return map[string]bool{"success": true}, nil
@@ -220,7 +225,7 @@ var outcomeProps = map[string]any{
 	"from":    str("the member"),
 	"content": str("the reply, the question, or the member's pane tail"),
 	"partial": map[string]any{"type": "boolean", "description": "content was clipped to the scrape window"},
-	"reason":  str("why the turn failed: backend_exhausted, echoed_brief, member_not_ready, member_gone, session_cleaned"),
+	"reason":  str("why the turn failed: backend_exhausted, echoed_brief, member_not_ready, member_gone, member_removed, session_cleaned, cancelled"),
 	"state":   map[string]any{"type": "string", "enum": []string{"queued", "working", "question", "done"}},
 }
 
@@ -321,15 +326,21 @@ func (a *Adapter) fleetTools() []tool {
 		},
 		{
 			name: "fleet_poll",
-			description: "Lead only. With ticket: that ticket's outcome and state (queued, working, question, done). Without: {tickets: [...]}, all your tickets. " +
-				"wait_s (at most 55) waits for a change first. A finished outcome stays until fleet_ack.",
+			description: "Lead only. With ticket: that ticket's outcome and state (queued, working, question, done). Without: {tickets: [...], next_cursor?}, " +
+				"your tickets oldest first, at most limit (default 100, at most 1000) a page; pass next_cursor as cursor for the next page. " +
+				"wait_s (at most 55) waits for news first. A finished outcome stays until fleet_ack (one a call returned, until your next call).",
 			access: leadOnly,
 			input: []field{
-				{name: "ticket", kind: "string", desc: "one ticket (default: all of yours)"},
+				{name: "ticket", kind: "string", desc: "one ticket (default: all of yours, a page at a time)"},
 				{name: "wait_s", kind: "number", desc: "seconds to wait for a change (default 0)", min: zero()},
+				{name: "limit", kind: "number", desc: "without ticket: the most tickets in this page (default 100, at most 1000)", min: zero()},
+				{name: "cursor", kind: "string", desc: "without ticket: next_cursor of the page before"},
 			},
 			output: out(func() map[string]any {
-				p := map[string]any{"tickets": map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": outcomeProps}}}
+				p := map[string]any{
+					"tickets":     map[string]any{"type": "array", "items": map[string]any{"type": "object", "properties": outcomeProps}},
+					"next_cursor": str("present when more tickets remain: pass it as cursor"),
+				}
 				for k, v := range outcomeProps {
 					p[k] = v
 				}
@@ -344,13 +355,16 @@ func (a *Adapter) fleetTools() []tool {
 					wait = seconds(*p.WaitS)
 				}
 				if p.Ticket != nil {
+					if p.Limit != nil || p.Cursor != nil {
+						return nil, invalid("limit and cursor page the tickets; they do not go with ticket")
+					}
 					return rv.Poll(ctx, id.Agent, *p.Ticket, wait)
 				}
-				all, err := rv.PollAll(ctx, id.Agent, wait)
-				if err != nil {
-					return nil, err
+				limit := 0
+				if p.Limit != nil {
+					limit = int(min(*p.Limit, fleetstate.MaxPollLimit))
 				}
-				return map[string]any{"tickets": all}, nil
+				return rv.PollPage(ctx, id.Agent, wait, deref(p.Cursor), limit)
 			},
 		},
 		{
@@ -366,6 +380,30 @@ func (a *Adapter) fleetTools() []tool {
 					return nil, err
 				}
 				return map[string]bool{"ok": true}, nil
+			},
+		},
+		{
+			name: "fleet_cancel",
+			description: "Lead only. Cancel a turn that is still queued or open, by {ticket} or {turn_id}: it ends {outcome: failed, reason: cancelled}. " +
+				"A queued message is never delivered; a member working on it is told on its next call for that turn (ERR_TURN_CANCELLED). " +
+				"Cancelling a turn that already ended returns how it ended.",
+			access: leadOnly,
+			input: []field{
+				{name: "ticket", kind: "string", desc: "the ticket of the turn"},
+				{name: "turn_id", kind: "string", desc: "or the turn's ID"},
+			},
+			output:      out(outcomeProps, "outcome"),
+			annotations: ann("Cancel a turn", false, true, true),
+			newArgs:     func() any { return new(cancelArgs) },
+			call: func(_ context.Context, id Identity, args any) (any, error) {
+				c := args.(*cancelArgs)
+				if (c.Ticket == nil) == (c.TurnID == nil) {
+					return nil, invalid("give exactly one of ticket or turn_id")
+				}
+				if c.Ticket != nil {
+					return rv.Cancel(id.Agent, *c.Ticket)
+				}
+				return rv.Cancel(id.Agent, *c.TurnID)
 			},
 		},
 		{

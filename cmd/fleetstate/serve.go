@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -43,7 +44,7 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 	opts.Logger = log
 	rv, err := fleetstate.NewRendezvous(store, &opts)
 	if err != nil {
-		return nil, err
+		return nil, ownedHint(store.Dir(), err)
 	}
 	// Every agent holding a member token is a member: known, but not ready
 	// until its connection makes its first call.
@@ -59,6 +60,51 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 		OnCall:          mcpadapter.MarkMembersReady(rv),
 	})
 	return s, nil
+}
+
+// openStoreOnly opens the store and its tokens without the rendezvous: the
+// stdio server beside a daemon that owns the fleet, or without an agent.
+// The fleet tools are listed and answer elsewhere.
+func openStoreOnly(dir string, elsewhere error) (*state, error) {
+	store, err := fleetstate.Open(nil, dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := mcpadapter.OpenTokens(store)
+	if err != nil {
+		return nil, err
+	}
+	s := &state{store: store, tokens: tokens}
+	s.adapter = mcpadapter.New(store, nil, &mcpadapter.Options{
+		RolesConfigured: func() bool { return tokens.Len() > 0 },
+		FleetElsewhere:  elsewhere,
+	})
+	return s, nil
+}
+
+// ownedHint adds to an ErrFleetOwned of NewRendezvous the directory and
+// what to do.
+func ownedHint(dir string, err error) error {
+	if fleetstate.CodeOf(err) != fleetstate.CodeFleetOwned {
+		return err
+	}
+	return fmt.Errorf("%w\nthe state directory %s is served by another process; stop it, serve another --dir, or reach it with fleetstate mcp --connect URL", err, dir)
+}
+
+// fleetElsewhere is the error of the fleet tools of a stdio server that
+// does not own the fleet: where the fleet is, and how to reach it.
+func fleetElsewhere(store *fleetstate.Store) error {
+	o, owned, _ := store.FleetOwner()
+	if !owned {
+		return &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "fleet",
+			Err: errors.New("no daemon serves this state directory's fleet: start one with fleetstate serve, then reach it with fleetstate mcp --connect URL and a token in $FLEET_TOKEN")}
+	}
+	where := "the daemon's URL"
+	if strings.HasPrefix(o.Addr, "http") {
+		where = o.Addr
+	}
+	return &fleetstate.Error{Code: fleetstate.CodeFleetOwned, Op: "fleet",
+		Err: fmt.Errorf("the fleet is served by %s; reach it with fleetstate mcp --connect %s and a token in $FLEET_TOKEN", o, where)}
 }
 
 // sessionIdleTTL is how long the daemon remembers an MCP session that makes
@@ -109,14 +155,36 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		id = mcpadapter.Identity{Agent: *agent, Role: r}
 	}
-	st, err := openState(*dir, log, rvOpts)
-	if err != nil {
-		return err
-	}
-	defer st.rv.Close()
-	if id.Role == mcpadapter.RoleMember {
-		if err := st.rv.AddMember(id.Agent, nil); err != nil {
+	// A stdio server runs the fleet of its directory only for a named
+	// agent and only if no other process owns it; otherwise it serves the
+	// store, and its fleet tools say where the fleet is.
+	var st *state
+	var err error
+	if !id.Anonymous() {
+		rvOpts.Addr = fmt.Sprintf("stdio server of %s %s (fleetstate mcp)", id.Role, id.Agent)
+		st, err = openState(*dir, log, rvOpts)
+		if fleetstate.CodeOf(err) == fleetstate.CodeFleetOwned {
+			st, err = nil, nil
+		}
+		if err != nil {
 			return err
+		}
+	}
+	if st == nil {
+		store, err := fleetstate.Open(nil, *dir, nil)
+		if err != nil {
+			return err
+		}
+		if st, err = openStoreOnly(*dir, fleetElsewhere(store)); err != nil {
+			return err
+		}
+	}
+	if st.rv != nil {
+		defer st.rv.Close()
+		if id.Role == mcpadapter.RoleMember {
+			if err := st.rv.AddMember(id.Agent, nil); err != nil {
+				return err
+			}
 		}
 	}
 	srv := st.adapter.NewServer("fleetstate", version)
@@ -151,8 +219,17 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Listen first, so that the ownership of the directory can say where
+	// the fleet is served.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	rvOpts.Addr = url
 	st, err := openState(*dir, log, rvOpts)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	panes := map[string]*tmux.Pane{}
@@ -163,20 +240,16 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 		}
 		if err != nil {
 			st.rv.Close()
+			ln.Close()
 			return err
 		}
 	}
 	srv := st.adapter.NewServer("fleetstate", version)
 	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: *anonymous,
 		OnStatus: reportTo(st.rv, panes), SessionIdleTTL: sessionIdleTTL})
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		st.rv.Close()
-		return err
-	}
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	log.Info("fleetstate: serving MCP", "url", "http://"+ln.Addr().String()+"/mcp", "dir", st.store.Dir(), "anonymous", *anonymous)
+	log.Info("fleetstate: serving MCP", "url", url, "dir", st.store.Dir(), "anonymous", *anonymous)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
