@@ -90,6 +90,13 @@ type RendezvousOptions struct {
 	// call and no stream of the member, the turn ends member_gone. Default
 	// DefaultRejoinTimeout.
 	RejoinTimeout time.Duration
+	// KeepReturned keeps the outcome that a call of a lead returned on its
+	// ticket until Ack, instead of until the lead's next call. A server
+	// whose leads call over several connections at once sets it, and acks
+	// such an outcome when the connection that carried it calls again (the
+	// MCP adapter does): a lead's call on one connection says nothing of
+	// what another connection received.
+	KeepReturned bool
 	// Addr says where this process serves the fleet, such as the daemon's
 	// URL. It is written beside the ownership of the state directory, so
 	// that a second process refused with ErrFleetOwned can name it.

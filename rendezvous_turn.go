@@ -186,7 +186,7 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 
 // hand notes that a call of t's lead returns t's outcome. r.mu must be held.
 func (r *Rendezvous) hand(t *turn) {
-	if !t.handed {
+	if !t.handed && !r.opt.KeepReturned {
 		t.handed = true
 		l := r.lead(t.Lead)
 		l.handed = append(l.handed, t)

@@ -165,11 +165,21 @@ func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 		if err := decodeArgs(req, t.input, args); err != nil {
 			return errorResult(err), nil
 		}
+		var receipt string
+		if t.access == leadOnly && a.conns != nil && t.name != "fleet_poll" {
+			// A poll shows what was returned, and keeps it: a lead that
+			// lost a response looks for it there.
+			receipt = receiptKey(ctx, id.Agent)
+			a.conns.received(receipt, id.Agent)
+		}
 		stop := startProgress(ctx, req, a.opt.ProgressInterval)
 		out, err := t.call(ctx, id, args)
 		stop()
 		if err != nil {
 			return errorResult(err), nil
+		}
+		if o, ok := out.(fleetstate.Outcome); ok && receipt != "" && ctx.Err() == nil {
+			a.conns.returnedTo(receipt, o)
 		}
 		return result(out, false), nil
 	}

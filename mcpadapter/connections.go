@@ -52,11 +52,55 @@ type connections struct {
 	owners     map[string]Identity // guarded by mu; who opened each MCP session, by session ID
 	current    map[string]string   // guarded by mu; the session of each member that made the last fleet call
 	superseded map[string]bool     // guarded by mu; sessions a newer session of their member replaced
+	returned   map[string][]string // guarded by mu; tickets of outcomes a lead's call returned, by connection
 }
 
 func newConnections(rv *fleetstate.Rendezvous) *connections {
 	return &connections{rv: rv, streams: map[string]int{}, owners: map[string]Identity{},
-		current: map[string]string{}, superseded: map[string]bool{}}
+		current: map[string]string{}, superseded: map[string]bool{}, returned: map[string][]string{}}
+}
+
+// A lead's connection and the outcomes it was returned.
+//
+// The outcome a blocking fleet_send (or fleet_cancel) returned stays held on
+// its ticket until the connection that carried it calls again: that call
+// shows the response arrived. Another connection of the same lead proves
+// nothing about it, nor does a call abandoned meanwhile. (Servers run the
+// rendezvous with KeepReturned, so that only this releases them.) A
+// connection is the MCP session; calls without one count by lead.
+
+// receiptKey names the connection of a lead's call.
+func receiptKey(ctx context.Context, lead string) string {
+	if sid := sessionID(ctx); sid != "" {
+		return sid
+	}
+	return "lead:" + lead
+}
+
+// returnedTo notes that the call on connection key returned o.
+func (c *connections) returnedTo(key string, o fleetstate.Outcome) {
+	switch o.Kind {
+	case fleetstate.OutcomeReply, fleetstate.OutcomeTurnDone, fleetstate.OutcomeFailed:
+	default:
+		return
+	}
+	if o.Ticket == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.returned[key] = append(c.returned[key], o.Ticket)
+}
+
+// received releases what earlier calls on connection key returned to lead.
+func (c *connections) received(key, lead string) {
+	c.mu.Lock()
+	tickets := c.returned[key]
+	delete(c.returned, key)
+	c.mu.Unlock()
+	for _, tk := range tickets {
+		_ = c.rv.Ack(lead, tk) // acked meanwhile, or cleaned: nothing to release
+	}
 }
 
 // claim lets session sid of member make a fleet call, superseding the
@@ -111,6 +155,7 @@ func (c *connections) hooks() *server.Hooks {
 		defer c.mu.Unlock()
 		sid := s.SessionID()
 		delete(c.superseded, sid)
+		delete(c.returned, sid) // not released: the outcomes stay held until acked
 		for member, cur := range c.current {
 			if cur == sid {
 				delete(c.current, member)

@@ -42,6 +42,7 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 		opts = *rvOpts
 	}
 	opts.Logger = log
+	opts.KeepReturned = true // released per connection by the adapter
 	rv, err := fleetstate.NewRendezvous(store, &opts)
 	if err != nil {
 		return nil, ownedHint(store.Dir(), err)

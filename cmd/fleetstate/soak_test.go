@@ -290,8 +290,9 @@ func (l *soakLedger) receive(member, turn, content string) {
 
 // outcome records a terminal outcome the lead learnt, through its blocked
 // call ("call") or a ticket ("ticket"). A ticket may be read twice (polled,
-// then the ack lost to a restart); a turn's outcome reaching the lead both
-// ways, or two different outcomes of one turn, is a duplicate.
+// then the ack lost to a restart), and an outcome a call returned is held on
+// its ticket until the lead's next call, so a poll may read it after the
+// call did; two different outcomes of one turn are a duplicate.
 func (l *soakLedger) outcome(o map[string]any, via string) {
 	turn, _ := o["turn_id"].(string)
 	kind, _ := o["outcome"].(string)
@@ -305,7 +306,7 @@ func (l *soakLedger) outcome(o map[string]any, via string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if prev, seen := l.outcomes[turn]; seen {
-		if prev.via == "ticket" && via == "ticket" && prev.kind == got.kind && prev.content == got.content {
+		if via == "ticket" && prev.kind == got.kind && prev.content == got.content && prev.reason == got.reason {
 			l.counts["tickets read again"]++
 			return
 		}
@@ -717,9 +718,9 @@ load:
 		switch {
 		case !ok && abandonedTurns[turn]:
 			// Handed to the lead's blocking call in the instant the lead
-			// gave it up, before the daemon could know: the at-most-once
-			// window of a request and its response (see RELIABILITY.md).
+			// gave it up: it must still have been held on its ticket.
 			handoff++
+			t.Errorf("reply to turn %s, whose blocking send the lead abandoned, never reached the lead", turn)
 		case !ok:
 			lost++
 			t.Errorf("reply to turn %s was taken but never reached the lead", turn)
