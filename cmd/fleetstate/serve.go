@@ -119,6 +119,7 @@ func rendezvousFlags(fs *flag.FlagSet) *fleetstate.RendezvousOptions {
 	fs.DurationVar(&o.SendTimeout, "send-timeout", fleetstate.DefaultSendTimeout, "bound of a blocking fleet_send")
 	fs.DurationVar(&o.AskTimeout, "ask-timeout", fleetstate.DefaultAskTimeout, "window of a member's fleet_ask")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", fleetstate.DefaultReadyTimeout, "how long a message waits for its member to be ready")
+	fs.DurationVar(&o.RejoinTimeout, "rejoin-timeout", fleetstate.DefaultRejoinTimeout, "after a restart, how long a member with an open turn has to come back")
 	return o
 }
 
