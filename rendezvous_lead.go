@@ -251,10 +251,11 @@ func (r *Rendezvous) PollAll(ctx context.Context, lead string, wait time.Duratio
 // Tickets that end or are acked between two pages do not disturb the
 // order: each page starts after the last ticket of the one before.
 //
-// With wait > 0 (capped at MaxWait), PollPage first waits, unless a ticket
-// from the cursor on holds a question or an outcome the lead has not been
-// shown yet, for any ticket to change. So a lead that waits on it is woken
-// by news, and never spins on a question it has already seen.
+// With wait > 0 (capped at MaxWait), PollPage returns at once when a ticket
+// from the cursor on holds news: a question or an outcome the lead has not
+// been shown yet. Otherwise it waits for news, at most wait, and then
+// returns the page as it stands. So a lead that waits on it is woken by
+// news and never spins on a question it has already seen.
 func (r *Rendezvous) PollPage(ctx context.Context, lead string, wait time.Duration, cursor string, limit int) (TicketPage, error) {
 	if limit <= 0 {
 		limit = DefaultPollLimit
