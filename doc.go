@@ -29,7 +29,9 @@
 // [Store.NewSession] starts a session and archives the one before it;
 // [Store.CurrentSession] reads it back. Put and List work in the current
 // session; Get reads any session whose directory still exists.
-// [Store.Clean] removes every session.
+// [Store.Clean] removes every session and what else the store made, and
+// nothing it did not make; while a Rendezvous owns the directory, clean
+// through [Rendezvous.Clean].
 //
 // # Rendezvous
 //
@@ -57,10 +59,29 @@
 //     to. A member without a port pulls its messages with [Rendezvous.Next].
 //   - A member whose connection goes is told to [Rendezvous.Disconnect]:
 //     it is no longer ready, and a member that pulls its messages loses
-//     its open turn, which ends failed with reason member_gone.
+//     its open turn, which ends failed with reason member_gone. A member
+//     removed with [Rendezvous.RemoveMember] (its token revoked) has its
+//     turns end at once.
+//   - Cancel: [Rendezvous.Cancel] ends a queued or open turn, failed with
+//     reason cancelled; the member learns it on its next call for the turn
+//     ([ErrTurnCancelled]).
 //
-// Queued messages, open turns, questions and held outcomes are written
-// under the state directory and restored by the next Rendezvous on it.
+// Every outcome of an ended turn names its ticket. One that a call
+// returned stays held there until the lead's next call (or, with
+// [RendezvousOptions.KeepReturned], until acked), so an outcome lost with
+// a connection can still be polled.
+//
+// # Ownership and restarts
+//
+// A Rendezvous owns its state directory's fleet: while it is open no other
+// Rendezvous, in this process or another, opens there ([ErrFleetOwned]
+// names the owner), and only it writes the fleet's state. On the operating
+// system's file system ownership is a flock that the kernel releases when
+// the process dies. Queued messages, open turns, questions and held
+// outcomes are written under the state directory and restored by the next
+// owner: a member that had a turn open counts as ready for
+// [RendezvousOptions.RejoinTimeout] and its turn ends member_gone if it
+// does not come back; a question keeps what was left of its window.
 //
 // # Errors
 //
@@ -73,7 +94,8 @@
 // # Concurrency
 //
 // A Store and a Rendezvous are safe for concurrent use. Every blocking
-// method of the Rendezvous takes a context and has a bound of its own. Several processes may share one state
+// method of the Rendezvous takes a context and has a bound of its own.
+// Several processes may share one state
 // directory on the operating system's file system: a put without overwrite
 // is an exclusive create (a hard link that fails if the name exists), and
 // session changes take a file lock.
