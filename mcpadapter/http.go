@@ -93,10 +93,10 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 			http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (see fleetstate token add)", http.StatusUnauthorized)
 			return
 		default:
-			token, ok := strings.CutPrefix(auth, "Bearer ")
+			token, ok := bearerToken(auth)
 			var found bool
 			if ok && opts.Tokens != nil {
-				id, found = opts.Tokens.Lookup(strings.TrimSpace(token))
+				id, found = opts.Tokens.Lookup(token)
 			}
 			if !found {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate", error="invalid_token"`)
@@ -142,6 +142,18 @@ type httpHandler struct {
 // Close ends the listening streams, so that an HTTP server's Shutdown need
 // not wait for them, and stops the session sweeper.
 func (h *httpHandler) Close() error { return h.mcp.Shutdown(context.Background()) }
+
+// bearerToken returns the token of an "Authorization: Bearer TOKEN"
+// header. The scheme is matched without regard to case (RFC 9110, 11.1),
+// and spaces around the token are tolerated.
+func bearerToken(auth string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(auth), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
 
 // rebinding reports whether r reached a loopback listener under a name
 // that is not loopback, as a page whose DNS name was rebound to 127.0.0.1
