@@ -11,10 +11,11 @@ import (
 )
 
 // Defaults of the caps on live MCP sessions (see [HTTPOptions]). An idle
-// session costs about 2 KB of memory in the daemon (BENCHMARKS.md,
-// BenchmarkIdleSession), so the total cap bounds what sessions can take to
-// a few megabytes; an agent needs one session per client process it runs,
-// so the cap per token leaves room for many restarts within the idle TTL.
+// session holds about 11 KB in the daemon (BenchmarkIdleSession, see
+// BENCHMARKS.md), so the total cap bounds what sessions can take to about
+// 45 MB, and one token to about 0.7 MB. An agent needs one session per
+// client process it runs, so 64 leave room for many restarts within the
+// idle TTL.
 const (
 	DefaultMaxSessionsPerToken = 64
 	DefaultMaxSessions         = 4096
