@@ -70,7 +70,11 @@ type HTTPOptions struct {
 // Origin that is not loopback (DNS rebinding); a request without a valid
 // token gets 401. When a member's last listening stream closes (its
 // process ended, however it ended), the member is disconnected from the
-// rendezvous: see [fleetstate.Rendezvous.Disconnect].
+// rendezvous: see [fleetstate.Rendezvous.Disconnect]. A refused request
+// is answered with "Connection: close", so that a caller without a token
+// keeps no connection open. Live MCP sessions are capped per identity and
+// in all (see [HTTPOptions]); with a [Membership], revoking an identity's
+// tokens ends its requests and sessions at once.
 //
 // The handler also implements io.Closer: Close ends the listening streams
 // and stops the session sweeper. Close the rendezvous first, so that the
