@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -374,6 +376,25 @@ func TestDoorBearerScheme(t *testing.T) {
 		conn.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("Authorization %q: status %d; want 200", strings.Replace(auth, lead, "TOKEN", 1), resp.StatusCode)
+		}
+	}
+}
+
+// TestDoorBadFlags: a bound that makes no sense is refused by name before
+// anything is opened.
+func TestDoorBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--max-sessions", "0"}, {"--max-sessions-per-token", "-2"}, {"--max-conns", "-1"},
+		{"--idle-timeout", "0s"}, {"--header-timeout", "-1s"}, {"--session-ttl", "0s"}, {"--token-poll", "0s"},
+	} {
+		dir := filepath.Join(t.TempDir(), "state")
+		var out syncBuffer
+		err := run(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0", "--dir", dir}, args...), strings.NewReader(""), &out, &out, nil)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("serve %v: %v; want an error naming %s", args, err, args[0])
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("serve %v made the state directory: %v", args, err)
 		}
 	}
 }
