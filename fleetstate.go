@@ -136,6 +136,9 @@ func Open(fsys afero.Fs, dir string, opts *Options) (*Store, error) {
 		dir = abs
 	}
 	s.dir = filepath.Clean(dir)
+	if !opts.NoGitIgnore && strings.ContainsAny(s.dir, "\n\r") {
+		return nil, &Error{Code: CodeInternal, Op: op, Err: errDirLineBreak}
+	}
 	if err := s.fs.MkdirAll(filepath.Join(s.dir, privateDir), dirPerm); err != nil {
 		return nil, s.ioError(op, err)
 	}

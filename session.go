@@ -218,6 +218,9 @@ func (s *Store) lock(op string) (unlock func(), err error) {
 
 // ignoreInGit adds the state directory to the .gitignore at the top of the
 // git work tree that contains it, unless a line there already names it.
+// The entry is the directory's path anchored at the top ("/rel/"), with
+// git's pattern characters escaped, so that it matches that directory and
+// nothing else: see [gitIgnoreEntry].
 func (s *Store) ignoreInGit() error {
 	if !filepath.IsAbs(s.dir) {
 		return nil
@@ -236,7 +239,10 @@ func (s *Store) ignoreInGit() error {
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return nil
 	}
-	rel = filepath.ToSlash(rel)
+	pattern, err := gitIgnorePattern(filepath.ToSlash(rel))
+	if err != nil {
+		return err
+	}
 	unlock, err := s.lock("open")
 	if err != nil {
 		return err
@@ -248,11 +254,11 @@ func (s *Store) ignoreInGit() error {
 		return err
 	}
 	for line := range strings.SplitSeq(string(old), "\n") {
-		if strings.Trim(strings.TrimSpace(line), "/") == rel {
+		if strings.Trim(trimGitIgnoreLine(line), "/") == pattern {
 			return nil
 		}
 	}
-	entry := "/" + rel + "/\n"
+	entry := "/" + pattern + "/\n"
 	if len(old) > 0 && old[len(old)-1] != '\n' {
 		entry = "\n" + entry
 	}
@@ -265,4 +271,42 @@ func (s *Store) ignoreInGit() error {
 		err = cerr
 	}
 	return err
+}
+
+// errDirLineBreak refuses a state directory that no .gitignore line can
+// name. Open checks for it before it creates anything.
+var errDirLineBreak = errors.New("the state directory's path has a line break, which no .gitignore line can name; rename it or set Options.NoGitIgnore")
+
+// gitIgnorePattern escapes rel, a slash-separated path, for a .gitignore
+// line of the form "/rel/". Git reads "*", "?", "[" and "\\" in a pattern
+// as wildcards and escapes; a backslash before each makes it literal. The
+// other characters that are special in a .gitignore need no escape in
+// that form: "!" and "#" are special only as a line's first character,
+// which is the anchoring "/", and spaces are dropped only at a line's end,
+// which is the closing "/". A line break cannot be written in a pattern at
+// all, so a directory whose path has one is refused with a named error.
+func gitIgnorePattern(rel string) (string, error) {
+	if strings.ContainsAny(rel, "\n\r") {
+		return "", errDirLineBreak
+	}
+	var b strings.Builder
+	for _, c := range rel {
+		switch c {
+		case '\\', '*', '?', '[':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String(), nil
+}
+
+// trimGitIgnoreLine trims a .gitignore line as git reads it: a carriage
+// return and trailing spaces go, unless the last space is escaped; leading
+// spaces stay, for git they are part of the pattern.
+func trimGitIgnoreLine(line string) string {
+	line = strings.TrimSuffix(line, "\r")
+	for strings.HasSuffix(line, " ") && !strings.HasSuffix(line, "\\ ") {
+		line = line[:len(line)-1]
+	}
+	return line
 }

@@ -10,3 +10,6 @@ func OpenStreams(a *Adapter, member string) int {
 	defer a.conns.mu.Unlock()
 	return a.conns.streams[member]
 }
+
+// OnRevoke makes m call f with every identity that loses its last token.
+func OnRevoke(m *Membership, f func(Identity)) (stop func()) { return m.onRevoke(f) }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -46,6 +47,21 @@ type HTTPOptions struct {
 	// only; it never disconnects a member. The sweeper runs until the
 	// process ends. Zero means sessions are kept until closed.
 	SessionIdleTTL time.Duration
+	// MaxSessionsPerToken bounds the live MCP sessions (of the protocol
+	// versions that have them) of one identity: all the tokens of an
+	// agent together, and all anonymous callers together. An initialize
+	// past it is answered 429 with a JSON-RPC error naming the limit.
+	// Zero means DefaultMaxSessionsPerToken; negative, no limit.
+	MaxSessionsPerToken int
+	// MaxSessions bounds the live MCP sessions in all; an initialize past
+	// it is answered 503. Zero means DefaultMaxSessions; negative, no
+	// limit.
+	MaxSessions int
+	// Membership, if set, tells the handler of revoked tokens: the
+	// requests of an identity that holds no token any more end at once
+	// (its listening streams close), and its MCP sessions are ended and
+	// no longer counted against the caps.
+	Membership *Membership
 }
 
 // HTTPHandler serves srv over MCP streamable HTTP with the caller's
@@ -54,7 +70,11 @@ type HTTPOptions struct {
 // Origin that is not loopback (DNS rebinding); a request without a valid
 // token gets 401. When a member's last listening stream closes (its
 // process ended, however it ended), the member is disconnected from the
-// rendezvous: see [fleetstate.Rendezvous.Disconnect].
+// rendezvous: see [fleetstate.Rendezvous.Disconnect]. A refused request
+// is answered with "Connection: close", so that a caller without a token
+// keeps no connection open. Live MCP sessions are capped per identity and
+// in all (see [HTTPOptions]); with a [Membership], revoking an identity's
+// tokens ends its requests and sessions at once.
 //
 // The handler also implements io.Closer: Close ends the listening streams
 // and stops the session sweeper. Close the rendezvous first, so that the
@@ -68,8 +88,10 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 	if limit <= 0 {
 		limit = DefaultMaxRequestBytes
 	}
+	caps := newSessionCaps(opts.MaxSessionsPerToken, opts.MaxSessions)
 	httpOpts := []server.StreamableHTTPOption{
 		server.WithEndpointPath(path),
+		server.WithSessionIdManagerResolver(caps),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			return ContextWithIdentity(ctx, IdentityFromContext(r.Context()))
 		}),
@@ -80,29 +102,57 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 	}
 	mcpHTTP := server.NewStreamableHTTPServer(srv, httpOpts...)
 	status := statusHandler(opts.OnStatus)
-	return &httpHandler{mcp: mcpHTTP, HandlerFunc: func(w http.ResponseWriter, r *http.Request) {
+	h := &httpHandler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests()}
+	if opts.Membership != nil {
+		h.unwatch = opts.Membership.onRevoke(h.revoke)
+	}
+	h.HandlerFunc = func(w http.ResponseWriter, r *http.Request) {
 		if rebinding(r) {
+			// A refused caller keeps no connection open.
+			w.Header().Set("Connection", "close")
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 			return
 		}
 		id := Identity{}
+		epoch := h.live.epoch()
+		token := ""
 		switch auth := r.Header.Get("Authorization"); {
 		case auth == "" && opts.Anonymous:
 		case auth == "":
+			w.Header().Set("Connection", "close")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
 			http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (see fleetstate token add)", http.StatusUnauthorized)
 			return
 		default:
-			token, ok := strings.CutPrefix(auth, "Bearer ")
-			var found bool
+			var ok, found bool
+			token, ok = bearerToken(auth)
 			if ok && opts.Tokens != nil {
-				id, found = opts.Tokens.Lookup(strings.TrimSpace(token))
+				id, found = opts.Tokens.Lookup(token)
 			}
 			if !found {
+				w.Header().Set("Connection", "close")
 				w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate", error="invalid_token"`)
 				http.Error(w, "unauthorized: unknown or revoked token", http.StatusUnauthorized)
 				return
 			}
+		}
+		if !id.Anonymous() {
+			// The request ends when its identity's tokens are revoked.
+			// A revocation between the lookup above and this registration
+			// is caught by the epoch: the token is looked up again.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			lr, changed := h.live.add(id, cancel, epoch)
+			defer h.live.remove(id, lr)
+			if changed {
+				if again, found := opts.Tokens.Lookup(token); !found || again != id {
+					w.Header().Set("Connection", "close")
+					w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate", error="invalid_token"`)
+					http.Error(w, "unauthorized: unknown or revoked token", http.StatusUnauthorized)
+					return
+				}
+			}
+			r = r.WithContext(ctx)
 		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -129,19 +179,129 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 			}()
 			w = sw
 		}
-		mcpHTTP.ServeHTTP(w, r.WithContext(ContextWithIdentity(r.Context(), id)))
-	}}
+		ctx := ContextWithIdentity(r.Context(), id)
+		if r.Method == http.MethodPost {
+			// Only an initialize makes mcp-go mint a session ID: that is
+			// where the caps count, and refuse.
+			sr := &sessionRequest{caps: caps, id: id}
+			ctx = context.WithValue(ctx, sessionRequestKey{}, sr)
+			w = &sessionWriter{ResponseWriter: w, sr: sr}
+		}
+		mcpHTTP.ServeHTTP(w, r.WithContext(ctx))
+	}
+	return h
 }
 
 // httpHandler is the handler HTTPHandler returns.
 type httpHandler struct {
 	http.HandlerFunc
-	mcp *server.StreamableHTTPServer
+	mcp     *server.StreamableHTTPServer
+	path    string
+	caps    *sessionCaps
+	live    *liveRequests
+	unwatch func() // nil without a Membership
+
+	closeOnce sync.Once
 }
 
 // Close ends the listening streams, so that an HTTP server's Shutdown need
-// not wait for them, and stops the session sweeper.
-func (h *httpHandler) Close() error { return h.mcp.Shutdown(context.Background()) }
+// not wait for them, stops the session sweeper, and stops listening to
+// revocations.
+func (h *httpHandler) Close() error {
+	var err error
+	h.closeOnce.Do(func() {
+		if h.unwatch != nil {
+			h.unwatch()
+		}
+		err = h.mcp.Shutdown(context.Background())
+	})
+	return err
+}
+
+// revoke ends what id has open: its requests (listening streams among
+// them) and its MCP sessions, which stop counting against the caps.
+func (h *httpHandler) revoke(id Identity) {
+	h.live.end(id)
+	for _, sid := range h.caps.releaseAll(id) {
+		endSession(h.mcp, h.path, sid, id)
+	}
+}
+
+// liveRequests holds a cancel function for every request in progress of
+// an identified caller, so that revoking the caller's tokens ends them.
+type liveRequests struct {
+	mu   sync.Mutex
+	gen  uint64                                 // guarded by mu; counts revocations
+	byID map[Identity]map[*liveRequest]struct{} // guarded by mu
+}
+
+type liveRequest struct{ cancel context.CancelFunc }
+
+func newLiveRequests() *liveRequests {
+	return &liveRequests{byID: map[Identity]map[*liveRequest]struct{}{}}
+}
+
+// epoch returns the count of revocations so far.
+func (l *liveRequests) epoch() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen
+}
+
+// add registers a request of id and reports whether a revocation happened
+// since epoch.
+func (l *liveRequests) add(id Identity, cancel context.CancelFunc, epoch uint64) (*liveRequest, bool) {
+	lr := &liveRequest{cancel: cancel}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	set := l.byID[id]
+	if set == nil {
+		set = map[*liveRequest]struct{}{}
+		l.byID[id] = set
+	}
+	set[lr] = struct{}{}
+	return lr, l.gen != epoch
+}
+
+func (l *liveRequests) remove(id Identity, lr *liveRequest) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if set := l.byID[id]; set != nil {
+		delete(set, lr)
+		if len(set) == 0 {
+			delete(l.byID, id)
+		}
+	}
+}
+
+// end cancels every request of id.
+func (l *liveRequests) end(id Identity) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	for lr := range l.byID[id] {
+		lr.cancel()
+	}
+}
+
+// count returns how many requests of id are in progress.
+func (l *liveRequests) count(id Identity) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.byID[id])
+}
+
+// bearerToken returns the token of an "Authorization: Bearer TOKEN"
+// header. The scheme is matched without regard to case (RFC 9110, 11.1),
+// and spaces around the token are tolerated.
+func bearerToken(auth string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(auth), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
 
 // rebinding reports whether r reached a loopback listener under a name
 // that is not loopback, as a page whose DNS name was rebound to 127.0.0.1

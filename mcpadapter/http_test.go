@@ -216,6 +216,17 @@ func TestHTTPRefusesWithoutValidToken(t *testing.T) {
 		t.Errorf("a client with a wrong token connected")
 	}
 
+	check("scheme without token", map[string]string{"Authorization": "Bearer"}, true)
+	check("scheme glued to token", map[string]string{"Authorization": "Bearer" + d.leadTok}, true)
+
+	// The scheme is case-insensitive, and spaces around the token are
+	// tolerated.
+	for _, auth := range []string{"bearer " + d.leadTok, "BEARER " + d.leadTok, "Bearer   " + d.leadTok + "  ", "  bEaReR " + d.leadTok} {
+		if resp, body := d.raw("", map[string]string{"Authorization": auth}, listBody); resp.StatusCode != http.StatusOK {
+			t.Errorf("Authorization %q: status %d: %s; want 200", strings.Replace(auth, d.leadTok, "TOKEN", 1), resp.StatusCode, body)
+		}
+	}
+
 	// A valid token works.
 	resp, body := d.raw("", bearer(d.leadTok), listBody)
 	if resp.StatusCode != http.StatusOK {

@@ -226,6 +226,21 @@ func (t *Tokens) Agents(role Role) []string {
 	return out
 }
 
+// identities rereads the file if it changed and returns the identities
+// that hold a token.
+func (t *Tokens) identities() (map[Identity]bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.reload(); err != nil {
+		return nil, err
+	}
+	out := make(map[Identity]bool, len(t.entries))
+	for _, e := range t.entries {
+		out[Identity{Agent: e.Agent, Role: e.Role}] = true
+	}
+	return out, nil
+}
+
 // pathless drops the path from a file-system error, so that messages never
 // reveal where the state directory lives.
 func pathless(err error) error {

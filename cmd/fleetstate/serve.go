@@ -108,10 +108,27 @@ func fleetElsewhere(store *fleetstate.Store) error {
 		Err: fmt.Errorf("the fleet is served by %s; reach it with fleetstate mcp --connect %s and a token in $FLEET_TOKEN", o, where)}
 }
 
-// sessionIdleTTL is how long the daemon remembers an MCP session that makes
-// no call and holds no listening stream: long enough for any agent's
-// quiet spell, short enough that sessions of killed clients do not pile up.
-const sessionIdleTTL = 30 * time.Minute
+// The daemon's bounds on its callers, each a flag of serve; SECURITY.md
+// tells what they leave an attacker.
+const (
+	// sessionIdleTTL is how long the daemon remembers an MCP session that
+	// makes no call and holds no listening stream: long enough for any
+	// agent's quiet spell, short enough that sessions of killed clients
+	// do not pile up.
+	sessionIdleTTL = 30 * time.Minute
+	// idleTimeout closes a keep-alive connection that sends no request
+	// that long. Go's HTTP client forgets idle connections after 90 s,
+	// so a client normally closes first; a listening stream is a request
+	// in progress, never idle.
+	idleTimeout = 2 * time.Minute
+	// headerTimeout bounds the reading of a request's headers, from the
+	// connection's start: a caller that connects and sends nothing holds
+	// its descriptor that long at most.
+	headerTimeout = 10 * time.Second
+	// maxConns bounds the connections served at once, below the usual
+	// descriptor limit (1024 soft, raised by Go to the hard limit).
+	maxConns = 1024
+)
 
 // rendezvousFlags adds the flags of the rendezvous bounds to fs.
 func rendezvousFlags(fs *flag.FlagSet) *fleetstate.RendezvousOptions {
@@ -217,15 +234,38 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	anonymous := fs.Bool("anonymous", false, "let callers without a token use the store tools (never the fleet tools)")
 	rosterPath := fs.String("roster", "", "a roster file naming the fleet's agents and their tmux panes")
+	idle := fs.Duration("idle-timeout", idleTimeout, "close a keep-alive connection idle this long")
+	header := fs.Duration("header-timeout", headerTimeout, "bound on reading a request's headers")
+	conns := fs.Int("max-conns", maxConns, "connections served at once; more wait for one to close (0: no limit)")
+	perToken := fs.Int("max-sessions-per-token", mcpadapter.DefaultMaxSessionsPerToken, "live MCP sessions per token holder (anonymous callers share one count; -1: no limit)")
+	sessions := fs.Int("max-sessions", mcpadapter.DefaultMaxSessions, "live MCP sessions in all (-1: no limit)")
+	sessionTTL := fs.Duration("session-ttl", sessionIdleTTL, "forget an MCP session idle this long")
+	tokenPoll := fs.Duration("token-poll", mcpadapter.DefaultTokenPoll, "how often the token file is looked at for added and revoked tokens")
 	rvOpts := rendezvousFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	for name, d := range map[string]time.Duration{"--idle-timeout": *idle, "--header-timeout": *header, "--session-ttl": *sessionTTL, "--token-poll": *tokenPoll} {
+		if d <= 0 {
+			return fmt.Errorf("%s %v: must be positive", name, d)
+		}
+	}
+	if *conns < 0 {
+		return fmt.Errorf("--max-conns %d: must be positive, or 0 for no limit", *conns)
+	}
+	for name, n := range map[string]int{"--max-sessions-per-token": *perToken, "--max-sessions": *sessions} {
+		if n == 0 || n < -1 {
+			return fmt.Errorf("%s %d: must be positive, or -1 for no limit", name, n)
+		}
 	}
 	// Listen first, so that the ownership of the directory can say where
 	// the fleet is served.
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
+	}
+	if *conns > 0 {
+		ln = newLimitListener(ln, *conns, log)
 	}
 	url := "http://" + ln.Addr().String() + "/mcp"
 	rvOpts.Addr = url
@@ -246,24 +286,47 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 			return err
 		}
 	}
+	// The token file is the roster of identities, read live: a token added
+	// makes a member at once (with its roster pane, if it has one), a
+	// token revoked ends its holder's streams, sessions and turns.
+	members, err := mcpadapter.WatchMembership(st.tokens, st.rv, &mcpadapter.MembershipOptions{
+		Poll:   *tokenPoll,
+		Logger: log,
+		Port: func(agent string) fleetstate.Member {
+			if p := panes[agent]; p != nil {
+				return p
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		st.rv.Close()
+		ln.Close()
+		return err
+	}
 	srv := st.adapter.NewServer("fleetstate", version)
 	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: *anonymous,
-		OnStatus: reportTo(st.rv, panes), SessionIdleTTL: sessionIdleTTL})
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		OnStatus: reportTo(st.rv, panes), SessionIdleTTL: *sessionTTL,
+		MaxSessionsPerToken: *perToken, MaxSessions: *sessions, Membership: members})
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: *header, IdleTimeout: *idle,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("fleetstate: serving MCP", "url", url, "dir", st.store.Dir(), "anonymous", *anonymous)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
 	case err := <-served:
+		members.Close()
 		st.rv.Close()
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("fleetstate: shutting down")
-	// Closing the rendezvous first returns every blocked call (a lead's
-	// send with its ticket), and closing the handler ends the listening
-	// streams, so the HTTP shutdown does not wait on them.
+	// The membership stops first, so that nothing is added or removed
+	// while the rest closes. Closing the rendezvous then returns every
+	// blocked call (a lead's send with its ticket), and closing the
+	// handler ends the listening streams, so the HTTP shutdown does not
+	// wait on them.
+	members.Close()
 	st.rv.Close()
 	handler.(io.Closer).Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
