@@ -306,7 +306,7 @@ func (l *soakLedger) outcome(o map[string]any, via string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if prev, seen := l.outcomes[turn]; seen {
-		if via == "ticket" && prev.kind == got.kind && prev.content == got.content && prev.reason == got.reason {
+		if (via == "ticket" || prev.via == "ticket") && prev.kind == got.kind && prev.content == got.content && prev.reason == got.reason {
 			l.counts["tickets read again"]++
 			return
 		}
