@@ -119,6 +119,12 @@ func (r *Rendezvous) await(ctx context.Context, t *turn, w *waiter) (Outcome, er
 // pending outcome or a question stays on the ticket anyway, and the
 // outcome of cleaned sessions is not brought back.
 func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
+	if res.err == nil && res.o.Kind == OutcomeQuestion {
+		// The question stays on the ticket; it is news again for a poll.
+		r.mu.Lock()
+		t.seen = false
+		r.mu.Unlock()
+	}
 	if res.err != nil || !res.o.terminal() || res.o.Reason == ReasonSessionCleaned {
 		return res.o, res.err
 	}

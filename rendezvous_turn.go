@@ -170,6 +170,7 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 		}
 		o.Ticket, o.State = t.Ticket, t.State
 		w.ch <- result{o: o}
+		t.seen = true // the call shows it to the lead
 	}
 	if !durable {
 		r.j.save(t)
