@@ -307,6 +307,7 @@ func (m *rvMachine) actions() map[string]func(*rapid.T) {
 		"Restart":           m.restart,
 		"SecondRendezvous":  m.secondRendezvous,
 		"Sleep":             m.sleep,
+		"SleepLong":         m.sleepLong,
 	}
 	for name, f := range acts {
 		acts[name] = func(t *rapid.T) {
@@ -555,7 +556,11 @@ func (m *rvMachine) ask(t *rapid.T) {
 	if len(busy) == 0 {
 		t.Skip("no open turn")
 	}
-	member := rapid.SampledFrom(busy).Draw(t, "member")
+	m.askAs(t, rapid.SampledFrom(busy).Draw(t, "member"))
+}
+
+// askAs runs an Ask of member, which has an open turn.
+func (m *rvMachine) askAs(t *rapid.T, member string) {
 	a, question := m.startAsk(member)
 	open := m.open[member]
 	switch {
@@ -911,6 +916,12 @@ func (m *rvMachine) showUp(t *rapid.T) {
 // restart crashes the rendezvous and opens a new one on the same file
 // system, as a process restarted after being killed.
 func (m *rvMachine) restart(t *rapid.T) {
+	// Often with a question in flight, whose Ask dies with the process:
+	// restored, the lead may still answer it within its window.
+	idle := m.membersWith(func(open *rvMsg) bool { return open != nil && open.state == fleetstate.TicketWorking })
+	if len(idle) > 0 && rapid.Bool().Draw(t, "ask first") {
+		m.askAs(t, rapid.SampledFrom(idle).Draw(t, "asking member"))
+	}
 	fleetstate.Crash(m.r)
 	m.releaseAll(t, "Crash")
 	st, err := fleetstate.Open(m.fs, rvDir, nil)
@@ -951,6 +962,12 @@ func (m *rvMachine) secondRendezvous(t *rapid.T) {
 // sleep moves the fake clock: every bound that passes takes effect.
 func (m *rvMachine) sleep(t *rapid.T) {
 	m.advance(t, time.Duration(rapid.IntRange(1, 70).Draw(t, "sleep s"))*time.Second)
+}
+
+// sleepLong moves the fake clock past most bounds at once: windows of
+// questions, readiness and rejoin bounds, sends.
+func (m *rvMachine) sleepLong(t *rapid.T) {
+	m.advance(t, time.Duration(rapid.IntRange(30, 60).Draw(t, "sleep s"))*time.Second)
 }
 
 // --- model ---------------------------------------------------------------
