@@ -277,6 +277,7 @@ func (r *Rendezvous) pollPage(ctx context.Context, lead string, wait time.Durati
 	}
 	deadline := r.waitTimer(wait)
 	defer deadline.Stop()
+	expired := wait <= 0
 	for {
 		r.mu.Lock()
 		var ts []*turn
@@ -297,19 +298,21 @@ func (r *Rendezvous) pollPage(ctx context.Context, lead string, wait time.Durati
 		for i, t := range ts {
 			p.Tickets[i] = t.view()
 		}
-		if news || wait <= 0 {
+		if news || expired {
 			for _, t := range ts {
 				t.seen = t.seen || t.State == TicketDone || t.State == TicketQuestion
 			}
 		}
 		changed := r.lead(lead).changed
 		r.mu.Unlock()
-		if news {
+		if news || expired {
 			return p, nil
 		}
-		if done, err := r.waitChange(ctx, deadline, changed); done {
+		done, err := r.waitChange(ctx, deadline, changed)
+		if err != nil {
 			return p, err
 		}
+		expired = done // at the bound: one more look, so the page is current
 	}
 }
 
@@ -356,14 +359,17 @@ func (r *Rendezvous) Ack(lead, ticket string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.tickets[ticket]
+	r.releaseHanded(lead)
 	if t == nil || t.Lead != lead {
 		return newError(CodeUnknownTicket, op, "%s", quote(ticket))
+	}
+	if r.tickets[ticket] != t {
+		return nil // its outcome was returned to a call of the lead, and is released now
 	}
 	if t.State != TicketDone {
 		return newError(CodeTicketOpen, op, "%s is %s; fleet_cancel ends it", quote(ticket), t.State)
 	}
 	r.forget(t)
-	r.releaseHanded(lead)
 	r.changed(lead)
 	return nil
 }
