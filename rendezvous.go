@@ -90,13 +90,15 @@ type RendezvousOptions struct {
 	// call and no stream of the member, the turn ends member_gone. Default
 	// DefaultRejoinTimeout.
 	RejoinTimeout time.Duration
-	// KeepReturned keeps the outcome that a call of a lead returned on its
-	// ticket until Ack, instead of until the lead's next call. A server
-	// whose leads call over several connections at once sets it, and acks
-	// such an outcome when the connection that carried it calls again (the
-	// MCP adapter does): a lead's call on one connection says nothing of
-	// what another connection received.
-	KeepReturned bool
+	// HoldReturned, if positive, keeps the outcome that a call of a lead
+	// returned on its ticket until Ack or for HoldReturned, instead of
+	// until the lead's next call. A server whose leads call over several
+	// connections sets it, and acks such an outcome when the connection
+	// that carried it calls again (the MCP adapter does): a call on one
+	// connection says nothing of what another connection received, and a
+	// connection that cannot be told apart from others is covered by the
+	// hold alone.
+	HoldReturned time.Duration
 	// Addr says where this process serves the fleet, such as the daemon's
 	// URL. It is written beside the ownership of the state directory, so
 	// that a second process refused with ErrFleetOwned can name it.
@@ -608,7 +610,9 @@ func (r *Rendezvous) Members() []MemberInfo {
 // Its queued messages and its open turn end at once, failed with reason
 // member_removed (a blocked Ask returns [ErrNoOpenTurn]); it is no longer
 // listed, and sends to it, like its own calls, get [ErrUnknownMember] until
-// it is added again. Removing a member that is not registered does nothing.
+// it is added again. The turns that a restart restored for a member not
+// registered since end the same way. Removing a member the rendezvous
+// knows nothing of does nothing.
 func (r *Rendezvous) RemoveMember(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -616,7 +620,7 @@ func (r *Rendezvous) RemoveMember(name string) error {
 		return &Error{Code: CodeClosed, Op: "remove member"}
 	}
 	m := r.members[name]
-	if m == nil || !m.registered {
+	if m == nil {
 		return nil
 	}
 	const why = "the member was removed from the fleet"
@@ -632,6 +636,23 @@ func (r *Rendezvous) RemoveMember(name string) error {
 	m.registered, m.port, m.ready, m.gate, m.status = false, nil, false, gate{}, StatusUnknown
 	m.wake()
 	return nil
+}
+
+// Unregistered returns, sorted, the members that have turns restored from
+// disk but were not added since: after a restart, the caller removes those
+// that are no longer members ([Rendezvous.RemoveMember]), so that their
+// turns end at once rather than at the bounds.
+func (r *Rendezvous) Unregistered() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for name, m := range r.members {
+		if !m.registered && (m.open != nil || len(m.queue) > 0) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // member returns the member named, creating an unregistered one.

@@ -136,7 +136,8 @@ func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
 		r.tickets[t.Ticket] = t
 		r.j.save(t)
 	}
-	t.handed, t.seen = false, false
+	t.unhand()
+	t.seen = false
 	r.changed(t.Lead)
 	r.queueNudge(t)
 	return t.view(), cause

@@ -99,19 +99,33 @@ func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome, durable bool) error 
 	return nil
 }
 
-// noOpenTurn is the error of a member's call about a turn it no longer
-// has: cancelled by the lead, or none at all. r.mu must be held.
-func (m *member) noOpenTurn(op string) error {
-	if m.cancelled != "" {
-		return newError(CodeTurnCancelled, op, "turn %s", m.cancelled)
+// openTurn returns the member's open turn for a call about turn turnID
+// (any open turn when turnID is empty). A turn the lead cancelled is
+// [ErrTurnCancelled]; no open turn, or another one, [ErrNoOpenTurn]. r.mu
+// must be held.
+func (m *member) openTurn(op, turnID string) (*turn, error) {
+	t := m.open
+	switch {
+	case t != nil && (turnID == "" || turnID == t.ID):
+		return t, nil
+	case m.cancelled != "" && (turnID == "" || turnID == m.cancelled):
+		return nil, newError(CodeTurnCancelled, op, "turn %s", m.cancelled)
+	case turnID != "":
+		return nil, newError(CodeNoOpenTurn, op, "turn %s is not the open turn of member %s: it ended, or another connection of the member took another", quote(turnID), quote(m.name))
 	}
-	return newError(CodeNoOpenTurn, op, "member %s", quote(m.name))
+	return nil, newError(CodeNoOpenTurn, op, "member %s", quote(m.name))
 }
 
 // Reply ends member's open turn with its reply. The reply reaches the
 // lead's blocked call if there is one, and is held on the ticket otherwise.
 // A member without an open turn gets [ErrNoOpenTurn].
-func (r *Rendezvous) Reply(member, content string) error {
+func (r *Rendezvous) Reply(member, content string) error { return r.ReplyTurn(member, "", content) }
+
+// ReplyTurn is Reply bound to the turn turnID, which Next gave: if the
+// member's open turn is another one (it ended, or another process of the
+// member took the next), the reply is refused with [ErrNoOpenTurn] rather
+// than landing on a turn it is not about. An empty turnID is Reply.
+func (r *Rendezvous) ReplyTurn(member, turnID, content string) error {
 	const op = "reply"
 	if int64(len(content)) > r.store.maxContent {
 		return newError(CodeContentTooLarge, op, "%d bytes, limit %d", len(content), r.store.maxContent)
@@ -122,9 +136,9 @@ func (r *Rendezvous) Reply(member, content string) error {
 	if err != nil {
 		return err
 	}
-	t := m.open
-	if t == nil {
-		return m.noOpenTurn(op)
+	t, err := m.openTurn(op, turnID)
+	if err != nil {
+		return err
 	}
 	// A reply to be held on the ticket is written before the member hears
 	// that it was taken, or refused so that the member can send it again:
@@ -139,6 +153,12 @@ func (r *Rendezvous) Reply(member, content string) error {
 // withdrawn. If ctx ends first, Ask returns ctx.Err() (or the answer, if it
 // arrived at the same instant).
 func (r *Rendezvous) Ask(ctx context.Context, member, question, def string) (text string, timedOut bool, err error) {
+	return r.AskTurn(ctx, member, "", question, def)
+}
+
+// AskTurn is Ask bound to the turn turnID, as [Rendezvous.ReplyTurn] is
+// Reply. An empty turnID is Ask.
+func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def string) (text string, timedOut bool, err error) {
 	const op = "ask"
 	if err := r.checkContent(op, question); err != nil {
 		return "", false, err
@@ -149,10 +169,10 @@ func (r *Rendezvous) Ask(ctx context.Context, member, question, def string) (tex
 		r.mu.Unlock()
 		return "", false, err
 	}
-	t := m.open
-	if t == nil {
+	t, err := m.openTurn(op, turnID)
+	if err != nil {
 		r.mu.Unlock()
-		return "", false, m.noOpenTurn(op)
+		return "", false, err
 	}
 	if t.asker != nil {
 		r.mu.Unlock()

@@ -560,3 +560,77 @@ func TestPollPage(t *testing.T) {
 		t.Fatalf("bad cursor = %v; want %s", err, fleetstate.CodeInvalidArgument)
 	}
 }
+
+// After a restart, the members that restored turns name but that were not
+// added again are listed, and removing them ends their turns at once.
+func TestRemoveRestoredMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, nil)
+		f.pull("scout")
+		f.pull("miner")
+		open, _ := f.r.SendDetached("lead", "scout", "task")
+		f.next("scout")
+		queued, _ := f.r.SendDetached("lead", "scout", "next")
+		f.r.SendDetached("lead", "miner", "keep")
+		f.restart(nil, "miner")
+		if got := f.r.Unregistered(); fmt.Sprint(got) != "[scout]" {
+			t.Fatalf("Unregistered() = %v; want [scout]", got)
+		}
+		if err := f.r.RemoveMember("scout"); err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range []string{open.Ticket, queued.Ticket} {
+			if o := f.poll(tk); o.Reason != fleetstate.ReasonMemberRemoved {
+				t.Fatalf("ticket %s = %+v; want failed, member_removed at once", tk, o)
+			}
+		}
+		if got := f.r.Unregistered(); len(got) != 0 {
+			t.Fatalf("Unregistered() after the removal = %v", got)
+		}
+	})
+}
+
+// A reply or question bound to a turn never lands on another.
+func TestReplyTurnIsBoundToItsTurn(t *testing.T) {
+	f := newFleet(t, nil)
+	f.pull("scout")
+	f.r.SendDetached("lead", "scout", "task 1")
+	two, _ := f.r.SendDetached("lead", "scout", "task 2")
+	first := f.next("scout")
+	second := f.next("scout") // ends the first turn: a member asking for work is done with the old
+	if err := f.r.ReplyTurn("scout", first.TurnID, "X = 42"); !errors.Is(err, fleetstate.ErrNoOpenTurn) {
+		t.Fatalf("reply bound to an ended turn = %v; want %s", err, fleetstate.CodeNoOpenTurn)
+	}
+	if _, _, err := f.r.AskTurn(context.Background(), "scout", first.TurnID, "q?", "d"); !errors.Is(err, fleetstate.ErrNoOpenTurn) {
+		t.Fatalf("ask bound to an ended turn = %v; want %s", err, fleetstate.CodeNoOpenTurn)
+	}
+	if err := f.r.ReplyTurn("scout", second.TurnID, "Y = 7"); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.poll(two.Ticket); o.Content != "Y = 7" {
+		t.Fatalf("task 2 = %+v; want Y = 7", o)
+	}
+}
+
+// With HoldReturned, an outcome a call returned is not released by the
+// lead's next call, only by an ack or the end of the hold.
+func TestHoldReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, &fleetstate.RendezvousOptions{HoldReturned: time.Minute})
+		f.pull("scout")
+		sent := async(func() (fleetstate.Outcome, error) {
+			return f.r.Send(context.Background(), "lead", "scout", "task")
+		})
+		f.next("scout")
+		f.r.Reply("scout", "done")
+		res := <-sent
+		f.r.SendDetached("lead", "scout", "another call of the lead")
+		if o := f.poll(res.o.Ticket); o.Content != "done" {
+			t.Fatalf("held outcome after the lead's next call = %+v; want it kept", o)
+		}
+		settle(time.Minute)
+		if _, err := f.r.Poll(context.Background(), "lead", res.o.Ticket, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
+			t.Fatalf("held outcome after the hold = %v; want %s", err, fleetstate.CodeUnknownTicket)
+		}
+	})
+}

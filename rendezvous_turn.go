@@ -32,6 +32,7 @@ type turn struct {
 	asker      chan answer // the member's Ask blocked on an answer; nil if none
 	readyTimer *time.Timer // fails the turn if its member is not ready in time
 	askTimer   *time.Timer // withdraws a restored question when its window passes
+	holdTimer  *time.Timer // releases a returned outcome after HoldReturned
 	nudged     int         // nudges delivered to the lead about this ticket
 	seen       bool        // the lead polled the ticket since it finished
 	handed     bool        // a call of the lead returned the outcome; held until the lead's next call
@@ -86,6 +87,10 @@ func (t *turn) stopAskTimer() {
 func (t *turn) stopTimers() {
 	t.stopReadyTimer()
 	t.stopAskTimer()
+	if t.holdTimer != nil {
+		t.holdTimer.Stop()
+		t.holdTimer = nil
+	}
 }
 
 // armQuestionWindow withdraws t's question, restored without the Ask that
@@ -187,11 +192,25 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 
 // hand notes that a call of t's lead returns t's outcome. r.mu must be held.
 func (r *Rendezvous) hand(t *turn) {
-	if !t.handed && !r.opt.KeepReturned {
-		t.handed = true
-		l := r.lead(t.Lead)
-		l.handed = append(l.handed, t)
+	if t.handed {
+		return
 	}
+	t.handed = true
+	if d := r.opt.HoldReturned; d > 0 {
+		var tm *time.Timer
+		tm = time.AfterFunc(d, func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if t.holdTimer == tm && t.handed && r.tickets[t.Ticket] == t {
+				r.forget(t)
+				r.changed(t.Lead)
+			}
+		})
+		t.holdTimer = tm
+		return
+	}
+	l := r.lead(t.Lead)
+	l.handed = append(l.handed, t)
 }
 
 // releaseHanded forgets the outcomes that calls of lead returned before
@@ -227,6 +246,16 @@ func (r *Rendezvous) detach(t *turn, w *waiter) result {
 		r.changed(t.Lead)
 	}
 	return result{o: t.view()}
+}
+
+// unhand keeps t's outcome until acked after all: the call that was to
+// return it had given up. r.mu must be held.
+func (t *turn) unhand() {
+	t.handed = false
+	if t.holdTimer != nil {
+		t.holdTimer.Stop()
+		t.holdTimer = nil
+	}
 }
 
 // forget removes a turn whose outcome reached the lead. r.mu must be held.

@@ -169,8 +169,9 @@ func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 		if t.access == leadOnly && a.conns != nil && t.name != "fleet_poll" {
 			// A poll shows what was returned, and keeps it: a lead that
 			// lost a response looks for it there.
-			receipt = receiptKey(ctx, id.Agent)
-			a.conns.received(receipt, id.Agent)
+			if receipt = receiptKey(ctx); receipt != "" {
+				a.conns.received(receipt, id.Agent)
+			}
 		}
 		stop := startProgress(ctx, req, a.opt.ProgressInterval)
 		out, err := t.call(ctx, id, args)

@@ -65,17 +65,14 @@ func newConnections(rv *fleetstate.Rendezvous) *connections {
 // The outcome a blocking fleet_send (or fleet_cancel) returned stays held on
 // its ticket until the connection that carried it calls again: that call
 // shows the response arrived. Another connection of the same lead proves
-// nothing about it, nor does a call abandoned meanwhile. (Servers run the
-// rendezvous with KeepReturned, so that only this releases them.) A
-// connection is the MCP session; calls without one count by lead.
+// nothing about it. (Servers run the rendezvous with HoldReturned, so that
+// only this, an ack or the end of the hold releases them.) A connection is
+// the MCP session; calls without one cannot be told apart, and what they
+// were returned stays for the hold.
 
-// receiptKey names the connection of a lead's call.
-func receiptKey(ctx context.Context, lead string) string {
-	if sid := sessionID(ctx); sid != "" {
-		return sid
-	}
-	return "lead:" + lead
-}
+// receiptKey names the connection of a lead's call, or "" for a call
+// without one.
+func receiptKey(ctx context.Context) string { return sessionID(ctx) }
 
 // returnedTo notes that the call on connection key returned o.
 func (c *connections) returnedTo(key string, o fleetstate.Outcome) {

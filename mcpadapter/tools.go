@@ -52,9 +52,11 @@ type (
 	askArgs struct {
 		Question *string `json:"question"`
 		Default  *string `json:"default"`
+		TurnID   *string `json:"turn_id"`
 	}
 	replyArgs struct {
 		Content *string `json:"content"`
+		TurnID  *string `json:"turn_id"`
 	}
 	pollArgs struct {
 		Ticket *string  `json:"ticket"`
@@ -296,13 +298,14 @@ func (a *Adapter) fleetTools() []tool {
 			input: []field{
 				{name: "question", kind: "string", desc: "the question", required: true},
 				{name: "default", kind: "string", desc: "the answer to use if the lead does not answer in time"},
+				{name: "turn_id", kind: "string", desc: "the turn_id fleet_next gave you: the question is then asked in that turn only"},
 			},
 			output:      out(map[string]any{"answer": str(""), "timed_out": map[string]any{"type": "boolean"}}, "answer", "timed_out"),
 			annotations: ann("Ask the lead", false, false, false),
 			newArgs:     func() any { return new(askArgs) },
 			call: func(ctx context.Context, id Identity, args any) (any, error) {
 				q := args.(*askArgs)
-				text, timedOut, err := rv.Ask(ctx, id.Agent, *q.Question, deref(q.Default))
+				text, timedOut, err := rv.AskTurn(ctx, id.Agent, deref(q.TurnID), *q.Question, deref(q.Default))
 				if err != nil {
 					return nil, err
 				}
@@ -310,15 +313,20 @@ func (a *Adapter) fleetTools() []tool {
 			},
 		},
 		{
-			name:        "fleet_reply",
-			description: "Member only. Reply to the lead and end your current turn. Fails with ERR_NO_OPEN_TURN if you have no turn open.",
-			access:      memberOnly,
-			input:       []field{{name: "content", kind: "string", desc: "your reply: the report the lead asked for", required: true}},
+			name: "fleet_reply",
+			description: "Member only. Reply to the lead and end your current turn. Pass the turn_id fleet_next gave you, so that the reply lands on that turn only. " +
+				"Fails with ERR_NO_OPEN_TURN if that turn (or, without turn_id, any turn) is not open, ERR_TURN_CANCELLED if the lead cancelled it.",
+			access: memberOnly,
+			input: []field{
+				{name: "content", kind: "string", desc: "your reply: the report the lead asked for", required: true},
+				{name: "turn_id", kind: "string", desc: "the turn_id fleet_next gave you"},
+			},
 			output:      out(map[string]any{"ok": map[string]any{"type": "boolean"}}, "ok"),
 			annotations: ann("Reply to the lead", false, false, false),
 			newArgs:     func() any { return new(replyArgs) },
 			call: func(_ context.Context, id Identity, args any) (any, error) {
-				if err := rv.Reply(id.Agent, *args.(*replyArgs).Content); err != nil {
+				a := args.(*replyArgs)
+				if err := rv.ReplyTurn(id.Agent, deref(a.TurnID), *a.Content); err != nil {
 					return nil, err
 				}
 				return map[string]bool{"ok": true}, nil

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -45,7 +46,7 @@ func main() {
 		os.Exit(2)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fleetstate:", err)
+		fmt.Fprintln(os.Stderr, "fleetstate:", strings.TrimPrefix(err.Error(), "fleetstate: "))
 		os.Exit(1)
 	}
 }

@@ -601,15 +601,19 @@ func TestOwnerRestoredQuestionWindowPasses(t *testing.T) {
 type memberConn func(name string, args map[string]any) (map[string]any, bool)
 
 // TestOwnerTwoConnectionsOneToken: connections A and B under one member
-// token: A takes task 1; B's fleet_next takes task 2 and supersedes A,
-// whose task ends failed, member_gone; A's reply "X = 42" is refused with
-// ERR_SUPERSEDED and recorded nowhere; B's reply "Y = 7" lands on task 2.
-// Twice: with two `fleetstate mcp --connect` proxy processes (mcp-go
-// clients, which hold MCP sessions), and with two clients of the official
-// Go SDK (protocol 2026-07-28, which has no sessions).
+// token: A takes task 1; B's fleet_next takes task 2; A's reply "X = 42" is
+// refused and recorded nowhere; B's reply "Y = 7" lands on task 2.
+//
+// With MCP sessions (two `fleetstate mcp --connect` proxy processes), B's
+// first fleet call supersedes A: task 1 ends failed, member_gone, and A's
+// calls answer ERR_SUPERSEDED. Clients of the official Go SDK speak the
+// 2026-07-28 protocol, which has no sessions: the two cannot be told apart,
+// so each passes the turn_id fleet_next gave it, and A's reply, bound to
+// task 1, is refused with ERR_NO_OPEN_TURN (B's fleet_next ended task 1
+// turn_done, as a member asking for new work does).
 func TestOwnerTwoConnectionsOneToken(t *testing.T) {
 	t.Run("proxies", func(t *testing.T) {
-		twoConnections(t, func(t *testing.T, url, token string) memberConn {
+		twoConnections(t, true, func(t *testing.T, url, token string) memberConn {
 			p := startRaw(t, []string{"FLEET_TOKEN=" + token}, "mcp", "--connect", url)
 			return func(name string, args map[string]any) (map[string]any, bool) {
 				r := p.wait(p.call(name, args), 10*time.Second)
@@ -621,7 +625,7 @@ func TestOwnerTwoConnectionsOneToken(t *testing.T) {
 		})
 	})
 	t.Run("sdk clients", func(t *testing.T) {
-		twoConnections(t, func(t *testing.T, url, token string) memberConn {
+		twoConnections(t, false, func(t *testing.T, url, token string) memberConn {
 			cs := connectHTTP(t, url, token)
 			return func(name string, args map[string]any) (map[string]any, bool) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -632,7 +636,7 @@ func TestOwnerTwoConnectionsOneToken(t *testing.T) {
 	})
 }
 
-func twoConnections(t *testing.T, connect func(t *testing.T, url, token string) memberConn) {
+func twoConnections(t *testing.T, sessions bool, connect func(t *testing.T, url, token string) memberConn) {
 	dir := t.TempDir()
 	tokens := map[string]string{"lead": addToken(t, dir, "lead", "lead"), "scout": addToken(t, dir, "scout", "member")}
 	d := startDaemon(t, dir)
@@ -649,13 +653,17 @@ func twoConnections(t *testing.T, connect func(t *testing.T, url, token string) 
 		t.Fatalf("B's fleet_next = %v; want task 2", msg)
 	}
 	p1 := pollUntilDone(bg, t, lead, t1["ticket"], 5*time.Second)
-	if p1["outcome"] != "failed" || p1["reason"] != "member_gone" {
-		t.Errorf("task 1 after B superseded A = %v; want failed, member_gone", p1)
+	wantT1, wantA := "failed/member_gone", "ERR_SUPERSEDED"
+	if !sessions {
+		wantT1, wantA = "turn_done/<nil>", "ERR_NO_OPEN_TURN"
 	}
-	if out, isErr := a("fleet_reply", map[string]any{"content": "X = 42"}); !isErr || out["error"] != "ERR_SUPERSEDED" {
-		t.Errorf("A's fleet_reply after B took over = %v (isError %v); want ERR_SUPERSEDED", out, isErr)
+	if got := fmt.Sprintf("%v/%v", p1["outcome"], p1["reason"]); got != wantT1 {
+		t.Errorf("task 1 after B took task 2 = %v; want %s", p1, wantT1)
 	}
-	if out, isErr := b("fleet_reply", map[string]any{"content": "Y = 7"}); isErr {
+	if out, isErr := a("fleet_reply", map[string]any{"content": "X = 42", "turn_id": t1["turn_id"]}); !isErr || out["error"] != wantA {
+		t.Errorf("A's fleet_reply after B took over = %v (isError %v); want %s", out, isErr, wantA)
+	}
+	if out, isErr := b("fleet_reply", map[string]any{"content": "Y = 7", "turn_id": t2["turn_id"]}); isErr {
 		t.Errorf("B's fleet_reply = %v; want it accepted", out)
 	}
 	if p := ok(bg, t, lead, "fleet_poll", map[string]any{"ticket": t2["ticket"], "wait_s": 3}); p["outcome"] != "reply" || p["content"] != "Y = 7" {
@@ -666,6 +674,9 @@ func twoConnections(t *testing.T, connect func(t *testing.T, url, token string) 
 		if o["content"] == "X = 42" {
 			t.Errorf("A's refused reply was recorded: %v", o)
 		}
+	}
+	if !sessions {
+		return
 	}
 	if out, isErr := a("fleet_next", map[string]any{"wait_s": 0}); !isErr || out["error"] != "ERR_SUPERSEDED" {
 		t.Errorf("A's fleet_next after B took over = %v (isError %v); want ERR_SUPERSEDED", out, isErr)

@@ -42,10 +42,12 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 		opts = *rvOpts
 	}
 	opts.Logger = log
-	opts.KeepReturned = true // released per connection by the adapter
+	if opts.HoldReturned <= 0 {
+		opts.HoldReturned = holdReturned // and released per connection by the adapter
+	}
 	rv, err := fleetstate.NewRendezvous(store, &opts)
 	if err != nil {
-		return nil, ownedHint(store.Dir(), err)
+		return nil, err
 	}
 	// Every agent holding a member token is a member: known, but not ready
 	// until its connection makes its first call.
@@ -83,13 +85,31 @@ func openStoreOnly(dir string, elsewhere error) (*state, error) {
 	return s, nil
 }
 
-// ownedHint adds to an ErrFleetOwned of NewRendezvous the directory and
-// what to do.
-func ownedHint(dir string, err error) error {
-	if fleetstate.CodeOf(err) != fleetstate.CodeFleetOwned {
+// ownedHint turns an ErrFleetOwned of NewRendezvous into the command's
+// error: the directory, the owner, the code and what to do.
+func ownedHint(err error) error {
+	var owned *fleetstate.OwnedError
+	if fleetstate.CodeOf(err) != fleetstate.CodeFleetOwned || !errors.As(err, &owned) {
 		return err
 	}
-	return fmt.Errorf("%w\nthe state directory %s is served by another process; stop it, serve another --dir, or reach it with fleetstate mcp --connect URL", err, dir)
+	who, url := "another process", "URL"
+	if owned.Owner.PID != 0 {
+		who = "another process (" + owned.Owner.String() + ")"
+	}
+	if strings.HasPrefix(owned.Owner.Addr, "http") {
+		url = owned.Owner.Addr
+	}
+	return fmt.Errorf("%s: the state directory %s is owned by %s; stop it, use another --dir, or reach its fleet with fleetstate mcp --connect %s",
+		fleetstate.CodeFleetOwned, owned.Dir, who, url)
+}
+
+// pruneMembers removes from rv the members that turns restored from disk
+// name but that are no longer members (their tokens were revoked while no
+// process owned the fleet): their turns end at once, member_removed.
+func pruneMembers(rv *fleetstate.Rendezvous) {
+	for _, name := range rv.Unregistered() {
+		_ = rv.RemoveMember(name) // only a closed rendezvous refuses, and then nothing is left to end
+	}
 }
 
 // fleetElsewhere is the error of the fleet tools of a stdio server that
@@ -130,6 +150,13 @@ const (
 	maxConns = 1024
 )
 
+// holdReturned is how long the daemon keeps on its ticket an outcome that a
+// lead's call returned, when that connection does not call again and the
+// lead does not ack it: long enough for a lead whose connection broke to
+// reconnect and poll, short enough that leads which never ack leave no
+// pile.
+const holdReturned = 15 * time.Minute
+
 // rendezvousFlags adds the flags of the rendezvous bounds to fs.
 func rendezvousFlags(fs *flag.FlagSet) *fleetstate.RendezvousOptions {
 	o := &fleetstate.RendezvousOptions{}
@@ -137,6 +164,7 @@ func rendezvousFlags(fs *flag.FlagSet) *fleetstate.RendezvousOptions {
 	fs.DurationVar(&o.AskTimeout, "ask-timeout", fleetstate.DefaultAskTimeout, "window of a member's fleet_ask")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", fleetstate.DefaultReadyTimeout, "how long a message waits for its member to be ready")
 	fs.DurationVar(&o.RejoinTimeout, "rejoin-timeout", fleetstate.DefaultRejoinTimeout, "after a restart, how long a member with an open turn has to come back")
+	fs.DurationVar(&o.HoldReturned, "hold-returned", holdReturned, "how long an outcome a lead's call returned stays on its ticket when the lead neither acks it nor calls again on that connection")
 	return o
 }
 
@@ -205,6 +233,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 				return err
 			}
 		}
+		pruneMembers(st.rv)
 	}
 	srv := st.adapter.NewServer("fleetstate", version)
 	return serveStdio(ctx, srv, id, stdin, stdout, stderr)
@@ -272,7 +301,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	st, err := openState(*dir, log, rvOpts)
 	if err != nil {
 		ln.Close()
-		return err
+		return ownedHint(err)
 	}
 	panes := map[string]*tmux.Pane{}
 	if *rosterPath != "" {
@@ -286,6 +315,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 			return err
 		}
 	}
+	pruneMembers(st.rv)
 	// The token file is the roster of identities, read live: a token added
 	// makes a member at once (with its roster pane, if it has one), a
 	// token revoked ends its holder's streams, sessions and turns.
