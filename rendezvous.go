@@ -293,6 +293,10 @@ type Outcome struct {
 	Partial bool        `json:"partial,omitempty"` // Content was clipped to the scrape window
 	Reason  Reason      `json:"reason,omitempty"`
 	State   TicketState `json:"state,omitempty"` // set by Poll and on pending outcomes
+	// Returned is set by Poll on a finished ticket whose outcome a call of
+	// the lead already returned: it is held only in case that response
+	// was lost.
+	Returned bool `json:"returned,omitempty"`
 }
 
 // terminal reports whether o ends its turn.

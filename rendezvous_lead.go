@@ -415,5 +415,7 @@ func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) {
 	}
 	r.hand(t)
 	t.seen = true
-	return t.view(), nil
+	o = t.view()
+	o.Returned = false // this call is the one that returns it
+	return o, nil
 }

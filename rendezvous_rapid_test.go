@@ -450,7 +450,9 @@ func (m *rvMachine) cancelTurn(t *rapid.T) {
 		m.end(msg, rvCancelled, fleetstate.CodeTurnCancelled)
 	}
 	msg.handed, msg.seen = true, true
-	if want := m.view(msg); err != nil || o != want {
+	want := m.view(msg)
+	want.Returned = false // Cancel is the call that returns it
+	if err != nil || o != want {
 		t.Fatalf("Cancel(%s) = %+v, %v; want %+v", msg.brief, o, err, want)
 	}
 	m.viaCall[o.TurnID]++
@@ -978,7 +980,7 @@ func (m *rvMachine) view(msg *rvMsg) fleetstate.Outcome {
 	switch msg.state {
 	case fleetstate.TicketDone:
 		o := *msg.held
-		o.Ticket, o.State = msg.ticket, fleetstate.TicketDone
+		o.Ticket, o.State, o.Returned = msg.ticket, fleetstate.TicketDone, msg.handed
 		return o
 	case fleetstate.TicketQuestion:
 		return fleetstate.Outcome{Kind: fleetstate.OutcomeQuestion, TurnID: msg.turnID, Ticket: msg.ticket,
@@ -1132,7 +1134,7 @@ func (m *rvMachine) resolve(c *rvCall, want rvWantErr) {
 	}
 	wantO := m.view(msg)
 	if msg.state == fleetstate.TicketDone {
-		wantO.State = ""
+		wantO.State, wantO.Returned = "", false
 	}
 	m.after = append(m.after, func(t *rapid.T) {
 		var res rvResult

@@ -61,7 +61,7 @@ func (t *turn) view() Outcome {
 	switch t.State {
 	case TicketDone:
 		o = *t.Held
-		o.Ticket, o.State = t.Ticket, TicketDone
+		o.Ticket, o.State, o.Returned = t.Ticket, TicketDone, t.handed
 	case TicketQuestion:
 		o.Kind, o.Content = OutcomeQuestion, t.Question
 	default:

@@ -229,6 +229,8 @@ var outcomeProps = map[string]any{
 	"partial": map[string]any{"type": "boolean", "description": "content was clipped to the scrape window"},
 	"reason":  str("why the turn failed: backend_exhausted, echoed_brief, member_not_ready, member_gone, member_removed, session_cleaned, cancelled"),
 	"state":   map[string]any{"type": "string", "enum": []string{"queued", "working", "question", "done"}},
+	"returned": map[string]any{"type": "boolean",
+		"description": "a call of yours already returned this outcome; it is kept only in case that response was lost"},
 }
 
 func (a *Adapter) fleetTools() []tool {

@@ -317,9 +317,17 @@ func TestHTTPDelegationClarificationDetached(t *testing.T) {
 	if p["outcome"] != "reply" || p["content"] != "long job done" || p["state"] != "done" {
 		t.Fatalf("fleet_poll = %v", p)
 	}
+	// The outcomes the blocking calls returned are held too, for a lead
+	// whose responses were lost, and marked returned.
 	all := ok(ctx, t, f.lead, "fleet_poll", nil)
-	if ts, _ := all["tickets"].([]any); len(ts) != 1 {
-		t.Fatalf("fleet_poll all = %v; want the held ticket", all)
+	held := 0
+	for _, tk := range all["tickets"].([]any) {
+		if o := tk.(map[string]any); o["returned"] != true {
+			held++
+		}
+	}
+	if ts, _ := all["tickets"].([]any); held != 1 || len(ts) != 3 {
+		t.Fatalf("fleet_poll all = %v; want the held ticket and the two returned outcomes", all)
 	}
 	ok(ctx, t, f.lead, "fleet_ack", map[string]any{"ticket": ticket})
 	fails(ctx, t, f.lead, "fleet_poll", map[string]any{"ticket": ticket}, "ERR_UNKNOWN_TICKET")
