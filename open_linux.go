@@ -4,8 +4,8 @@ package fleetstate
 
 import (
 	"os"
-	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // noFollowSupported reports whether openNoFollow can work at all; the
@@ -13,40 +13,22 @@ import (
 // filter), and then every call falls back.
 const noFollowSupported = true
 
-const (
-	sysOpenat2        = 437 // the same number on every Linux architecture
-	resolveNoSymlinks = 0x04
-)
-
-// openHow is struct open_how of openat2(2).
-type openHow struct {
-	flags   uint64
-	mode    uint64
-	resolve uint64
-}
-
 // openNoFollow opens path for reading, failing (ELOOP) if any component of
 // it is a symbolic link. O_NONBLOCK keeps the open of a FIFO from waiting
 // for a writer; on a regular file it changes nothing.
 func openNoFollow(path string) (*os.File, error) {
-	p, err := syscall.BytePtrFromString(path)
-	if err != nil {
-		return nil, err
+	how := unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
 	}
-	how := openHow{
-		flags:   uint64(syscall.O_RDONLY | syscall.O_CLOEXEC | syscall.O_NOCTTY | syscall.O_NONBLOCK),
-		resolve: resolveNoSymlinks,
-	}
-	dirfd := -100 // AT_FDCWD: path is absolute anyway
 	for {
-		fd, _, errno := syscall.Syscall6(sysOpenat2, uintptr(dirfd),
-			uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&how)), unsafe.Sizeof(how), 0, 0)
-		if errno == syscall.EINTR {
+		fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+		if err == unix.EINTR {
 			continue
 		}
-		if errno != 0 {
-			return nil, &os.PathError{Op: "openat2", Path: path, Err: errno}
+		if err != nil {
+			return nil, &os.PathError{Op: "openat2", Path: path, Err: err}
 		}
-		return os.NewFile(fd, path), nil
+		return os.NewFile(uintptr(fd), path), nil
 	}
 }
