@@ -85,9 +85,12 @@
 //
 // # Errors
 //
-// Every error the package returns is an [*Error] carrying a [Code], whose
-// string is the wire code MCP clients see, such as "ERR_FILE_EXISTS". Use
-// errors.Is with the sentinels ([ErrFileExists], …) or [CodeOf]:
+// An error of the package is an [*Error] carrying a [Code], whose string is
+// the wire code MCP clients see, such as "ERR_FILE_EXISTS", with one
+// exception: a blocking method whose context ends returns ctx.Err()
+// unwrapped (context.Canceled or context.DeadlineExceeded), as the
+// standard library does. Use errors.Is with the sentinels
+// ([ErrFileExists], …) or [CodeOf]:
 //
 //	if errors.Is(err, fleetstate.ErrFileExists) { … }
 //
@@ -99,4 +102,20 @@
 // directory on the operating system's file system: a put without overwrite
 // is an exclusive create (a hard link that fails if the name exists), and
 // session changes take a file lock.
+//
+// # The module
+//
+// This package holds the store and the rendezvous and imports no MCP or
+// terminal code. Around it:
+//
+//   - github.com/fleetstate/fleetstate/mcpadapter serves a Store and a
+//     Rendezvous as MCP tools (stdio and streamable HTTP), with bearer
+//     tokens, the daemon's limits and a stdio proxy to a daemon;
+//   - github.com/fleetstate/fleetstate/tmux is the [Member] port of agents
+//     running in tmux panes: delivery by paste, pane tail, screen status;
+//   - github.com/fleetstate/fleetstate/cmd/fleetstate is the binary: the
+//     stdio server (a drop-in for fleet-state-mgr), the daemon (serve),
+//     tokens, status hooks and a demo;
+//   - examples/ holds runnable programs: the store alone, a fleet in
+//     process, a fleet of agents in tmux panes.
 package fleetstate
