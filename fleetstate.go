@@ -63,7 +63,17 @@ type Options struct {
 	// NoGitIgnore stops Open from adding the state directory to the
 	// .gitignore of the git work tree that contains it.
 	NoGitIgnore bool
+
+	// LockTimeout bounds the wait for the state directory's session lock,
+	// which Open, NewSession and Clean take, when another process holds
+	// it. Zero means DefaultLockTimeout.
+	LockTimeout time.Duration
 }
+
+// DefaultLockTimeout is how long a store waits for the session lock that
+// another process holds before it gives up with an error: a session change
+// takes milliseconds, so a longer hold is a stopped or stuck process.
+const DefaultLockTimeout = 30 * time.Second
 
 // Store keeps files per session and per agent in a state directory on an
 // [afero.Fs], in the layout of fleet-state-mgr.
@@ -78,10 +88,11 @@ type Store struct {
 	osFs bool // fs is the operating system's, so hard links and flock work
 	// directOpen says how Get may open a file in one step instead of
 	// checking each component of its path first: see openDirect.
-	directOpen openMode
-	maxContent int64
-	syncWrites bool
-	now        func() time.Time // seam for tests of stale temporary files
+	directOpen  openMode
+	maxContent  int64
+	syncWrites  bool
+	lockTimeout time.Duration
+	now         func() time.Time // seam for tests of stale temporary files
 
 	// commitMu makes the check and the rename of a write one step on file
 	// systems other than the operating system's, where no exclusive link
@@ -119,11 +130,15 @@ func Open(fsys afero.Fs, dir string, opts *Options) (*Store, error) {
 		dir = DefaultDir()
 	}
 	s := &Store{
-		fs:         fsys,
-		osFs:       isOsFs(fsys),
-		maxContent: opts.MaxContentSize,
-		syncWrites: opts.SyncWrites,
-		now:        time.Now,
+		fs:          fsys,
+		osFs:        isOsFs(fsys),
+		maxContent:  opts.MaxContentSize,
+		syncWrites:  opts.SyncWrites,
+		lockTimeout: opts.LockTimeout,
+		now:         time.Now,
+	}
+	if s.lockTimeout <= 0 {
+		s.lockTimeout = DefaultLockTimeout
 	}
 	if s.maxContent <= 0 {
 		s.maxContent = DefaultMaxContentSize

@@ -7,17 +7,6 @@ import (
 	"syscall"
 )
 
-// lockFileExclusive blocks until the process holds an exclusive lock on f.
-// The lock is released when f is closed, also when the process dies.
-func lockFileExclusive(f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
 // tryLockFileExclusive takes an exclusive lock on f if nobody holds one,
 // without waiting, and reports whether it did.
 func tryLockFileExclusive(f *os.File) (bool, error) {

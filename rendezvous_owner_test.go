@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -633,4 +634,34 @@ func TestHoldReturned(t *testing.T) {
 			t.Fatalf("held outcome after the hold = %v; want %s", err, fleetstate.CodeUnknownTicket)
 		}
 	})
+}
+
+// A session lock that another process holds past the lock timeout (a
+// process stopped while holding it) makes Open and NewSession fail with a
+// named error instead of waiting for ever; once it is let go, they work.
+func TestSessionLockWaitIsBounded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	opts := &fleetstate.Options{NoGitIgnore: true, LockTimeout: 50 * time.Millisecond}
+	st := open(t, afero.NewOsFs(), dir, opts)
+	f, err := os.OpenFile(filepath.Join(dir, ".fleetstate", "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := st.NewSession("blocked"); !errors.Is(err, fleetstate.ErrInternal) {
+		t.Fatalf("NewSession under a held lock = %v; want %s", err, fleetstate.CodeInternal)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("NewSession waited %v; want about the lock timeout", d)
+	}
+	if _, err := st.CurrentSession(); !errors.Is(err, fleetstate.ErrNoActiveSession) {
+		t.Fatalf("a refused NewSession changed the session: %v", err)
+	}
+	f.Close() // lets the lock go
+	if _, err := st.NewSession("free"); err != nil {
+		t.Fatalf("NewSession once the lock is free: %v", err)
+	}
 }

@@ -3,11 +3,13 @@ package fleetstate
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/afero"
@@ -194,7 +196,9 @@ func (s *Store) appendFile(name string, data []byte) (undo func(), err error) {
 
 // lock serialises session changes: within the process by the mutex, across
 // processes by an exclusive lock on a file of the private folder where the
-// file system is the operating system's.
+// file system is the operating system's. A lock another process holds for
+// longer than the store's lock timeout (a process stopped while holding
+// it) is an error, not a wait without end.
 func (s *Store) lock(op string) (unlock func(), err error) {
 	s.sessionMu.Lock()
 	if !s.osFs {
@@ -205,7 +209,7 @@ func (s *Store) lock(op string) (unlock func(), err error) {
 		s.sessionMu.Unlock()
 		return nil, s.ioError(op, err)
 	}
-	if err := lockFileExclusive(f); err != nil {
+	if err := lockWithin(f, s.lockTimeout); err != nil {
 		f.Close()
 		s.sessionMu.Unlock()
 		return nil, s.ioError(op, err)
@@ -309,4 +313,22 @@ func trimGitIgnoreLine(line string) string {
 		line = line[:len(line)-1]
 	}
 	return line
+}
+
+// lockWithin takes an exclusive lock on f, trying again with growing pauses
+// while another process holds it, for at most d.
+func lockWithin(f *os.File, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	pause := time.Millisecond
+	for {
+		ok, err := tryLockFileExclusive(f)
+		if err != nil || ok {
+			return err
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("the session lock is held by another process for over %v", d)
+		}
+		time.Sleep(min(pause, time.Until(deadline)+time.Millisecond))
+		pause = min(2*pause, 50*time.Millisecond)
+	}
 }
