@@ -136,6 +136,11 @@ type Rendezvous struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
+	// wmu serialises the writers of the journal: every call that may write
+	// takes it before mu. A call on the hot path (Send, Next, Reply, Ack)
+	// writes with wmu held and mu released, so that a slow disk holds up
+	// the other writers only, never polls, member lists or the lock.
+	wmu     sync.Mutex
 	mu      sync.Mutex
 	closed  bool               // guarded by mu
 	members map[string]*member // guarded by mu; by name
@@ -143,6 +148,7 @@ type Rendezvous struct {
 	tickets map[string]*turn   // guarded by mu; by ticket ID
 	leads   map[string]*lead   // guarded by mu; by name
 	seq     int64              // guarded by mu; order of queued messages
+	freeing []*turn            // guarded by mu and wmu; forgotten turns whose slots unlockW frees
 }
 
 // member is the rendezvous's view of one member agent. All fields are
@@ -432,8 +438,8 @@ func (r *Rendezvous) restore() error {
 func (r *Rendezvous) armRejoin(m *member) {
 	var tm *time.Timer
 	tm = time.AfterFunc(r.opt.RejoinTimeout, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		r.lockW()
+		defer r.unlockW()
 		if r.closed || m.rejoin != tm {
 			return
 		}
@@ -465,9 +471,9 @@ func (r *Rendezvous) Close() error { return r.shutdown(false) }
 // at this instant would (for tests of restarts): it only gives up the
 // ownership, as the operating system does for a dead process.
 func (r *Rendezvous) shutdown(crashed bool) error {
-	r.mu.Lock()
+	r.lockW()
 	if r.closed {
-		r.mu.Unlock()
+		r.unlockW()
 		return nil
 	}
 	r.closed = true
@@ -492,7 +498,7 @@ func (r *Rendezvous) shutdown(crashed bool) error {
 	} else {
 		r.j.close()
 	}
-	r.mu.Unlock()
+	r.unlockW()
 	r.wg.Wait()
 	return nil
 }
@@ -618,8 +624,8 @@ func (r *Rendezvous) Members() []MemberInfo {
 // registered since end the same way. Removing a member the rendezvous
 // knows nothing of does nothing.
 func (r *Rendezvous) RemoveMember(name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	if r.closed {
 		return &Error{Code: CodeClosed, Op: "remove member"}
 	}
@@ -657,6 +663,41 @@ func (r *Rendezvous) Unregistered() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// lockW takes the writers' lock, then the rendezvous's.
+func (r *Rendezvous) lockW() {
+	r.wmu.Lock()
+	r.mu.Lock()
+}
+
+// unlockW lets both go, freeing the slots of the turns forgotten
+// meanwhile in between: that writing needs no lock but the writers'.
+func (r *Rendezvous) unlockW() {
+	freeing := r.freeing
+	r.freeing = nil
+	r.mu.Unlock()
+	r.release(freeing)
+	r.wmu.Unlock()
+}
+
+// write runs fn, which writes the journal, with r.mu released: first the
+// slots of forgotten turns are freed, so fn may reuse them. Only writers,
+// whom r.wmu keeps out, change what fn relies on meanwhile; readers go on.
+// r.mu and r.wmu must be held.
+func (r *Rendezvous) write(fn func() error) error {
+	freeing := r.freeing
+	r.freeing = nil
+	r.mu.Unlock()
+	defer r.mu.Lock()
+	r.release(freeing)
+	return fn()
+}
+
+func (r *Rendezvous) release(ts []*turn) {
+	for _, t := range ts {
+		r.j.release(t)
+	}
 }
 
 // member returns the member named, creating an unregistered one.
@@ -719,8 +760,8 @@ func (m *member) wake() {
 // stays.
 func (r *Rendezvous) Clean() error {
 	const op = "clean sessions"
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	if r.closed {
 		return &Error{Code: CodeClosed, Op: op}
 	}

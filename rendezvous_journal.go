@@ -53,7 +53,9 @@ type slot struct {
 }
 
 // journal keeps the rendezvous's turns on disk, one slot file per live
-// turn. Its fields and methods are guarded by Rendezvous.mu.
+// turn. Its fields and methods, and the slot of every turn, are guarded by
+// Rendezvous.wmu, the writers' lock: a writer may call it with the
+// rendezvous's own lock released.
 type journal struct {
 	store *Store
 	dir   string // the folder of the slot files
@@ -88,14 +90,18 @@ func (j *journal) reset() error {
 }
 
 // persist writes t's record: appended to its slot, or in a new slot.
-func (j *journal) persist(t *turn) error {
+func (j *journal) persist(t *turn) error { return j.persistRecord(t, &t.turnRecord) }
+
+// persistRecord writes rec as t's record, which it is about to become: the
+// caller may have released Rendezvous.mu, so rec is a copy, not t's own.
+func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 	const op = "persist turn"
-	data, err := json.Marshal(&t.turnRecord)
+	data, err := json.Marshal(rec)
 	if err != nil {
 		return &Error{Code: CodeInternal, Op: op, Err: err}
 	}
-	rec := make([]byte, 0, len(data)+1)
-	rec = append(append(rec, '\n'), data...)
+	line := make([]byte, 0, len(data)+1)
+	line = append(append(line, '\n'), data...)
 	pooled := false
 	if t.slot.path == "" && len(j.free) > 0 {
 		t.slot, pooled = j.free[len(j.free)-1], true
@@ -103,11 +109,11 @@ func (j *journal) persist(t *turn) error {
 	}
 	switch {
 	case t.slot.path == "":
-	case t.slot.size+int64(len(rec)) > slotMaxSize:
+	case t.slot.size+int64(len(line)) > slotMaxSize:
 		// Rewrite the slot with the current record alone, atomically.
-		err := j.store.writeFile(op, t.slot.path, rec, true)
+		err := j.store.writeFile(op, t.slot.path, line, true)
 		if err == nil {
-			t.slot.size = int64(len(rec))
+			t.slot.size = int64(len(line))
 			return nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -116,9 +122,9 @@ func (j *journal) persist(t *turn) error {
 		// The folder went away (the sessions were cleaned by another
 		// process): start a new slot.
 	default:
-		err := j.appendSlot(t.slot.path, t.slot.size, rec)
+		err := j.appendSlot(t.slot.path, t.slot.size, line)
 		if err == nil {
-			t.slot.size += int64(len(rec))
+			t.slot.size += int64(len(line))
 			return nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -131,7 +137,7 @@ func (j *journal) persist(t *turn) error {
 		}
 	}
 	t.slot = slot{}
-	s, err := j.newSlot(rec)
+	s, err := j.newSlot(line)
 	if err != nil {
 		return j.store.ioError(op, err)
 	}

@@ -57,8 +57,8 @@ func (r *Rendezvous) enqueue(op, leadName, to, content string, block bool) (t *t
 	if err := r.checkContent(op, content); err != nil {
 		return nil, nil, Outcome{}, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	m, err := r.registered(op, to)
 	if err != nil {
 		return nil, nil, Outcome{}, err
@@ -121,15 +121,15 @@ func (r *Rendezvous) await(ctx context.Context, t *turn, w *waiter) (Outcome, er
 func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
 	if res.err == nil && res.o.Kind == OutcomeQuestion {
 		// The question stays on the ticket; it is news again for a poll.
-		r.mu.Lock()
+		r.lockW()
 		t.seen = false
-		r.mu.Unlock()
+		r.unlockW()
 	}
 	if res.err != nil || !res.o.terminal() || res.o.Reason == ReasonSessionCleaned {
 		return res.o, res.err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	if r.tickets[t.Ticket] != t {
 		// Forgotten meanwhile by another call of the lead.
 		r.turns[t.ID] = t
@@ -154,19 +154,19 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 	if err := r.checkContent(op, content); err != nil {
 		return Outcome{}, err
 	}
-	r.mu.Lock()
+	r.lockW()
 	if r.closed {
-		r.mu.Unlock()
+		r.unlockW()
 		return Outcome{}, &Error{Code: CodeClosed, Op: op}
 	}
 	r.releaseHanded(lead)
 	t := r.turns[turnID]
 	if t == nil || t.State == TicketDone {
-		r.mu.Unlock()
+		r.unlockW()
 		return Outcome{}, newError(CodeUnknownTurn, op, "%s", quote(turnID))
 	}
 	if t.Lead != lead {
-		r.mu.Unlock()
+		r.unlockW()
 		return Outcome{}, newError(CodeNotPermitted, op, "turn %s belongs to another lead", quote(turnID))
 	}
 	switch {
@@ -179,7 +179,7 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 		t.Answer = &content
 		t.stopAskTimer()
 	default:
-		r.mu.Unlock()
+		r.unlockW()
 		return Outcome{}, newError(CodeNoPendingQuestion, op, "turn %s", quote(turnID))
 	}
 	t.State, t.Question = TicketWorking, ""
@@ -190,12 +190,12 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 		t.waiter = w
 	}
 	r.changed(t.Lead)
-	r.mu.Unlock()
+	r.unlockW()
 	if w == nil {
 		// Another call of the lead already waits on this turn; it
 		// will get the outcome, and this one reports where it stands.
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		r.lockW()
+		defer r.unlockW()
 		return t.view(), nil
 	}
 	return r.await(ctx, t, w)
@@ -357,8 +357,8 @@ func (r *Rendezvous) waitChange(ctx context.Context, deadline *time.Timer, chang
 // has not ended is [ErrTicketOpen].
 func (r *Rendezvous) Ack(lead, ticket string) error {
 	const op = "ack"
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	t := r.tickets[ticket]
 	r.releaseHanded(lead)
 	if t == nil || t.Lead != lead {
@@ -386,8 +386,8 @@ func (r *Rendezvous) Ack(lead, ticket string) error {
 // changes nothing and returns how it ended.
 func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) {
 	const op = "cancel"
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	if r.closed {
 		return Outcome{}, &Error{Code: CodeClosed, Op: op}
 	}

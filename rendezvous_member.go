@@ -14,14 +14,14 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	const op = "next"
 	deadline := r.waitTimer(wait)
 	defer deadline.Stop()
-	r.mu.Lock()
+	r.lockW()
 	m, err := r.registered(op, member)
 	if err != nil {
-		r.mu.Unlock()
+		r.unlockW()
 		return Message{}, false, err
 	}
 	if m.port != nil {
-		r.mu.Unlock()
+		r.unlockW()
 		return Message{}, false, newError(CodeNotPermitted, op, "member %s is delivered to through its port", quote(member))
 	}
 	r.setReady(m, true)
@@ -33,15 +33,15 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		if len(m.queue) > 0 {
 			t := m.queue[0]
 			if err := r.open(m, t); err != nil {
-				r.mu.Unlock()
+				r.unlockW()
 				return Message{}, false, err
 			}
 			m.queue = m.queue[1:]
-			r.mu.Unlock()
+			r.unlockW()
 			return Message{TurnID: t.ID, From: t.Lead, Content: t.Brief}, true, nil
 		}
 		avail := m.avail
-		r.mu.Unlock()
+		r.unlockW()
 		select {
 		case <-avail:
 		case <-deadline.C:
@@ -51,9 +51,9 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		case <-r.done:
 			return Message{}, false, &Error{Code: CodeClosed, Op: op}
 		}
-		r.mu.Lock()
+		r.lockW()
 		if r.closed {
-			r.mu.Unlock()
+			r.unlockW()
 			return Message{}, false, &Error{Code: CodeClosed, Op: op}
 		}
 	}
@@ -63,13 +63,16 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 // The state is written before the message leaves, so a crash cannot
 // deliver it twice; if it cannot be written, open fails and t stays
 // queued: the message does not leave. The caller takes t off the FIFO.
-// r.mu must be held.
+// r.mu and r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) open(m *member, t *turn) error {
-	t.State = TicketWorking
-	if err := r.j.persist(t); err != nil {
-		t.State = TicketQueued
+	next := t.turnRecord
+	next.State = TicketWorking
+	// Written with r.mu released: only writers, kept out by r.wmu, change
+	// the FIFO, so t stays its head meanwhile.
+	if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
 		return err
 	}
+	t.turnRecord = next
 	t.stopReadyTimer()
 	m.open, m.cancelled = t, ""
 	r.changed(t.Lead)
@@ -130,8 +133,8 @@ func (r *Rendezvous) ReplyTurn(member, turnID, content string) error {
 	if int64(len(content)) > r.store.maxContent {
 		return newError(CodeContentTooLarge, op, "%d bytes, limit %d", len(content), r.store.maxContent)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	m, err := r.registered(op, member)
 	if err != nil {
 		return err
@@ -163,19 +166,19 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 	if err := r.checkContent(op, question); err != nil {
 		return "", false, err
 	}
-	r.mu.Lock()
+	r.lockW()
 	m, err := r.registered(op, member)
 	if err != nil {
-		r.mu.Unlock()
+		r.unlockW()
 		return "", false, err
 	}
 	t, err := m.openTurn(op, turnID)
 	if err != nil {
-		r.mu.Unlock()
+		r.unlockW()
 		return "", false, err
 	}
 	if t.asker != nil {
-		r.mu.Unlock()
+		r.unlockW()
 		return "", false, newError(CodeQuestionPending, op, "turn %s", t.ID)
 	}
 	if a := t.Answer; a != nil {
@@ -183,7 +186,7 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 		// restart cut that Ask short.
 		t.Answer = nil
 		r.j.save(t)
-		r.mu.Unlock()
+		r.unlockW()
 		return *a, false, nil
 	}
 	now := time.Now()
@@ -197,7 +200,7 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 	t.asker = ch
 	t.State, t.Question = TicketQuestion, question
 	r.emit(t, Outcome{Kind: OutcomeQuestion, Content: question})
-	r.mu.Unlock()
+	r.unlockW()
 
 	timer := time.NewTimer(window)
 	defer timer.Stop()
@@ -220,8 +223,8 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 // withdraw takes back t's question after its asker stopped waiting. If an
 // answer reached ch in the meantime it is returned instead.
 func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	select {
 	case a := <-ch:
 		return a, true
@@ -247,8 +250,8 @@ func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
 // the turn ends. Its next [Rendezvous.Next] (or [Rendezvous.SetReady])
 // makes the member ready again.
 func (r *Rendezvous) Disconnect(member string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	m, err := r.registered("disconnect", member)
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -663,5 +665,89 @@ func TestSessionLockWaitIsBounded(t *testing.T) {
 	f.Close() // lets the lock go
 	if _, err := st.NewSession("free"); err != nil {
 		t.Fatalf("NewSession once the lock is free: %v", err)
+	}
+}
+
+// gatedFS holds appends to the rendezvous's slot files while its gate is
+// shut, as a slow disk would.
+type gatedFS struct {
+	afero.Fs
+	mu      sync.Mutex
+	gate    chan struct{} // nil: open; otherwise writes wait for it to close
+	waiting chan struct{} // closed when a write first waits at the gate
+}
+
+func (g *gatedFS) shut() (gate, waiting chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate, g.waiting = make(chan struct{}), make(chan struct{})
+	return g.gate, g.waiting
+}
+
+func (g *gatedFS) OpenFile(name string, flag int, perm os.FileMode) (afero.File, error) {
+	g.mu.Lock()
+	gate, waiting := g.gate, g.waiting
+	if gate != nil && flag&os.O_APPEND != 0 && strings.Contains(name, "turns") {
+		select {
+		case <-waiting:
+		default:
+			close(waiting)
+		}
+	} else {
+		gate = nil
+	}
+	g.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return g.Fs.OpenFile(name, flag, perm)
+}
+
+// While a write of the journal waits on a slow disk, polls and member
+// lists are answered: the rendezvous's lock is not held across the write.
+func TestSlowDiskDoesNotBlockReaders(t *testing.T) {
+	g := &gatedFS{Fs: afero.NewMemMapFs()}
+	st := open(t, g, "/state", nil)
+	r, err := fleetstate.NewRendezvous(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.AddMember("scout", nil); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := r.SendDetached("lead", "scout", "task")
+	if _, ok, err := r.Next(context.Background(), "scout", time.Second); !ok || err != nil {
+		t.Fatalf("Next = %v, %v", ok, err)
+	}
+	gate, waiting := g.shut()
+	replied := make(chan error, 1)
+	go func() { replied <- r.Reply("scout", "done") }()
+	<-waiting // the reply's write is at the slow disk
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		r.Members()
+		if p, err := r.Poll(context.Background(), "lead", o.Ticket, 0); err != nil || p.State != fleetstate.TicketWorking {
+			t.Errorf("Poll during the slow write = %+v, %v; want the turn still working", p, err)
+		}
+		r.PollAll(context.Background(), "lead", 0)
+	}()
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("polls blocked behind a write to a slow disk")
+	}
+	select {
+	case err := <-replied:
+		t.Fatalf("Reply returned before its write did: %v", err)
+	default:
+	}
+	close(gate)
+	if err := <-replied; err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := r.Poll(context.Background(), "lead", o.Ticket, 0); p.Content != "done" {
+		t.Fatalf("ticket after the write = %+v", p)
 	}
 }

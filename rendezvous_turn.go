@@ -103,8 +103,8 @@ func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
 	}
 	var tm *time.Timer
 	tm = time.AfterFunc(t.Asked.Add(r.opt.AskTimeout).Sub(now), func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		r.lockW()
+		defer r.unlockW()
 		if t.askTimer != tm || t.asker != nil || t.State != TicketQuestion {
 			return
 		}
@@ -117,7 +117,7 @@ func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
 }
 
 // newTurn creates a queued turn from lead to m and writes it to disk.
-// r.mu must be held.
+// r.mu and r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn, error) {
 	r.seq++
 	t := &turn{turnRecord: turnRecord{
@@ -130,7 +130,9 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 		Created: time.Now().UTC(),
 		State:   TicketQueued,
 	}}
-	if err := r.j.persist(t); err != nil {
+	// Written with r.mu released (r.wmu held): the turn is nobody's to see
+	// until it is on disk.
+	if err := r.write(func() error { return r.j.persist(t) }); err != nil {
 		return nil, err
 	}
 	r.turns[t.ID] = t
@@ -148,16 +150,24 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 // r.mu must be held.
 func (r *Rendezvous) emit(t *turn, o Outcome) { _ = r.record(t, o, false) }
 
-// record is emit; with durable, an outcome that no call takes at once is
-// written first, and if that fails nothing changes and the error is
-// returned, so that the caller can refuse what it cannot keep.
+// record is emit; with durable, the outcome is written first, with r.mu
+// released meanwhile (r.wmu held), and if that fails nothing changes and
+// the error is returned, so that the caller can refuse what it cannot keep.
 func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 	o.TurnID, o.From = t.ID, t.Member
-	was := t.turnRecord
-	t.seen = false // news for the lead
+	next := t.turnRecord
 	if o.terminal() {
 		held := o
-		t.State, t.Held, t.Question = TicketDone, &held, ""
+		next.State, next.Held, next.Question = TicketDone, &held, ""
+	}
+	if durable {
+		if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
+			return err
+		}
+	}
+	t.turnRecord = next
+	t.seen = false // news for the lead
+	if o.terminal() {
 		t.stopTimers()
 	}
 	if w := t.waiter; w != nil {
@@ -169,7 +179,9 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 			t.seen = true
 			o.Ticket, o.State = t.Ticket, ""
 			w.ch <- result{o: o}
-			r.j.save(t)
+			if !durable {
+				r.j.save(t)
+			}
 			r.changed(t.Lead)
 			return nil
 		}
@@ -179,9 +191,6 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 	}
 	if !durable {
 		r.j.save(t)
-	} else if err := r.j.persist(t); err != nil {
-		t.turnRecord = was
-		return err
 	}
 	r.changed(t.Lead)
 	if o.terminal() {
@@ -199,8 +208,8 @@ func (r *Rendezvous) hand(t *turn) {
 	if d := r.opt.HoldReturned; d > 0 {
 		var tm *time.Timer
 		tm = time.AfterFunc(d, func() {
-			r.mu.Lock()
-			defer r.mu.Unlock()
+			r.lockW()
+			defer r.unlockW()
 			if t.holdTimer == tm && t.handed && r.tickets[t.Ticket] == t {
 				r.forget(t)
 				r.changed(t.Lead)
@@ -258,13 +267,15 @@ func (t *turn) unhand() {
 	}
 }
 
-// forget removes a turn whose outcome reached the lead. r.mu must be held.
+// forget removes a turn whose outcome reached the lead. Its slot is freed
+// by unlockW, once the rendezvous's lock is let go. r.mu and r.wmu must be
+// held.
 func (r *Rendezvous) forget(t *turn) {
 	t.stopTimers()
 	t.handed = false
 	delete(r.turns, t.ID)
 	delete(r.tickets, t.Ticket)
-	r.j.release(t)
+	r.freeing = append(r.freeing, t)
 }
 
 // armReadyTimer fails t with member_not_ready if m is not ready within
@@ -274,8 +285,8 @@ func (r *Rendezvous) armReadyTimer(m *member, t *turn) {
 		return
 	}
 	t.readyTimer = time.AfterFunc(r.opt.ReadyTimeout, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		r.lockW()
+		defer r.unlockW()
 		if r.closed || t.State != TicketQueued || m.ready || r.turns[t.ID] != t {
 			return
 		}

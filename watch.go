@@ -145,9 +145,9 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 		st = StatusUnknown
 	}
 
-	r.mu.Lock()
+	r.lockW()
 	if r.closed || m.port != port {
-		r.mu.Unlock()
+		r.unlockW()
 		return
 	}
 	if gone {
@@ -159,7 +159,7 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 				Content: "the member's pane or process went away during the turn"}, false)
 		}
 		m.gate, m.status = gate{}, StatusUnknown
-		r.mu.Unlock()
+		r.unlockW()
 		return
 	}
 	m.status = st
@@ -178,7 +178,7 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 			m.gate.delivered(time.Now())
 		}
 	}
-	r.mu.Unlock()
+	r.unlockW()
 
 	if triage != nil {
 		r.triage(m, port, triage)
@@ -197,8 +197,8 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 // undeliver puts back at the head of the FIFO a turn whose delivery
 // failed, so the message is neither lost nor delivered twice.
 func (r *Rendezvous) undeliver(m *member, t *turn, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	r.log.Warn("fleetstate: delivery failed; message stays queued", "member", m.name, "turn", t.ID, "err", err)
 	if m.open != t || t.State != TicketWorking {
 		return // the turn moved on meanwhile (replied or ended)
@@ -221,8 +221,8 @@ func (r *Rendezvous) triage(m *member, port Member, t *turn) {
 		tail, clipped = "", false
 	}
 	o := r.classify(t.Brief, tail, clipped)
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.lockW()
+	defer r.unlockW()
 	if m.open != t || r.closed {
 		return // replied while the tail was read
 	}
