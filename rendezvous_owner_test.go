@@ -736,6 +736,7 @@ func TestSlowDiskDoesNotBlockReaders(t *testing.T) {
 	select {
 	case <-read:
 	case <-time.After(10 * time.Second):
+		close(gate) // let the write go, so that the test ends
 		t.Fatal("polls blocked behind a write to a slow disk")
 	}
 	select {
