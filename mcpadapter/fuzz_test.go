@@ -496,9 +496,9 @@ func FuzzStatusReport(f *testing.F) {
 		default:
 			t.Fatalf("status %d: %s", rec.Code, rec.Body.Bytes())
 		}
-		var ev mcpadapter.HookEvent
+		var ev fleetstate.HookEvent
 		if json.Unmarshal(body, &ev) == nil {
-			mcpadapter.StatusOfHook(ev)
+			fleetstate.StatusOfHook(ev)
 		}
 	})
 }
