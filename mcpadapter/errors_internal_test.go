@@ -133,6 +133,7 @@ func TestErrorResultEveryCode(t *testing.T) {
 		{fleetstate.CodeFleetOwned, "ERR_FLEET_OWNED"},
 		{fleetstate.CodeTurnCancelled, "ERR_TURN_CANCELLED"},
 		{fleetstate.CodeSuperseded, "ERR_SUPERSEDED"},
+		{fleetstate.CodeCancelled, "ERR_CANCELLED"},
 	}
 	covered := map[fleetstate.Code]bool{}
 	for _, tc := range table {
@@ -198,9 +199,9 @@ func TestErrorResultOtherErrors(t *testing.T) {
 			fleetstate.CodeInternal, "fleetstate: internal error", ""},
 		{"internal from the store keeps its relative detail", &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "get", Err: errors.New("read current_run.txt: is a directory")},
 			fleetstate.CodeInternal, "fleetstate: get: internal error: read current_run.txt: is a directory", ""},
-		{"cancelled", context.Canceled, fleetstate.CodeInvalidArgument, "", "cancelled"},
-		{"cancelled, wrapped", fmt.Errorf("wait: %w", context.Canceled), fleetstate.CodeInvalidArgument, "", "cancelled"},
-		{"deadline", context.DeadlineExceeded, fleetstate.CodeInvalidArgument, "", "deadline"},
+		{"cancelled", context.Canceled, fleetstate.CodeCancelled, "", "cancelled"},
+		{"cancelled, wrapped", fmt.Errorf("wait: %w", context.Canceled), fleetstate.CodeCancelled, "", "cancelled"},
+		{"deadline", context.DeadlineExceeded, fleetstate.CodeCancelled, "", "deadline"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
