@@ -1,16 +1,11 @@
 package fleetstate_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/goconst"
 )
 
 // declared returns the values of the constants of type typ the package
@@ -18,46 +13,16 @@ import (
 // list.
 func declared(t *testing.T, typ string) []string {
 	t.Helper()
-	names, err := filepath.Glob("*.go")
+	values, err := goconst.Values(".", typ)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fset := token.NewFileSet()
-	var out []string
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, s := range g.Specs {
-				v := s.(*ast.ValueSpec)
-				if id, ok := v.Type.(*ast.Ident); !ok || id.Name != typ {
-					continue
-				}
-				for i, n := range v.Names {
-					lit, ok := v.Values[i].(*ast.BasicLit)
-					if !ok {
-						t.Fatalf("%s is not a literal", n.Name)
-					}
-					s, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					out = append(out, s)
-				}
-			}
-		}
-	}
-	if len(out) == 0 {
+	if len(values) == 0 {
 		t.Fatalf("no constant of type %s found", typ)
+	}
+	out := make([]string, 0, len(values))
+	for v := range values {
+		out = append(out, v)
 	}
 	return out
 }

@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/goconst"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -23,43 +19,13 @@ import (
 // mapping table below.
 func declaredCodes(t *testing.T) map[fleetstate.Code]string {
 	t.Helper()
-	fset := token.NewFileSet()
-	names, err := filepath.Glob("../*.go")
+	values, err := goconst.Values("..", "Code")
 	if err != nil {
 		t.Fatal(err)
 	}
 	codes := map[fleetstate.Code]string{}
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, s := range g.Specs {
-				v := s.(*ast.ValueSpec)
-				if id, ok := v.Type.(*ast.Ident); !ok || id.Name != "Code" {
-					continue
-				}
-				for i, n := range v.Names {
-					lit, ok := v.Values[i].(*ast.BasicLit)
-					if !ok {
-						t.Fatalf("%s is not a literal", n.Name)
-					}
-					s, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					codes[fleetstate.Code(s)] = n.Name
-				}
-			}
-		}
+	for v, name := range values {
+		codes[fleetstate.Code(v)] = name
 	}
 	if len(codes) < 20 {
 		t.Fatalf("found %d codes in the root package; the parse lost some", len(codes))
