@@ -12,6 +12,13 @@
 // The caller's [Identity] comes from the context (see
 // [ContextWithIdentity]); the role it needs is checked before its
 // arguments.
+//
+// The adapter is a projection of the library: each tool decodes its
+// arguments, makes one call of the store or the rendezvous, and encodes the
+// result; bounds, enumerations and policy (such as making a member of an
+// unknown caller: [fleetstate.RendezvousOptions].AddOnReady) are the
+// library's. [Client] is the other side, for Go programs: one typed method
+// per tool.
 package mcpadapter
 
 import (
