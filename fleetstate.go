@@ -177,6 +177,15 @@ func isOsFs(fsys afero.Fs) bool {
 // Dir returns the state directory.
 func (s *Store) Dir() string { return s.dir }
 
+// PrivatePath returns the path, on the store's file system, of name (its
+// folders separated by /) inside the folder of the state directory where
+// fleetstate keeps what is not session data, such as a server's tokens.
+// Cleaning the sessions keeps that folder's files (the rendezvous's state
+// aside), and fleet-state-mgr never writes there.
+func (s *Store) PrivatePath(name string) string {
+	return s.path(privateDir, filepath.FromSlash(name))
+}
+
 // Fs returns the file system the store is kept on.
 func (s *Store) Fs() afero.Fs { return s.fs }
 

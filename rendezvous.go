@@ -18,6 +18,11 @@ const (
 	DefaultAskTimeout   = 55 * time.Second
 	DefaultReadyTimeout = 45 * time.Second
 	DefaultMaxWait      = 55 * time.Second
+	// DefaultNextWait is how long a remote member's Next waits when its
+	// call names no wait (fleet_next without wait_s): under the 60 s an
+	// MCP client waits for a result, and under DefaultMaxWait. Next itself
+	// takes its wait as given; a wait of zero returns at once.
+	DefaultNextWait     = 50 * time.Second
 	DefaultPollInterval = 500 * time.Millisecond
 	DefaultPickupGrace  = 3 * time.Second
 	DefaultPortTimeout  = 10 * time.Second
@@ -99,6 +104,13 @@ type RendezvousOptions struct {
 	// connection that cannot be told apart from others is covered by the
 	// hold alone.
 	HoldReturned time.Duration
+	// AddOnReady makes [Rendezvous.SetReady] of a name that is not a
+	// registered member add it as a member that pulls its messages
+	// (as AddMember with a nil port) before marking it ready: a server
+	// whose callers are authenticated as members (by a token added while
+	// it runs, say) lets them take work as soon as they call. Without it,
+	// SetReady of an unknown name fails with [ErrUnknownMember].
+	AddOnReady bool
 	// Addr says where this process serves the fleet, such as the daemon's
 	// URL. It is written beside the ownership of the state directory, so
 	// that a second process refused with ErrFleetOwned can name it.
@@ -263,6 +275,12 @@ const (
 	OutcomeFailed   OutcomeKind = "failed"    // the turn failed; Reason says why
 )
 
+// OutcomeKinds returns every [OutcomeKind], in a fresh slice: the values a
+// schema of outcomes lists.
+func OutcomeKinds() []OutcomeKind {
+	return []OutcomeKind{OutcomeReply, OutcomeQuestion, OutcomeTurnDone, OutcomePending, OutcomeFailed}
+}
+
 // Reason names why a turn failed.
 type Reason string
 
@@ -277,6 +295,12 @@ const (
 	ReasonCancelled        Reason = "cancelled"         // the lead cancelled the turn
 )
 
+// Reasons returns every failure [Reason], in a fresh slice.
+func Reasons() []Reason {
+	return []Reason{ReasonBackendExhausted, ReasonEchoedBrief, ReasonMemberNotReady, ReasonMemberGone,
+		ReasonSessionCleaned, ReasonMemberRemoved, ReasonCancelled}
+}
+
 // TicketState says where a ticket's turn stands.
 type TicketState string
 
@@ -287,6 +311,11 @@ const (
 	TicketQuestion TicketState = "question" // the member waits for an answer
 	TicketDone     TicketState = "done"     // ended; the outcome is held until acked
 )
+
+// TicketStates returns every [TicketState], in a fresh slice.
+func TicketStates() []TicketState {
+	return []TicketState{TicketQueued, TicketWorking, TicketQuestion, TicketDone}
+}
 
 // Outcome is what a lead learns about a turn. Its JSON form is the
 // protocol's.
@@ -517,7 +546,13 @@ func (r *Rendezvous) AddMember(name string, port Member) error {
 	if r.closed {
 		return &Error{Code: CodeClosed, Op: "add member"}
 	}
-	m := r.member(name)
+	r.register(r.member(name), port)
+	return nil
+}
+
+// register makes m a registered member delivered to through port (nil: it
+// pulls). r.mu must be held, and r not closed.
+func (r *Rendezvous) register(m *member, port Member) {
 	m.registered = true
 	startWatch := port != nil && !m.watching
 	m.port = port
@@ -537,16 +572,26 @@ func (r *Rendezvous) AddMember(name string, port Member) error {
 		go r.watchMember(m)
 	}
 	m.wake()
-	return nil
 }
 
 // SetReady marks a member ready (its connection is up: it can be
 // delivered to) or not ready. Messages to a member that is not ready wait
-// at most ReadyTimeout for it.
+// at most ReadyTimeout for it. With [RendezvousOptions].AddOnReady, making
+// ready a name that is not a member adds it as a member that pulls.
 func (r *Rendezvous) SetReady(name string, ready bool) error {
+	const op = "set ready"
+	if ready && r.opt.AddOnReady {
+		if err := checkAgentName(op, name); err != nil {
+			return err
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, err := r.registered("set ready", name)
+	m, err := r.registered(op, name)
+	if CodeOf(err) == CodeUnknownMember && ready && r.opt.AddOnReady {
+		m, err = r.member(name), nil
+		r.register(m, nil)
+	}
 	if err != nil {
 		return err
 	}

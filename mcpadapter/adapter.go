@@ -12,6 +12,13 @@
 // The caller's [Identity] comes from the context (see
 // [ContextWithIdentity]); the role it needs is checked before its
 // arguments.
+//
+// The adapter is a projection of the library: each tool decodes its
+// arguments, makes one call of the store or the rendezvous, and encodes the
+// result; bounds, enumerations and policy (such as making a member of an
+// unknown caller: [fleetstate.RendezvousOptions].AddOnReady) are the
+// library's. [Client] is the other side, for Go programs: one typed method
+// per tool.
 package mcpadapter
 
 import (
@@ -31,10 +38,6 @@ import (
 // notifications/progress to a client that gave a progress token.
 const DefaultProgressInterval = 5 * time.Second
 
-// DefaultNextWait is how long fleet_next waits when the caller gives no
-// wait_s: under the 60 s an MCP client waits for a result.
-const DefaultNextWait = 50 * time.Second
-
 // Options configure an [Adapter]. A nil *Options means the defaults.
 type Options struct {
 	// RolesConfigured reports whether callers have roles: tokens exist, or
@@ -45,9 +48,14 @@ type Options struct {
 	// ProgressInterval is the period of progress notifications. Zero
 	// means DefaultProgressInterval.
 	ProgressInterval time.Duration
-	// OnCall, if set, is called with the identity of each caller before
-	// its tool runs (the HTTP server marks members ready with it).
-	OnCall func(Identity)
+	// MarkReady makes every call of a member, once its role is checked,
+	// mark it ready in the rendezvous ([fleetstate.Rendezvous.SetReady]):
+	// a member is known from its token but not ready until it has
+	// mounted, and a member whose process died is ready again once its
+	// new process calls. A rendezvous with
+	// [fleetstate.RendezvousOptions].AddOnReady makes a member of a caller
+	// it did not know.
+	MarkReady bool
 	// FleetElsewhere, when the adapter has no rendezvous, still lists the
 	// fleet tools, and each call of one (by a caller whose role allows
 	// it) answers this error: for a server beside the daemon that owns the
@@ -158,8 +166,9 @@ func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 				return errorResult(err), nil
 			}
 		}
-		if a.opt.OnCall != nil {
-			a.opt.OnCall(id)
+		if a.opt.MarkReady && a.rv != nil && id.Role == RoleMember && !id.Anonymous() {
+			// An unknown member's own call says what is wrong with it.
+			_ = a.rv.SetReady(id.Agent, true)
 		}
 		args := t.newArgs()
 		if err := decodeArgs(req, t.input, args); err != nil {
@@ -277,17 +286,20 @@ type errorBody struct {
 
 // errorResult maps any error onto a result with isError set and the
 // structured content {error: CODE, message}. Codes come from
-// [fleetstate.CodeOf]; a context error means the caller gave up and is
-// reported as such.
+// [fleetstate.CodeOf]; a context error, which the library returns bare,
+// means the caller gave up: [fleetstate.CodeCancelled]. A caller that gave
+// up is usually gone and reads no result; what its call started goes on
+// (a send's turn stays on its ticket).
 func errorResult(err error) *mcp.CallToolResult {
-	code := fleetstate.CodeOf(err)
-	msg := err.Error()
 	switch {
 	case errors.Is(err, context.Canceled):
-		code, msg = fleetstate.CodeInvalidArgument, "mcpadapter: the call was cancelled"
+		err = &fleetstate.Error{Code: fleetstate.CodeCancelled, Err: errors.New("the call was cancelled")}
 	case errors.Is(err, context.DeadlineExceeded):
-		code, msg = fleetstate.CodeInvalidArgument, "mcpadapter: the call's deadline passed"
-	case code == fleetstate.CodeInternal && !strings.HasPrefix(msg, "fleetstate:"):
+		err = &fleetstate.Error{Code: fleetstate.CodeCancelled, Err: errors.New("the call's deadline passed")}
+	}
+	code := fleetstate.CodeOf(err)
+	msg := err.Error()
+	if code == fleetstate.CodeInternal && !strings.HasPrefix(msg, "fleetstate:") {
 		msg = "fleetstate: internal error"
 	}
 	return result(errorBody{Error: code, Message: msg}, true)

@@ -1112,7 +1112,8 @@ func TestSendBounds(t *testing.T) {
 }
 
 // TestSendCancelled: a blocking fleet_send whose caller gives up returns
-// at once, and the turn goes on under its ticket.
+// at once with ERR_CANCELLED (a caller that gave up reads no result), and
+// the turn goes on under its ticket, which fleet_poll shows.
 func TestSendCancelled(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.ok(scout, "fleet_next", waitArgs(0)) // ready
@@ -1126,7 +1127,13 @@ func TestSendCancelled(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("cancelled fleet_send returned after %v", d)
 	}
-	out := wantOutcome(t, e.okOf(r), "pending", "turn_id", "ticket", "from", "state")
+	e.errOf(r, fleetstate.CodeCancelled)
+	page := e.ok(lead, "fleet_poll", nil)
+	tickets, _ := page["tickets"].([]any)
+	if len(tickets) != 1 {
+		t.Fatalf("fleet_poll %v; want the cancelled send's ticket", page)
+	}
+	out := tickets[0].(map[string]any)
 
 	msg := e.ok(scout, "fleet_next", waitArgs(10))
 	if msg["turn_id"] != out["turn_id"] {
@@ -1363,21 +1370,31 @@ func TestMembersShape(t *testing.T) {
 	}
 }
 
-// TestOnCall: the hook sees the caller's identity, after the role check.
-func TestOnCall(t *testing.T) {
-	var mu sync.Mutex
-	var seen []mcpadapter.Identity
-	e := newEnv(t, envOpts{adapter: &mcpadapter.Options{OnCall: func(id mcpadapter.Identity) {
-		mu.Lock()
-		seen = append(seen, id)
-		mu.Unlock()
-	}}})
+// TestMarkReady: with MarkReady, a member's call, once its role is
+// checked, makes it ready; with AddOnReady in the rendezvous, a member it
+// did not know is added. Without MarkReady, calls change nothing.
+func TestMarkReady(t *testing.T) {
+	late := mcpadapter.Identity{Agent: "late", Role: mcpadapter.RoleMember}
+	ready := func(e *env) map[string]bool {
+		out := map[string]bool{}
+		for _, m := range e.rv.Members() {
+			out[m.Name] = m.Ready
+		}
+		return out
+	}
+
+	e := newEnv(t, envOpts{})
+	e.fail(scout, "get_session", nil, fleetstate.CodeNoActiveSession)
+	if got, want := ready(e), map[string]bool{"scout": false, "miner": false}; !reflect.DeepEqual(got, want) {
+		t.Errorf("without MarkReady: members %v; want %v", got, want)
+	}
+
+	e = newEnv(t, envOpts{rv: &fleetstate.RendezvousOptions{AddOnReady: true}, adapter: &mcpadapter.Options{MarkReady: true}})
 	e.fail(scout, "get_session", nil, fleetstate.CodeNoActiveSession) // a failed call is still a call
-	e.fail(scout, "fleet_members", nil, fleetstate.CodeNotPermitted)
+	e.fail(miner, "fleet_members", nil, fleetstate.CodeNotPermitted)  // refused before
+	e.fail(late, "get_session", nil, fleetstate.CodeNoActiveSession)
 	e.ok(lead, "fleet_members", nil)
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []mcpadapter.Identity{scout, lead}; !reflect.DeepEqual(seen, want) {
-		t.Errorf("OnCall saw %v; want %v", seen, want)
+	if got, want := ready(e), map[string]bool{"scout": true, "miner": false, "late": true}; !reflect.DeepEqual(got, want) {
+		t.Errorf("with MarkReady: members %v; want %v", got, want)
 	}
 }

@@ -48,7 +48,7 @@ func newBenchServer(b *testing.B, members int) *benchServer {
 		}
 		s.memberTok = append(s.memberTok, tok)
 	}
-	rv, err := fleetstate.NewRendezvous(st, nil)
+	rv, err := fleetstate.NewRendezvous(st, &fleetstate.RendezvousOptions{AddOnReady: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func newBenchServer(b *testing.B, members int) *benchServer {
 	}
 	a := mcpadapter.New(st, rv, &mcpadapter.Options{
 		RolesConfigured: func() bool { return tokens.Len() > 0 },
-		OnCall:          mcpadapter.MarkMembersReady(rv),
+		MarkReady:       true,
 	})
 	srv := a.NewServer("fleetstate", "bench")
 	srv.AddTool(mcp.NewTool("noop", mcp.WithDescription("does nothing")),

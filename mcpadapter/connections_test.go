@@ -37,7 +37,12 @@ func newConnDaemon(t *testing.T, rvOpts *fleetstate.RendezvousOptions) *connDaem
 			t.Fatal(err)
 		}
 	}
-	d.rv, err = fleetstate.NewRendezvous(st, rvOpts)
+	o := fleetstate.RendezvousOptions{}
+	if rvOpts != nil {
+		o = *rvOpts
+	}
+	o.AddOnReady = true
+	d.rv, err = fleetstate.NewRendezvous(st, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +54,7 @@ func newConnDaemon(t *testing.T, rvOpts *fleetstate.RendezvousOptions) *connDaem
 	}
 	d.a = mcpadapter.New(st, d.rv, &mcpadapter.Options{
 		RolesConfigured: func() bool { return true },
-		OnCall:          mcpadapter.MarkMembersReady(d.rv),
+		MarkReady:       true,
 	})
 	ts := httptest.NewServer(d.a.HTTPHandler(d.a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens})) // on 127.0.0.1
 	t.Cleanup(ts.Close)

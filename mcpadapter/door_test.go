@@ -20,7 +20,7 @@ import (
 // 127.0.0.1, with a lead token and two member tokens.
 type door struct {
 	url     string
-	h       http.Handler
+	h       *mcpadapter.Handler
 	tokens  *mcpadapter.Tokens
 	rv      *fleetstate.Rendezvous
 	members *mcpadapter.Membership
@@ -39,7 +39,7 @@ func newDoor(tb testing.TB, opts mcpadapter.HTTPOptions) *door {
 		}
 		d.tok[agent] = tok
 	}
-	rv, err := fleetstate.NewRendezvous(st, nil)
+	rv, err := fleetstate.NewRendezvous(st, &fleetstate.RendezvousOptions{AddOnReady: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func newDoor(tb testing.TB, opts mcpadapter.HTTPOptions) *door {
 	}
 	a := mcpadapter.New(st, rv, &mcpadapter.Options{
 		RolesConfigured: func() bool { return true },
-		OnCall:          mcpadapter.MarkMembersReady(rv),
+		MarkReady:       true,
 	})
 	opts.Tokens, opts.Membership = tokens, d.members
 	d.h = a.HTTPHandler(a.NewServer("fleetstate", "test"), opts)
@@ -62,7 +62,7 @@ func newDoor(tb testing.TB, opts mcpadapter.HTTPOptions) *door {
 	tb.Cleanup(func() {
 		d.members.Close()
 		rv.Close()
-		d.h.(io.Closer).Close()
+		d.h.Close()
 		ts.Close()
 		tr.CloseIdleConnections()
 	})

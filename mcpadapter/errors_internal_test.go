@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/goconst"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -23,43 +19,13 @@ import (
 // mapping table below.
 func declaredCodes(t *testing.T) map[fleetstate.Code]string {
 	t.Helper()
-	fset := token.NewFileSet()
-	names, err := filepath.Glob("../*.go")
+	values, err := goconst.Values("..", "Code")
 	if err != nil {
 		t.Fatal(err)
 	}
 	codes := map[fleetstate.Code]string{}
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, s := range g.Specs {
-				v := s.(*ast.ValueSpec)
-				if id, ok := v.Type.(*ast.Ident); !ok || id.Name != "Code" {
-					continue
-				}
-				for i, n := range v.Names {
-					lit, ok := v.Values[i].(*ast.BasicLit)
-					if !ok {
-						t.Fatalf("%s is not a literal", n.Name)
-					}
-					s, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					codes[fleetstate.Code(s)] = n.Name
-				}
-			}
-		}
+	for v, name := range values {
+		codes[fleetstate.Code(v)] = name
 	}
 	if len(codes) < 20 {
 		t.Fatalf("found %d codes in the root package; the parse lost some", len(codes))
@@ -133,6 +99,7 @@ func TestErrorResultEveryCode(t *testing.T) {
 		{fleetstate.CodeFleetOwned, "ERR_FLEET_OWNED"},
 		{fleetstate.CodeTurnCancelled, "ERR_TURN_CANCELLED"},
 		{fleetstate.CodeSuperseded, "ERR_SUPERSEDED"},
+		{fleetstate.CodeCancelled, "ERR_CANCELLED"},
 	}
 	covered := map[fleetstate.Code]bool{}
 	for _, tc := range table {
@@ -198,9 +165,9 @@ func TestErrorResultOtherErrors(t *testing.T) {
 			fleetstate.CodeInternal, "fleetstate: internal error", ""},
 		{"internal from the store keeps its relative detail", &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "get", Err: errors.New("read current_run.txt: is a directory")},
 			fleetstate.CodeInternal, "fleetstate: get: internal error: read current_run.txt: is a directory", ""},
-		{"cancelled", context.Canceled, fleetstate.CodeInvalidArgument, "", "cancelled"},
-		{"cancelled, wrapped", fmt.Errorf("wait: %w", context.Canceled), fleetstate.CodeInvalidArgument, "", "cancelled"},
-		{"deadline", context.DeadlineExceeded, fleetstate.CodeInvalidArgument, "", "deadline"},
+		{"cancelled", context.Canceled, fleetstate.CodeCancelled, "", "cancelled"},
+		{"cancelled, wrapped", fmt.Errorf("wait: %w", context.Canceled), fleetstate.CodeCancelled, "", "cancelled"},
+		{"deadline", context.DeadlineExceeded, fleetstate.CodeCancelled, "", "deadline"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -376,7 +376,7 @@ func FuzzTokenFile(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := afero.WriteFile(fsys, filepath.Join(fuzzDir, mcpadapter.TokenFile), data, 0o600); err != nil {
+		if err := afero.WriteFile(fsys, mcpadapter.TokenPath(st), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		tokens, err := mcpadapter.OpenTokens(st)
@@ -413,7 +413,7 @@ func FuzzHTTPRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	h := fz.a.HTTPHandler(fz.a.NewServer("fuzz", "0"), mcpadapter.HTTPOptions{Tokens: tokens, MaxRequestBytes: 1 << 20})
-	f.Cleanup(func() { h.(interface{ Close() error }).Close() })
+	f.Cleanup(func() { h.Close() })
 	f.Add(uint8(0), true, "/mcp", "application/json", "tools/list", []byte(listBody))
 	f.Add(uint8(0), false, "/mcp", "application/json", "tools/list", []byte(listBody))
 	f.Add(uint8(0), true, "/status", "application/json", "", []byte(`{"status":"idle"}`))
@@ -472,7 +472,7 @@ func FuzzStatusReport(f *testing.F) {
 			got = append(got, s)
 			return nil
 		}})
-	f.Cleanup(func() { h.(interface{ Close() error }).Close() })
+	f.Cleanup(func() { h.Close() })
 	f.Add([]byte(`{"status":"working"}`))
 	f.Add([]byte(`{"agent":"lead","status":"idle"}`))
 	f.Add([]byte(`{"status":"UNKNOWN"}`))
@@ -496,9 +496,9 @@ func FuzzStatusReport(f *testing.F) {
 		default:
 			t.Fatalf("status %d: %s", rec.Code, rec.Body.Bytes())
 		}
-		var ev mcpadapter.HookEvent
+		var ev fleetstate.HookEvent
 		if json.Unmarshal(body, &ev) == nil {
-			mcpadapter.StatusOfHook(ev)
+			fleetstate.StatusOfHook(ev)
 		}
 	})
 }

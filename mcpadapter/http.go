@@ -44,8 +44,9 @@ type HTTPOptions struct {
 	// killed without closing its session would otherwise be remembered
 	// for ever. Listening streams get a heartbeat every third of it, so a
 	// live one is never taken for idle. Forgetting a session frees memory
-	// only; it never disconnects a member. The sweeper runs until the
-	// process ends. Zero means sessions are kept until closed.
+	// only; it never disconnects a member. The sweeper is a goroutine that
+	// runs until [Handler.Close]. Zero means sessions are kept until
+	// closed, and no sweeper runs.
 	SessionIdleTTL time.Duration
 	// MaxSessionsPerToken bounds the live MCP sessions (of the protocol
 	// versions that have them) of one identity: all the tokens of an
@@ -76,10 +77,9 @@ type HTTPOptions struct {
 // in all (see [HTTPOptions]); with a [Membership], revoking an identity's
 // tokens ends its requests and sessions at once.
 //
-// The handler also implements io.Closer: Close ends the listening streams
-// and stops the session sweeper. Close the rendezvous first, so that the
-// streams ending disconnects nobody.
-func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Handler {
+// The caller closes the handler when it stops serving (see
+// [Handler.Close]).
+func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler {
 	path := opts.Path
 	if path == "" {
 		path = "/mcp"
@@ -102,11 +102,11 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 	}
 	mcpHTTP := server.NewStreamableHTTPServer(srv, httpOpts...)
 	status := statusHandler(opts.OnStatus)
-	h := &httpHandler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests()}
+	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests()}
 	if opts.Membership != nil {
 		h.unwatch = opts.Membership.onRevoke(h.revoke)
 	}
-	h.HandlerFunc = func(w http.ResponseWriter, r *http.Request) {
+	h.serve = func(w http.ResponseWriter, r *http.Request) {
 		if rebinding(r) {
 			// A refused caller keeps no connection open.
 			w.Header().Set("Connection", "close")
@@ -192,9 +192,13 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) http.Hand
 	return h
 }
 
-// httpHandler is the handler HTTPHandler returns.
-type httpHandler struct {
-	http.HandlerFunc
+// Handler is the HTTP handler of an adapter's MCP server, as
+// [Adapter.HTTPHandler] returns it. It is safe for concurrent use. Until
+// Close it may hold a goroutine (the session sweeper, with
+// [HTTPOptions].SessionIdleTTL) and a subscription to revocations (with
+// [HTTPOptions].Membership).
+type Handler struct {
+	serve   http.HandlerFunc
 	mcp     *server.StreamableHTTPServer
 	path    string
 	caps    *sessionCaps
@@ -204,10 +208,15 @@ type httpHandler struct {
 	closeOnce sync.Once
 }
 
-// Close ends the listening streams, so that an HTTP server's Shutdown need
-// not wait for them, stops the session sweeper, and stops listening to
-// revocations.
-func (h *httpHandler) Close() error {
+// ServeHTTP serves one request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r) }
+
+// Close ends the listening streams, so that an HTTP
+// server's Shutdown need not wait for them; stops the session sweeper; and
+// stops listening to revocations. Requests that come after Close find no
+// session. Close the rendezvous first, so that the streams ending
+// disconnects no member. Close is idempotent.
+func (h *Handler) Close() error {
 	var err error
 	h.closeOnce.Do(func() {
 		if h.unwatch != nil {
@@ -220,7 +229,7 @@ func (h *httpHandler) Close() error {
 
 // revoke ends what id has open: its requests (listening streams among
 // them) and its MCP sessions, which stop counting against the caps.
-func (h *httpHandler) revoke(id Identity) {
+func (h *Handler) revoke(id Identity) {
 	h.live.end(id)
 	for _, sid := range h.caps.releaseAll(id) {
 		endSession(h.mcp, h.path, sid, id)

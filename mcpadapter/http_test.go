@@ -50,7 +50,7 @@ func newDaemon(t *testing.T, anonymous bool) *daemon {
 	d.scoutTok = add("scout", mcpadapter.RoleMember)
 	d.minerTok = add("miner", mcpadapter.RoleMember)
 
-	rv, err := fleetstate.NewRendezvous(st, nil)
+	rv, err := fleetstate.NewRendezvous(st, &fleetstate.RendezvousOptions{AddOnReady: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func newDaemon(t *testing.T, anonymous bool) *daemon {
 	d.rv = rv
 	a := mcpadapter.New(st, rv, &mcpadapter.Options{
 		RolesConfigured: func() bool { return tokens.Len() > 0 },
-		OnCall:          mcpadapter.MarkMembersReady(rv),
+		MarkReady:       true,
 	})
 	h := a.HTTPHandler(a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens, Anonymous: anonymous})
 
@@ -567,7 +567,10 @@ func TestTokens(t *testing.T) {
 		t.Errorf("tokens %q %q %q; want distinct fst_ tokens of 32 random bytes", lt, mt, mt2)
 	}
 
-	path := filepath.Join(dir, filepath.FromSlash(mcpadapter.TokenFile))
+	path := mcpadapter.TokenPath(st)
+	if want := filepath.Join(dir, ".fleetstate", "tokens.json"); path != want {
+		t.Errorf("TokenPath %s; want %s", path, want)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

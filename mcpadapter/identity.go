@@ -3,8 +3,6 @@ package mcpadapter
 import (
 	"context"
 	"fmt"
-
-	"github.com/fleetstate/fleetstate"
 )
 
 // Role is what a caller may do in the fleet.
@@ -50,22 +48,4 @@ func ContextWithIdentity(ctx context.Context, id Identity) context.Context {
 func IdentityFromContext(ctx context.Context) Identity {
 	id, _ := ctx.Value(identityKey{}).(Identity)
 	return id
-}
-
-// MarkMembersReady returns an OnCall hook that makes a member ready in rv
-// whenever its connection makes a call: a member is known from its token
-// but not ready until it has mounted, and a member whose pane died is ready
-// again once its new process calls. A member not known yet (its token was
-// added after the server started) is added as a member that pulls.
-func MarkMembersReady(rv *fleetstate.Rendezvous) func(Identity) {
-	return func(id Identity) {
-		if id.Role != RoleMember {
-			return
-		}
-		if err := rv.SetReady(id.Agent, true); fleetstate.CodeOf(err) == fleetstate.CodeUnknownMember {
-			if rv.AddMember(id.Agent, nil) == nil {
-				_ = rv.SetReady(id.Agent, true)
-			}
-		}
-	}
 }

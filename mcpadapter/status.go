@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/fleetstate/fleetstate"
 )
@@ -17,32 +16,6 @@ const StatusPath = "/status"
 type StatusReport struct {
 	Agent  string `json:"agent,omitempty"`
 	Status string `json:"status"`
-}
-
-// HookEvent is the JSON a coding agent's lifecycle hook passes on standard
-// input. Only the fields fleetstate reads are here.
-type HookEvent struct {
-	Name    string `json:"hook_event_name"`
-	Message string `json:"message"`
-}
-
-// StatusOfHook maps a hook event onto a status: a prompt submitted or a
-// tool used means WORKING, a stop or a session start IDLE, a notification
-// that asks for permission BLOCKED (other notifications, such as waiting
-// for input, IDLE). ok is false for events that say nothing of the status.
-func StatusOfHook(ev HookEvent) (fleetstate.Status, bool) {
-	switch ev.Name {
-	case "UserPromptSubmit", "PreToolUse", "PostToolUse":
-		return fleetstate.StatusWorking, true
-	case "Stop", "SessionStart":
-		return fleetstate.StatusIdle, true
-	case "Notification":
-		if strings.Contains(strings.ToLower(ev.Message), "permission") {
-			return fleetstate.StatusBlocked, true
-		}
-		return fleetstate.StatusIdle, true
-	}
-	return fleetstate.StatusUnknown, false
 }
 
 // statusHandler takes status reports of authenticated agents.

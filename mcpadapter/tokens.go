@@ -20,9 +20,14 @@ import (
 	"github.com/spf13/afero"
 )
 
-// TokenFile is where the tokens live, relative to the state directory.
-// Tokens are configuration: cleaning the sessions keeps them.
-const TokenFile = ".fleetstate/tokens.json"
+// tokenFile is the token file's name in the store's private folder (see
+// [TokenPath]).
+const tokenFile = "tokens.json"
+
+// TokenPath returns where the tokens of store live: in its private folder
+// ([fleetstate.Store.PrivatePath]). Tokens are configuration: cleaning the
+// sessions keeps them.
+func TokenPath(store *fleetstate.Store) string { return store.PrivatePath(tokenFile) }
 
 const tokenPrefix = "fst_"
 
@@ -50,7 +55,7 @@ type tokenEntry struct {
 
 // OpenTokens opens the token store of store's state directory.
 func OpenTokens(store *fleetstate.Store) (*Tokens, error) {
-	t := &Tokens{fs: store.Fs(), path: filepath.Join(store.Dir(), filepath.FromSlash(TokenFile))}
+	t := &Tokens{fs: store.Fs(), path: TokenPath(store)}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.reload(); err != nil {

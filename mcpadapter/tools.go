@@ -2,6 +2,7 @@ package mcpadapter
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -220,17 +221,28 @@ func (a *Adapter) storeTools() []tool {
 	}
 }
 
+// outcomeProps describe an outcome's fields; the values of outcome, reason
+// and state are the library's lists, so the schema cannot drift from it.
 var outcomeProps = map[string]any{
-	"outcome": map[string]any{"type": "string", "enum": []string{"reply", "question", "turn_done", "pending", "failed"}},
+	"outcome": enum("how the turn ended, or pending", fleetstate.OutcomeKinds()),
 	"turn_id": str("the turn; answer a question with fleet_send{turn_id, content}"),
 	"ticket":  str("collect the outcome later with fleet_poll, then fleet_ack"),
 	"from":    str("the member"),
 	"content": str("the reply, the question, or the member's pane tail"),
 	"partial": map[string]any{"type": "boolean", "description": "content was clipped to the scrape window"},
-	"reason":  str("why the turn failed: backend_exhausted, echoed_brief, member_not_ready, member_gone, member_removed, session_cleaned, cancelled"),
-	"state":   map[string]any{"type": "string", "enum": []string{"queued", "working", "question", "done"}},
+	"reason":  enum("why the turn failed", fleetstate.Reasons()),
+	"state":   enum("where the ticket's turn stands", fleetstate.TicketStates()),
 	"returned": map[string]any{"type": "boolean",
 		"description": "a call of yours already returned this outcome; it is kept only in case that response was lost"},
+}
+
+// enum describes a string property whose values are values.
+func enum[S ~string](desc string, values []S) map[string]any {
+	e := make([]string, len(values))
+	for i, v := range values {
+		e[i] = string(v)
+	}
+	return map[string]any{"type": "string", "description": desc, "enum": e}
 }
 
 func (a *Adapter) fleetTools() []tool {
@@ -254,31 +266,29 @@ func (a *Adapter) fleetTools() []tool {
 			newArgs:     func() any { return new(sendArgs) },
 			call: func(ctx context.Context, id Identity, args any) (any, error) {
 				s := args.(*sendArgs)
+				// Which arguments are present is the decoding's to check;
+				// the rest is the library's.
 				switch {
 				case (s.To == nil) == (s.TurnID == nil):
 					return nil, invalid("give exactly one of to (a new turn) or turn_id (an answer)")
 				case s.TurnID != nil && s.Wait != nil:
 					return nil, invalid("wait goes with to, not with turn_id")
-				case s.TurnID != nil:
-					return settle(rv.Answer(ctx, id.Agent, *s.TurnID, *s.Content))
-				case s.Wait != nil && !*s.Wait:
-					return rv.SendDetached(id.Agent, *s.To, *s.Content)
-				default:
-					return settle(rv.Send(ctx, id.Agent, *s.To, *s.Content))
 				}
+				return rv.Delegate(ctx, id.Agent, fleetstate.SendRequest{To: deref(s.To), TurnID: deref(s.TurnID),
+					Content: *s.Content, Detached: s.Wait != nil && !*s.Wait})
 			},
 		},
 		{
 			name: "fleet_next",
-			description: "Member only. Wait up to wait_s seconds (default 50) for your next message and return {turn_id, from, content}, " +
+			description: "Member only. Wait up to wait_s seconds (default " + secs(fleetstate.DefaultNextWait) + ") for your next message and return {turn_id, from, content}, " +
 				"or {outcome: none} if none came. Calling it ends your previous turn if you did not reply to it.",
 			access:      memberOnly,
-			input:       []field{{name: "wait_s", kind: "number", desc: "seconds to wait (default 50, at most 55)", min: zero()}},
+			input:       []field{{name: "wait_s", kind: "number", desc: "seconds to wait (default " + secs(fleetstate.DefaultNextWait) + ", at most " + secs(fleetstate.DefaultMaxWait) + ")", min: zero()}},
 			output:      out(map[string]any{"turn_id": str(""), "from": str("the lead"), "content": str("the message"), "outcome": str("none when no message came")}),
 			annotations: ann("Take the next message", false, false, false),
 			newArgs:     func() any { return new(waitArgs) },
 			call: func(ctx context.Context, id Identity, args any) (any, error) {
-				wait := DefaultNextWait
+				wait := fleetstate.DefaultNextWait
 				if w := args.(*waitArgs).WaitS; w != nil {
 					wait = seconds(*w)
 				}
@@ -295,7 +305,7 @@ func (a *Adapter) fleetTools() []tool {
 		{
 			name: "fleet_ask",
 			description: "Member only. Ask the lead a question in your current turn and wait for the answer: {answer, timed_out}. " +
-				"The lead has about 55 s; then you get your default (timed_out: true). Give a default you can live with.",
+				"The lead has about " + secs(fleetstate.DefaultAskTimeout) + " s; then you get your default (timed_out: true). Give a default you can live with.",
 			access: memberOnly,
 			input: []field{
 				{name: "question", kind: "string", desc: "the question", required: true},
@@ -337,13 +347,13 @@ func (a *Adapter) fleetTools() []tool {
 		{
 			name: "fleet_poll",
 			description: "Lead only. With ticket: that ticket's outcome and state (queued, working, question, done). Without: {tickets: [...], next_cursor?}, " +
-				"your tickets oldest first, at most limit (default 100, at most 1000) a page; pass next_cursor as cursor for the next page. " +
-				"wait_s (at most 55) waits for news first. A finished outcome stays until fleet_ack (one a call returned, until your next call).",
+				"your tickets oldest first, at most limit (default " + pageLimits + ") a page; pass next_cursor as cursor for the next page. " +
+				"wait_s (at most " + secs(fleetstate.DefaultMaxWait) + ") waits for news first. A finished outcome stays until fleet_ack (one a call returned, until your next call).",
 			access: leadOnly,
 			input: []field{
 				{name: "ticket", kind: "string", desc: "one ticket (default: all of yours, a page at a time)"},
 				{name: "wait_s", kind: "number", desc: "seconds to wait for a change (default 0)", min: zero()},
-				{name: "limit", kind: "number", desc: "without ticket: the most tickets in this page (default 100, at most 1000)", min: zero()},
+				{name: "limit", kind: "number", desc: "without ticket: the most tickets in this page (default " + pageLimits + ")", min: zero()},
 				{name: "cursor", kind: "string", desc: "without ticket: next_cursor of the page before"},
 			},
 			output: out(func() map[string]any {
@@ -437,16 +447,11 @@ func (a *Adapter) fleetTools() []tool {
 	}
 }
 
-// settle turns the result of a blocking rendezvous call into a tool
-// result: when the caller's context ended, the pending outcome with its
-// ticket is still the answer (the client may have gone, but nothing is
-// lost).
-func settle(o fleetstate.Outcome, err error) (any, error) {
-	if err != nil && o.Kind == "" {
-		return nil, err
-	}
-	return o, nil
-}
+// secs spells a default bound in whole seconds for a tool's description.
+func secs(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
+
+// pageLimits spells the default and the most tickets of a page.
+var pageLimits = strconv.Itoa(fleetstate.DefaultPollLimit) + ", at most " + strconv.Itoa(fleetstate.MaxPollLimit)
 
 // seconds converts a wait in seconds; the rendezvous caps it further, this
 // only keeps huge values from overflowing.

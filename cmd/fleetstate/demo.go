@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -61,8 +62,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens}),
-		ReadHeaderTimeout: 10 * time.Second}
+	h := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens})
+	defer h.Close()
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
 	defer hs.Close()
 	url := "http://" + ln.Addr().String() + "/mcp"
@@ -97,71 +99,67 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer func() { stopMembers(); wg.Wait() }()
 
 	lead := conns["lead"]
-	var sess struct{ ID string }
-	if err := lead.Call(ctx, "new_session", map[string]any{"name": "demo"}, &sess); err != nil {
+	sess, err := lead.NewSession(ctx, "demo")
+	if err != nil {
 		return err
 	}
 	say("lead", "new session %s", sess.ID)
 
 	// Delegation: one blocking call, answered by the member's reply.
-	var o outcome
 	say("lead", "fleet_send to alice: %q", "survey the TODOs")
-	if err := lead.Call(ctx, "fleet_send", map[string]any{"to": "alice", "content": "survey the TODOs"}, &o); err != nil {
+	o, err := lead.Send(ctx, "alice", "survey the TODOs")
+	if err != nil {
 		return err
 	}
-	say("lead", "got %s from %s: %q", o.Outcome, o.From, o.Content)
-	var file struct{ Content string }
-	if err := lead.Call(ctx, "get", map[string]any{"id": o.Content[strings.Index(o.Content, "fsm::"):]}, &file); err != nil {
+	say("lead", "got %s from %s: %q", o.Kind, o.From, o.Content)
+	id, err := fleetstate.ParseFileID(o.Content[strings.Index(o.Content, "fsm::"):])
+	if err != nil {
 		return err
 	}
-	say("lead", "read alice's notes: %q", file.Content)
+	file, err := lead.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	say("lead", "read alice's notes: %q", file)
 
 	// Clarification: the member asks, the lead answers by turn ID.
 	say("lead", "fleet_send to bob: %q", "build the release")
-	if err := lead.Call(ctx, "fleet_send", map[string]any{"to": "bob", "content": "build the release"}, &o); err != nil {
+	if o, err = lead.Send(ctx, "bob", "build the release"); err != nil {
 		return err
 	}
-	say("lead", "got %s from %s: %q (turn %s…)", o.Outcome, o.From, o.Content, o.TurnID[:13])
-	if o.Outcome != "question" {
-		return fmt.Errorf("bob: got %s; want a question", o.Outcome)
+	say("lead", "got %s from %s: %q (turn %s…)", o.Kind, o.From, o.Content, o.TurnID[:13])
+	if o.Kind != fleetstate.OutcomeQuestion {
+		return fmt.Errorf("bob: got %s; want a question", o.Kind)
 	}
 	say("lead", "answers turn %s…: %q", o.TurnID[:13], "release-2")
-	if err := lead.Call(ctx, "fleet_send", map[string]any{"turn_id": o.TurnID, "content": "release-2"}, &o); err != nil {
+	if o, err = lead.Answer(ctx, o.TurnID, "release-2"); err != nil {
 		return err
 	}
-	say("lead", "got %s from %s: %q", o.Outcome, o.From, o.Content)
+	say("lead", "got %s from %s: %q", o.Kind, o.From, o.Content)
 
 	// Detached: a ticket at once, collected later.
-	if err := lead.Call(ctx, "fleet_send", map[string]any{"to": "carol", "content": "run the long test suite", "wait": false}, &o); err != nil {
+	if o, err = lead.SendDetached(ctx, "carol", "run the long test suite"); err != nil {
 		return err
 	}
 	ticket := o.Ticket
-	say("lead", "fleet_send to carol, detached: %s, ticket %s…", o.Outcome, ticket[:15])
-	for o.Outcome == "pending" {
-		if err := lead.Call(ctx, "fleet_poll", map[string]any{"ticket": ticket, "wait_s": 10}, &o); err != nil {
+	say("lead", "fleet_send to carol, detached: %s, ticket %s…", o.Kind, ticket[:15])
+	for o.Kind == fleetstate.OutcomePending {
+		if o, err = lead.Poll(ctx, ticket, 10*time.Second); err != nil {
 			return err
 		}
-		say("lead", "fleet_poll: %s (%s)", o.Outcome, o.State)
+		say("lead", "fleet_poll: %s (%s)", o.Kind, o.State)
 	}
 	say("lead", "carol's report: %q", o.Content)
-	var ok struct{ OK bool }
-	if err := lead.Call(ctx, "fleet_ack", map[string]any{"ticket": ticket}, &ok); err != nil {
+	if err := lead.Ack(ctx, ticket); err != nil {
 		return err
 	}
 	say("lead", "acked the ticket")
 
-	var members struct {
-		Members []struct {
-			Name   string
-			Ready  bool
-			Status string
-			Queued int
-		}
-	}
-	if err := lead.Call(ctx, "fleet_members", nil, &members); err != nil {
+	members, err := lead.Members(ctx)
+	if err != nil {
 		return err
 	}
-	for _, m := range members.Members {
+	for _, m := range members {
 		say("lead", "member %s ready=%v queued=%d", m.Name, m.Ready, m.Queued)
 	}
 	say("daemon", "done")
@@ -172,56 +170,36 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // answers each in its own way.
 func member(ctx context.Context, name string, c *mcpadapter.Client, say func(who, format string, args ...any)) {
 	for ctx.Err() == nil {
-		var msg struct {
-			TurnID  string `json:"turn_id"`
-			From    string
-			Content string
-			Outcome string
-		}
-		if err := c.Call(ctx, "fleet_next", map[string]any{"wait_s": 1}, &msg); err != nil || msg.Outcome == "none" {
+		msg, ok, err := c.Next(ctx, time.Second)
+		if err != nil || !ok {
 			continue
 		}
 		say(name, "received %q from %s", msg.Content, msg.From)
 		var reply string
 		switch name {
 		case "alice":
-			var put struct{ ID string }
-			if err := c.Call(ctx, "put", map[string]any{"agent_name": "alice", "file_name": "notes/todos.md",
-				"content": "3 TODOs: parser.go:12, store.go:40, main.go:7"}, &put); err != nil {
+			id, err := c.Put(ctx, "alice", "notes/todos.md", []byte("3 TODOs: parser.go:12, store.go:40, main.go:7"), false)
+			if err != nil {
 				reply = "could not write notes: " + err.Error()
 				break
 			}
-			reply = "found 3 TODOs, notes in " + put.ID
+			reply = "found 3 TODOs, notes in " + id.String()
 		case "bob":
-			var ans struct {
-				Answer   string
-				TimedOut bool `json:"timed_out"`
-			}
 			say(name, "fleet_ask: %q", "which branch?")
-			if err := c.Call(ctx, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, &ans); err != nil {
+			answer, _, err := c.Ask(ctx, "which branch?", "main")
+			if err != nil {
 				reply = "ask failed: " + err.Error()
 				break
 			}
-			say(name, "got the answer %q", ans.Answer)
-			reply = "built " + ans.Answer + ", all green"
+			say(name, "got the answer %q", answer)
+			reply = "built " + answer + ", all green"
 		default:
 			time.Sleep(300 * time.Millisecond) // a long task
 			reply = "412 tests, 0 failures"
 		}
 		say(name, "fleet_reply: %q", reply)
-		var ok struct{ OK bool }
-		if err := c.Call(ctx, "fleet_reply", map[string]any{"content": reply}, &ok); err != nil {
+		if err := c.Reply(ctx, reply); err != nil {
 			say(name, "fleet_reply failed: %v", err)
 		}
 	}
-}
-
-type outcome struct {
-	Outcome string
-	TurnID  string `json:"turn_id"`
-	Ticket  string
-	From    string
-	Content string
-	State   string
-	Reason  string
 }

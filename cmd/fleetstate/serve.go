@@ -42,6 +42,10 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 		opts = *rvOpts
 	}
 	opts.Logger = log
+	// A caller holding a member token added while the server runs is a
+	// member as soon as it calls (the membership adds it too, on its next
+	// look at the token file).
+	opts.AddOnReady = true
 	if opts.HoldReturned <= 0 {
 		opts.HoldReturned = holdReturned // and released per connection by the adapter
 	}
@@ -60,7 +64,7 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 	s := &state{store: store, rv: rv, tokens: tokens}
 	s.adapter = mcpadapter.New(store, rv, &mcpadapter.Options{
 		RolesConfigured: func() bool { return tokens.Len() > 0 },
-		OnCall:          mcpadapter.MarkMembersReady(rv),
+		MarkReady:       true,
 	})
 	return s, nil
 }
@@ -358,7 +362,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	// wait on them.
 	members.Close()
 	st.rv.Close()
-	handler.(io.Closer).Close()
+	handler.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {

@@ -41,11 +41,11 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stderr io.Wr
 		}
 		st = s
 	case 0:
-		var ev mcpadapter.HookEvent
+		var ev fleetstate.HookEvent
 		if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&ev); err != nil {
 			return fmt.Errorf("status: no status given and no hook event on standard input: %v", err)
 		}
-		s, ok := mcpadapter.StatusOfHook(ev)
+		s, ok := fleetstate.StatusOfHook(ev)
 		if !ok {
 			return nil // an event that says nothing of the status
 		}

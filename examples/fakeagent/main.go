@@ -173,15 +173,12 @@ func (a *fake) handle(ctx context.Context, msg string) {
 		done()
 	case strings.Contains(msg, "[ask]"):
 		working()
-		var ans struct {
-			Answer   string
-			TimedOut bool `json:"timed_out"`
-		}
-		if err := a.call(ctx, "fleet_ask", map[string]any{"question": "which branch should I use?", "default": "main"}, &ans); err != nil {
+		answer, _, err := a.mcp.Ask(ctx, "which branch should I use?", "main")
+		if err != nil {
 			fmt.Println("ask failed:", err)
 		}
-		fmt.Println("the lead answered:", ans.Answer)
-		a.reply(ctx, "built on "+ans.Answer)
+		fmt.Println("the lead answered:", answer)
+		a.reply(ctx, "built on "+answer)
 		done()
 	default:
 		working()
@@ -194,8 +191,7 @@ func (a *fake) handle(ctx context.Context, msg string) {
 }
 
 func (a *fake) reply(ctx context.Context, text string) {
-	var ok struct{ OK bool }
-	if err := a.call(ctx, "fleet_reply", map[string]any{"content": text}, &ok); err != nil {
+	if err := a.mcp.Reply(ctx, text); err != nil {
 		fmt.Println("reply failed:", err)
 		return
 	}
@@ -223,12 +219,8 @@ func (a *fake) connect(ctx context.Context) error {
 	}
 	a.mcp = c
 	// The first call mounts the agent: the daemon marks it ready.
-	_ = a.call(ctx, "get_session", nil, nil)
+	_, _ = a.mcp.CurrentSession(ctx)
 	return nil
-}
-
-func (a *fake) call(ctx context.Context, name string, args map[string]any, out any) error {
-	return a.mcp.Call(ctx, name, args, out)
 }
 
 func stty(args ...string) error {

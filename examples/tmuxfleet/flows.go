@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // runAll runs every flow of the rendezvous once, in the order of the
@@ -52,40 +54,40 @@ func digest(s string) string {
 func (f *fleet) delegation(ctx context.Context) error {
 	brief := "summarise the repository layout"
 	f.say("lead", "fleet_send to alice: %q (blocks)", brief)
-	o, err := f.send(ctx, map[string]any{"to": "alice", "content": brief})
+	o, err := f.lead.Send(ctx, "alice", brief)
 	if err != nil {
 		return err
 	}
-	f.say("lead", "%s from %s: %q", o, o.From, o.Content)
-	return want(o.Outcome == "reply" && strings.Contains(o.Content, digest(brief)), "got %+v", o)
+	f.say("lead", "%s from %s: %q", show(o), o.From, o.Content)
+	return want(o.Kind == fleetstate.OutcomeReply && strings.Contains(o.Content, digest(brief)), "got %+v", o)
 }
 
 func (f *fleet) clarification(ctx context.Context) error {
 	f.say("lead", "fleet_send to bob: %q", "[ask] build the release")
-	o, err := f.send(ctx, map[string]any{"to": "bob", "content": "[ask] build the release"})
+	o, err := f.lead.Send(ctx, "bob", "[ask] build the release")
 	if err != nil {
 		return err
 	}
-	f.say("lead", "%s from %s: %q, turn %s", o, o.From, o.Content, o.TurnID)
-	if err := want(o.Outcome == "question" && o.TurnID != "", "got %+v; want a question", o); err != nil {
+	f.say("lead", "%s from %s: %q, turn %s", show(o), o.From, o.Content, o.TurnID)
+	if err := want(o.Kind == fleetstate.OutcomeQuestion && o.TurnID != "", "got %+v; want a question", o); err != nil {
 		return err
 	}
 	f.say("lead", "answers by turn id: %q", "release-2")
-	o, err = f.send(ctx, map[string]any{"turn_id": o.TurnID, "content": "release-2"})
+	o, err = f.lead.Answer(ctx, o.TurnID, "release-2")
 	if err != nil {
 		return err
 	}
-	f.say("lead", "%s from %s: %q", o, o.From, o.Content)
-	return want(o.Outcome == "reply" && o.Content == "built on release-2", "got %+v", o)
+	f.say("lead", "%s from %s: %q", show(o), o.From, o.Content)
+	return want(o.Kind == fleetstate.OutcomeReply && o.Content == "built on release-2", "got %+v", o)
 }
 
 func (f *fleet) detached(ctx context.Context) error {
 	brief := "audit the test suite"
-	o, err := f.send(ctx, map[string]any{"to": "carol", "content": brief, "wait": false})
+	o, err := f.lead.SendDetached(ctx, "carol", brief)
 	if err != nil {
 		return err
 	}
-	f.say("lead", "fleet_send to carol (screen-pattern status), wait:false: %s, ticket %s", o, o.Ticket)
+	f.say("lead", "fleet_send to carol (screen-pattern status), wait:false: %s, ticket %s", show(o), o.Ticket)
 	ticket := o.Ticket
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(f.pane(ctx, "lead"), ticket) {
@@ -95,15 +97,14 @@ func (f *fleet) detached(ctx context.Context) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	f.say("lead", "its pane was nudged: %q", nudgeLine(f.pane(ctx, "lead"), ticket))
-	if err := f.call(ctx, "fleet_poll", map[string]any{"ticket": ticket}, &o); err != nil {
+	if o, err = f.lead.Poll(ctx, ticket, 0); err != nil {
 		return err
 	}
-	f.say("lead", "fleet_poll: %s: %q", o, o.Content)
-	if err := want(o.Outcome == "reply" && strings.Contains(o.Content, digest(brief)), "got %+v", o); err != nil {
+	f.say("lead", "fleet_poll: %s: %q", show(o), o.Content)
+	if err := want(o.Kind == fleetstate.OutcomeReply && strings.Contains(o.Content, digest(brief)), "got %+v", o); err != nil {
 		return err
 	}
-	var ok struct{ OK bool }
-	if err := f.call(ctx, "fleet_ack", map[string]any{"ticket": ticket}, &ok); err != nil {
+	if err := f.lead.Ack(ctx, ticket); err != nil {
 		return err
 	}
 	f.say("lead", "fleet_ack: the ticket is gone")
@@ -122,26 +123,28 @@ func nudgeLine(pane, ticket string) string {
 func (f *fleet) turnDone(ctx context.Context) error {
 	cases := []struct {
 		brief string
-		check func(outcome) bool
+		check func(fleetstate.Outcome) bool
 	}{
-		{"[exhaust] refactor the parser", func(o outcome) bool { return o.Outcome == "failed" && o.Reason == "backend_exhausted" }},
-		{"[echo] audit the authentication module for token handling bugs and write the findings down", func(o outcome) bool {
-			return o.Outcome == "failed" && o.Reason == "echoed_brief" && !strings.Contains(o.Content, "authentication module")
+		{"[exhaust] refactor the parser", func(o fleetstate.Outcome) bool {
+			return o.Kind == fleetstate.OutcomeFailed && o.Reason == "backend_exhausted"
 		}},
-		{"[long] write the full report", func(o outcome) bool {
-			return o.Outcome == "turn_done" && o.Partial && strings.Contains(o.Content, "report line 400")
+		{"[echo] audit the authentication module for token handling bugs and write the findings down", func(o fleetstate.Outcome) bool {
+			return o.Kind == fleetstate.OutcomeFailed && o.Reason == "echoed_brief" && !strings.Contains(o.Content, "authentication module")
 		}},
-		{"[slow] migrate the database", func(o outcome) bool {
-			return o.Outcome == "turn_done" && !o.Partial && strings.Contains(o.Content, "finished the slow work")
+		{"[long] write the full report", func(o fleetstate.Outcome) bool {
+			return o.Kind == fleetstate.OutcomeTurnDone && o.Partial && strings.Contains(o.Content, "report line 400")
+		}},
+		{"[slow] migrate the database", func(o fleetstate.Outcome) bool {
+			return o.Kind == fleetstate.OutcomeTurnDone && !o.Partial && strings.Contains(o.Content, "finished the slow work")
 		}},
 	}
 	for _, c := range cases {
 		f.say("lead", "fleet_send to alice: %q", c.brief)
-		o, err := f.send(ctx, map[string]any{"to": "alice", "content": c.brief})
+		o, err := f.lead.Send(ctx, "alice", c.brief)
 		if err != nil {
 			return err
 		}
-		f.say("lead", "%s: %q", o, short(o.Content, 70))
+		f.say("lead", "%s: %q", show(o), short(o.Content, 70))
 		if !c.check(o) {
 			return fmt.Errorf("%q: got %+v", c.brief, o)
 		}
@@ -150,62 +153,61 @@ func (f *fleet) turnDone(ctx context.Context) error {
 }
 
 func (f *fleet) busyMember(ctx context.Context) error {
-	first, err := f.send(ctx, map[string]any{"to": "bob", "content": "[slow] first job", "wait": false})
+	first, err := f.lead.SendDetached(ctx, "bob", "[slow] first job")
 	if err != nil {
 		return err
 	}
-	f.say("lead", "fleet_send to bob, detached: %q → %s", "[slow] first job", first)
-	second, err := f.send(ctx, map[string]any{"to": "bob", "content": "second job"})
+	f.say("lead", "fleet_send to bob, detached: %q → %s", "[slow] first job", show(first))
+	second, err := f.lead.Send(ctx, "bob", "second job")
 	if err != nil {
 		return err
 	}
-	f.say("lead", "fleet_send to busy bob: %q → %s at once", "second job", second)
-	if err := want(second.Outcome == "pending" && second.State == "queued", "second send got %+v; want pending/queued", second); err != nil {
+	f.say("lead", "fleet_send to busy bob: %q → %s at once", "second job", show(second))
+	if err := want(second.Kind == fleetstate.OutcomePending && second.State == "queued", "second send got %+v; want pending/queued", second); err != nil {
 		return err
 	}
-	var o outcome
-	for o.Outcome != "reply" {
-		if err := f.call(ctx, "fleet_poll", map[string]any{"ticket": second.Ticket, "wait_s": 20}, &o); err != nil {
+	var o fleetstate.Outcome
+	for o.Kind != fleetstate.OutcomeReply {
+		if o, err = f.lead.Poll(ctx, second.Ticket, 20*time.Second); err != nil {
 			return err
 		}
-		f.say("lead", "fleet_poll second: %s", o)
+		f.say("lead", "fleet_poll second: %s", show(o))
 	}
 	if err := want(strings.Contains(o.Content, digest("second job")), "second job reply %+v", o); err != nil {
 		return err
 	}
-	var p outcome
-	if err := f.call(ctx, "fleet_poll", map[string]any{"ticket": first.Ticket}, &p); err != nil {
+	p, err := f.lead.Poll(ctx, first.Ticket, 0)
+	if err != nil {
 		return err
 	}
-	f.say("lead", "first job: %s: %q", p, short(p.Content, 60))
-	var ok struct{ OK bool }
-	_ = f.call(ctx, "fleet_ack", map[string]any{"ticket": first.Ticket}, &ok)
-	_ = f.call(ctx, "fleet_ack", map[string]any{"ticket": second.Ticket}, &ok)
-	return want(p.Outcome == "turn_done", "first job %+v", p)
+	f.say("lead", "first job: %s: %q", show(p), short(p.Content, 60))
+	_ = f.lead.Ack(ctx, first.Ticket)
+	_ = f.lead.Ack(ctx, second.Ticket)
+	return want(p.Kind == fleetstate.OutcomeTurnDone, "first job %+v", p)
 }
 
 func (f *fleet) neverMounted(ctx context.Context) error {
 	f.say("lead", "fleet_send to ghost (in the roster, never started)")
-	o, err := f.send(ctx, map[string]any{"to": "ghost", "content": "hello?"})
+	o, err := f.lead.Send(ctx, "ghost", "hello?")
 	if err != nil {
 		return err
 	}
-	f.say("lead", "%s", o)
-	return want(o.Outcome == "failed" && o.Reason == "member_not_ready", "got %+v", o)
+	f.say("lead", "%s", show(o))
+	return want(o.Kind == fleetstate.OutcomeFailed && o.Reason == "member_not_ready", "got %+v", o)
 }
 
 func (f *fleet) unknownStatus(ctx context.Context) error {
-	o, err := f.send(ctx, map[string]any{"to": "mute", "content": "are you there", "wait": false})
+	o, err := f.lead.SendDetached(ctx, "mute", "are you there")
 	if err != nil {
 		return err
 	}
-	f.say("lead", "fleet_send to mute (no hooks, no patterns: UNKNOWN), detached: %s", o)
+	f.say("lead", "fleet_send to mute (no hooks, no patterns: UNKNOWN), detached: %s", show(o))
 	time.Sleep(3 * time.Second)
-	var p outcome
-	if err := f.call(ctx, "fleet_poll", map[string]any{"ticket": o.Ticket}, &p); err != nil {
+	p, err := f.lead.Poll(ctx, o.Ticket, 0)
+	if err != nil {
 		return err
 	}
-	f.say("lead", "3 s later: %s; mute's pane got nothing", p)
+	f.say("lead", "3 s later: %s; mute's pane got nothing", show(p))
 	if strings.Contains(f.pane(ctx, "mute"), "are you there") {
 		return fmt.Errorf("a message was written to an UNKNOWN pane")
 	}
@@ -223,13 +225,13 @@ func (f *fleet) largeMessages(ctx context.Context) error {
 	// numbers of the replies to consecutive messages must be consecutive.
 	last := -1
 	for _, msg := range []string{multi, large, "a short one after"} {
-		o, err := f.send(ctx, map[string]any{"to": "alice", "content": msg})
+		o, err := f.lead.Send(ctx, "alice", msg)
 		if err != nil {
 			return err
 		}
 		f.say("lead", "sent %d bytes in %d lines: %q", len(msg), strings.Count(msg, "\n")+1, o.Content)
 		wantReply := fmt.Sprintf("received %d bytes in %d lines, sha256 %s (message #", len(msg), strings.Count(msg, "\n")+1, digest(msg))
-		if err := want(o.Outcome == "reply" && strings.Contains(o.Content, wantReply), "got %+v; want %q", o, wantReply); err != nil {
+		if err := want(o.Kind == fleetstate.OutcomeReply && strings.Contains(o.Content, wantReply), "got %+v; want %q", o, wantReply); err != nil {
 			return err
 		}
 		var n int
@@ -246,12 +248,12 @@ func (f *fleet) largeMessages(ctx context.Context) error {
 
 func (f *fleet) paneDies(ctx context.Context) error {
 	f.say("lead", "fleet_send to dora: %q", "[die] work on this")
-	o, err := f.send(ctx, map[string]any{"to": "dora", "content": "[die] work on this"})
+	o, err := f.lead.Send(ctx, "dora", "[die] work on this")
 	if err != nil {
 		return err
 	}
-	f.say("lead", "%s: %q", o, short(o.Content, 70))
-	return want(o.Outcome == "failed" && o.Reason == "member_gone", "got %+v", o)
+	f.say("lead", "%s: %q", show(o), short(o.Content, 70))
+	return want(o.Kind == fleetstate.OutcomeFailed && o.Reason == "member_gone", "got %+v", o)
 }
 
 func (f *fleet) draftCleared(ctx context.Context) error {
@@ -260,10 +262,10 @@ func (f *fleet) draftCleared(ctx context.Context) error {
 	}
 	f.say("lead", "alice's input line holds a draft: %q", "half-typed draft")
 	msg := "the real message"
-	o, err := f.send(ctx, map[string]any{"to": "alice", "content": msg})
+	o, err := f.lead.Send(ctx, "alice", msg)
 	if err != nil {
 		return err
 	}
-	f.say("lead", "%s: %q", o, o.Content)
-	return want(o.Outcome == "reply" && strings.Contains(o.Content, digest(msg)), "got %+v; want the message without the draft", o)
+	f.say("lead", "%s: %q", show(o), o.Content)
+	return want(o.Kind == fleetstate.OutcomeReply && strings.Contains(o.Content, digest(msg)), "got %+v; want the message without the draft", o)
 }

@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
 )
@@ -198,30 +199,24 @@ func start(ctx context.Context, w io.Writer) (_ *fleet, err error) {
 	f.say("lead", "connected; waiting for the members to mount")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var ms struct {
-			Members []struct {
-				Name   string
-				Ready  bool
-				Status string
-			}
-		}
-		if err := f.call(ctx, "fleet_members", nil, &ms); err != nil {
+		ms, err := f.lead.Members(ctx)
+		if err != nil {
 			return nil, err
 		}
 		ready := 0
-		for _, m := range ms.Members {
+		for _, m := range ms {
 			if m.Ready {
 				ready++
 			}
 		}
 		if ready == 5 { // all but ghost
-			for _, m := range ms.Members {
+			for _, m := range ms {
 				f.say("lead", "member %-5s ready=%-5v status=%s", m.Name, m.Ready, m.Status)
 			}
 			return f, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("members did not mount: %+v", ms.Members)
+			return nil, fmt.Errorf("members did not mount: %+v", ms)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -241,36 +236,20 @@ func (f *fleet) Close() {
 	os.RemoveAll(f.tmp)
 }
 
-// outcome is a fleet_send or fleet_poll result.
-type outcome struct {
-	Outcome string
-	TurnID  string `json:"turn_id"`
-	Ticket  string
-	From    string
-	Content string
-	Partial bool
-	Reason  string
-	State   string
-}
-
-func (o outcome) String() string {
-	s := o.Outcome
+// show sums an outcome up in a word or three: "failed/member_gone",
+// "pending (queued)", "turn_done partial".
+func show(o fleetstate.Outcome) string {
+	s := string(o.Kind)
 	if o.Reason != "" {
-		s += "/" + o.Reason
+		s += "/" + string(o.Reason)
 	}
-	if o.State != "" && o.Outcome == "pending" {
-		s += " (" + o.State + ")"
+	if o.State != "" && o.Kind == fleetstate.OutcomePending {
+		s += " (" + string(o.State) + ")"
 	}
 	if o.Partial {
 		s += " partial"
 	}
 	return s
-}
-
-func (f *fleet) send(ctx context.Context, args map[string]any) (outcome, error) {
-	var o outcome
-	err := f.call(ctx, "fleet_send", args, &o)
-	return o, err
 }
 
 // pane returns what a pane shows, scrollback included.
@@ -285,8 +264,4 @@ func short(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-func (f *fleet) call(ctx context.Context, name string, args map[string]any, out any) error {
-	return f.lead.Call(ctx, name, args, out)
 }
