@@ -67,6 +67,8 @@ const (
 	CodeTurnCancelled Code = "ERR_TURN_CANCELLED"
 	// CodeSuperseded: a newer connection of the same member took over; the older one may no longer take or answer turns.
 	CodeSuperseded Code = "ERR_SUPERSEDED"
+	// CodeCancelled: the caller gave up on a call, which was cancelled or whose deadline passed, before it had a result. Blocking methods of the package return ctx.Err() itself; a server reports it to a remote caller under this code, with the context's error as the detail. What the call had started goes on: a send's turn stays on its ticket.
+	CodeCancelled Code = "ERR_CANCELLED"
 )
 
 // Sentinels for use with errors.Is. Each matches every [*Error] with its code.
@@ -98,6 +100,7 @@ var (
 	ErrFleetOwned           = &Error{Code: CodeFleetOwned}
 	ErrTurnCancelled        = &Error{Code: CodeTurnCancelled}
 	ErrSuperseded           = &Error{Code: CodeSuperseded}
+	ErrCancelled            = &Error{Code: CodeCancelled}
 )
 
 // codeTexts are the codes' texts, for messages.
@@ -129,4 +132,5 @@ var codeTexts = map[Code]string{
 	CodeFleetOwned:           "the fleet is owned by another process",
 	CodeTurnCancelled:        "the lead cancelled the turn",
 	CodeSuperseded:           "a newer connection of the member took over",
+	CodeCancelled:            "the call was cancelled",
 }
