@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/spf13/afero"
 )
 
@@ -432,21 +433,17 @@ func benchMem() benchMemStats {
 // benchWaitQueued waits until n messages are queued across the members.
 func benchWaitQueued(b *testing.B, rv *fleetstate.Rendezvous, n int) {
 	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		queued := 0
+	queued := 0
+	if !fleettest.Until(time.Minute, time.Millisecond, func() bool {
+		queued = 0
 		for _, m := range rv.Members() {
 			queued += m.Queued
 		}
-		if queued == n {
-			// The senders are past enqueue, a few instructions from
-			// parking; let them park.
-			time.Sleep(10 * time.Millisecond)
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d messages queued; want %d", queued, n)
-		}
-		time.Sleep(time.Millisecond)
+		return queued == n
+	}) {
+		b.Fatalf("%d messages queued; want %d", queued, n)
 	}
+	// The senders are past enqueue, a few instructions from parking; let
+	// them park.
+	time.Sleep(10 * time.Millisecond)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,7 +14,15 @@ import (
 	"testing"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/spf13/afero"
+)
+
+// Errors a disk gives.
+var (
+	errNoSpace  = syscall.ENOSPC
+	errReadOnly = syscall.EROFS
+	errIO       = syscall.EIO
 )
 
 // The disk refuses writes: every operation of the store that writes is
@@ -31,31 +38,31 @@ import (
 // faultHostDir is where the faulty stores live; no message may name it.
 const faultHostDir = "/srv/host-secret/state"
 
-// fault is one way the disk refuses: a rule on a faultFS.
+// fault is one way the disk refuses: a rule on a fleettest.FaultFS.
 type fault struct {
 	name  string
-	op    op   // the call it breaks
-	sync  bool // the store syncs writes (the sync faults need it)
-	apply func(f *faultFS, path string)
+	op    fleettest.Op // the call it breaks
+	sync  bool         // the store syncs writes (the sync faults need it)
+	apply func(f *fleettest.FaultFS, path string)
 	cause string // what the error message must mention
 }
 
 var diskFaults = []fault{
-	{name: "create ENOSPC", op: opCreate, apply: func(f *faultFS, p string) { f.fail(opCreate, p, errNoSpace) }, cause: "no space left"},
-	{name: "create EROFS", op: opCreate, apply: func(f *faultFS, p string) { f.fail(opCreate, p, errReadOnly) }, cause: "read-only"},
-	{name: "write ENOSPC", op: opWrite, apply: func(f *faultFS, p string) { f.fail(opWrite, p, errNoSpace) }, cause: "no space left"},
-	{name: "short write ENOSPC", op: opWrite, apply: func(f *faultFS, p string) { f.failShort(p, 5, errNoSpace) }, cause: "no space left"},
-	{name: "sync EIO", op: opSync, sync: true, apply: func(f *faultFS, p string) { f.fail(opSync, p, errIO) }, cause: "input/output error"},
-	{name: "close EIO", op: opClose, apply: func(f *faultFS, p string) { f.fail(opClose, p, errIO) }, cause: "input/output error"},
-	{name: "rename EIO", op: opRename, apply: func(f *faultFS, p string) { f.fail(opRename, p, errIO) }, cause: "input/output error"},
-	{name: "mkdir ENOSPC", op: opMkdir, apply: func(f *faultFS, p string) { f.fail(opMkdir, p, errNoSpace) }, cause: "no space left"},
+	{name: "create ENOSPC", op: fleettest.OpCreate, apply: func(f *fleettest.FaultFS, p string) { f.Fail(fleettest.OpCreate, p, errNoSpace) }, cause: "no space left"},
+	{name: "create EROFS", op: fleettest.OpCreate, apply: func(f *fleettest.FaultFS, p string) { f.Fail(fleettest.OpCreate, p, errReadOnly) }, cause: "read-only"},
+	{name: "write ENOSPC", op: fleettest.OpWrite, apply: func(f *fleettest.FaultFS, p string) { f.Fail(fleettest.OpWrite, p, errNoSpace) }, cause: "no space left"},
+	{name: "short write ENOSPC", op: fleettest.OpWrite, apply: func(f *fleettest.FaultFS, p string) { f.FailShort(p, 5, errNoSpace) }, cause: "no space left"},
+	{name: "sync EIO", op: fleettest.OpSync, sync: true, apply: func(f *fleettest.FaultFS, p string) { f.Fail(fleettest.OpSync, p, errIO) }, cause: "input/output error"},
+	{name: "close EIO", op: fleettest.OpClose, apply: func(f *fleettest.FaultFS, p string) { f.Fail(fleettest.OpClose, p, errIO) }, cause: "input/output error"},
+	{name: "rename EIO", op: fleettest.OpRename, apply: func(f *fleettest.FaultFS, p string) { f.Fail(fleettest.OpRename, p, errIO) }, cause: "input/output error"},
+	{name: "mkdir ENOSPC", op: fleettest.OpMkdir, apply: func(f *fleettest.FaultFS, p string) { f.Fail(fleettest.OpMkdir, p, errNoSpace) }, cause: "no space left"},
 }
 
-// faultStore opens a store on a faultFS over a memory file system, with a
+// faultStore opens a store on a fleettest.FaultFS over a memory file system, with a
 // session and a few files, as the faults find it.
-func faultStore(t *testing.T, sync bool) (*faultFS, *fleetstate.Store, fleetstate.Session) {
+func faultStore(t *testing.T, sync bool) (*fleettest.FaultFS, *fleetstate.Store, fleetstate.Session) {
 	t.Helper()
-	ffs := newFaultFS(afero.NewMemMapFs())
+	ffs := fleettest.NewFaultFS(afero.NewMemMapFs())
 	st := open(t, ffs, faultHostDir, &fleetstate.Options{SyncWrites: sync})
 	newSession(t, st, "first")
 	sess := newSession(t, st, "second") // an archive line exists
@@ -116,13 +123,14 @@ func wantDiskError(t *testing.T, st *fleetstate.Store, err error, cause string) 
 // storeWrites are the operations of the store that write, each with a
 // check of its result once the disk is healthy again.
 var storeWrites = []struct {
-	name  string
-	where string // the path fragment the fault is put on
-	run   func(st *fleetstate.Store) error
-	check func(t *testing.T, st *fleetstate.Store, sess fleetstate.Session)
+	name    string
+	where   string         // the path fragment the fault is put on
+	makesNo []fleettest.Op // calls it never makes there: a fault on them must not fire
+	run     func(st *fleetstate.Store) error
+	check   func(t *testing.T, st *fleetstate.Store, sess fleetstate.Session)
 }{
 	{
-		name: "put new file", where: "/scout/",
+		name: "put new file", where: "/scout/", makesNo: []fleettest.Op{fleettest.OpMkdir}, // the folders exist
 		run: func(st *fleetstate.Store) error {
 			_, err := st.Put("scout", "fresh.md", []byte("fresh content"), false)
 			return err
@@ -146,7 +154,7 @@ var storeWrites = []struct {
 		},
 	},
 	{
-		name: "put overwrite", where: "/scout/",
+		name: "put overwrite", where: "/scout/", makesNo: []fleettest.Op{fleettest.OpMkdir},
 		run: func(st *fleetstate.Store) error {
 			_, err := st.Put("scout", "notes.md", []byte("new notes, longer than the old"), true)
 			return err
@@ -158,7 +166,7 @@ var storeWrites = []struct {
 		},
 	},
 	{
-		name: "new session", where: "/state/",
+		name: "new session", where: "/state/", makesNo: []fleettest.Op{fleettest.OpMkdir}, // session folders come with the first put
 		run: func(st *fleetstate.Store) error {
 			_, err := st.NewSession("third")
 			return err
@@ -185,13 +193,21 @@ func TestDiskRefusesWrites(t *testing.T) {
 				before := stateTree(t, st)
 				f.apply(ffs, w.where)
 				err := w.run(st)
-				if ffs.injected(f.op) == 0 {
-					// The operation does not use the call this fault
-					// breaks (a put into existing folders makes none).
+				if slices.Contains(w.makesNo, f.op) {
+					// The operation makes no such call (a put into
+					// existing folders makes no mkdir): nothing fires
+					// and it succeeds.
+					if n := ffs.Injected(f.op); n != 0 {
+						t.Fatalf("%s made %d %s calls; the table says it makes none", w.name, n, f.op)
+					}
 					if err != nil {
 						t.Fatalf("%s failed with no fault injected: %v", w.name, err)
 					}
-					t.Skipf("%s makes no %s call", w.name, f.op)
+					w.check(t, st, sess)
+					return
+				}
+				if ffs.Injected(f.op) == 0 {
+					t.Fatalf("no %s fault was injected: %s made no %s call on %q (if it never does, list it in makesNo); err = %v", f.name, w.name, f.op, w.where, err)
 				}
 				if err == nil {
 					t.Fatalf("%s succeeded on a disk that refused a %s", w.name, f.name)
@@ -207,7 +223,7 @@ func TestDiskRefusesWrites(t *testing.T) {
 				if cur, err := st.CurrentSession(); err != nil || cur != sess {
 					t.Errorf("current session during the fault %v, %v; want %v", cur, err, sess)
 				}
-				ffs.clear()
+				ffs.Clear()
 				if err := w.run(st); err != nil {
 					t.Fatalf("%s once the disk is healthy: %v", w.name, err)
 				}
@@ -224,11 +240,11 @@ func TestDiskRefusesWrites(t *testing.T) {
 func TestDiskRefusesClean(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		apply func(f *faultFS)
+		apply func(f *fleettest.FaultFS)
 	}{
-		{"remove of a session fails", func(f *faultFS) { f.fail(opRemove, "-", errIO) }},
-		{"remove of current_run.txt fails", func(f *faultFS) { f.fail(opRemove, "current_run", errReadOnly) }},
-		{"listing the directory fails", func(f *faultFS) { f.fail(opReaddir, "/state", errIO) }},
+		{"remove of a session fails", func(f *fleettest.FaultFS) { f.Fail(fleettest.OpRemove, "-", errIO) }},
+		{"remove of current_run.txt fails", func(f *fleettest.FaultFS) { f.Fail(fleettest.OpRemove, "current_run", errReadOnly) }},
+		{"listing the directory fails", func(f *fleettest.FaultFS) { f.Fail(fleettest.OpReaddir, "/state", errIO) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ffs, st, sess := faultStore(t, false)
@@ -249,7 +265,7 @@ func TestDiskRefusesClean(t *testing.T) {
 			} else {
 				wantErr(t, st, err, fleetstate.CodeNoActiveSession)
 			}
-			ffs.clear()
+			ffs.Clear()
 			if err := st.Clean(); err != nil {
 				t.Fatalf("Clean once the disk is healthy: %v", err)
 			}
@@ -277,19 +293,19 @@ func TestDiskRefusesReads(t *testing.T) {
 		apply func()
 		run   func() error
 	}{
-		{"get: read", func() { ffs.fail(opReadFile, "notes.md", errIO) }, func() error { _, err := st.Get(id); return err }},
-		{"get: open", func() { ffs.fail(opOpen, "notes.md", errIO) }, func() error { _, err := st.Get(id); return err }},
-		{"get: stat", func() { ffs.fail(opStat, "/scout", errIO) }, func() error { _, err := st.Get(id); return err }},
-		{"list: readdir", func() { ffs.fail(opReaddir, "/scout", errIO) }, func() error { _, err := st.List("", ""); return err }},
-		{"current session: read", func() { ffs.fail(opReadFile, "current_run", errIO) }, func() error { _, err := st.CurrentSession(); return err }},
-		{"put: reading the session", func() { ffs.fail(opOpen, "current_run", errIO) }, func() error {
+		{"get: read", func() { ffs.Fail(fleettest.OpReadFile, "notes.md", errIO) }, func() error { _, err := st.Get(id); return err }},
+		{"get: open", func() { ffs.Fail(fleettest.OpOpen, "notes.md", errIO) }, func() error { _, err := st.Get(id); return err }},
+		{"get: stat", func() { ffs.Fail(fleettest.OpStat, "/scout", errIO) }, func() error { _, err := st.Get(id); return err }},
+		{"list: readdir", func() { ffs.Fail(fleettest.OpReaddir, "/scout", errIO) }, func() error { _, err := st.List("", ""); return err }},
+		{"current session: read", func() { ffs.Fail(fleettest.OpReadFile, "current_run", errIO) }, func() error { _, err := st.CurrentSession(); return err }},
+		{"put: reading the session", func() { ffs.Fail(fleettest.OpOpen, "current_run", errIO) }, func() error {
 			_, err := st.Put("scout", "x.md", []byte("x"), false)
 			return err
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.apply()
-			defer ffs.clear()
+			defer ffs.Clear()
 			wantDiskError(t, st, tc.run(), "input/output error")
 		})
 	}
@@ -302,28 +318,6 @@ func TestDiskRefusesReads(t *testing.T) {
 }
 
 // ---- a real full file system -----------------------------------------------
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory and returns
-// it; the test's cleanup unmounts it. It skips the test where mounting is
-// not possible (not root, no mount command, a container without the
-// capability): CI machines of this project run as root and can.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a real full file system needs root to mount a small tmpfs; skipped (run as root to test it)")
-	}
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot mount a tmpfs of %d bytes on %s: %v: %s; skipped", size, dir, err, bytes.TrimSpace(out))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
 
 // fillDisk writes filler files into dir, outside the state directory, until
 // the file system is full, and returns them.
@@ -357,7 +351,7 @@ func fillDisk(t *testing.T, dir string) []string {
 // temporary file, stored files intact; and everything works again once
 // space returns.
 func TestFullDiskOS(t *testing.T) {
-	mnt := mountTmpfs(t, 1<<20)
+	mnt := fleettest.MountTmpfs(t, 1<<20)
 	st := open(t, afero.NewOsFs(), filepath.Join(mnt, "state"), &fleetstate.Options{NoGitIgnore: true})
 	newSession(t, st, "first")
 	sess := newSession(t, st, "second")
@@ -441,9 +435,9 @@ func TestFullDiskOS(t *testing.T) {
 
 // faultRendezvous opens a rendezvous with member scout (pulling) on a store
 // kept on a faultFS.
-func faultRendezvous(t *testing.T) (*faultFS, *fleetstate.Store, func() *fleetstate.Rendezvous) {
+func faultRendezvous(t *testing.T) (*fleettest.FaultFS, *fleetstate.Store, func() *fleetstate.Rendezvous) {
 	t.Helper()
-	ffs := newFaultFS(afero.NewMemMapFs())
+	ffs := fleettest.NewFaultFS(afero.NewMemMapFs())
 	st := open(t, ffs, faultHostDir, nil)
 	var cur *fleetstate.Rendezvous
 	reopen := func() *fleetstate.Rendezvous {
@@ -470,9 +464,9 @@ func faultRendezvous(t *testing.T) (*faultFS, *fleetstate.Store, func() *fleetst
 }
 
 // refuseRendezvousWrites makes every write of the rendezvous's state fail.
-func refuseRendezvousWrites(ffs *faultFS) {
-	for _, o := range []op{opCreate, opWrite, opRename, opMkdir} {
-		ffs.fail(o, "/rendezvous", errNoSpace)
+func refuseRendezvousWrites(ffs *fleettest.FaultFS) {
+	for _, o := range []fleettest.Op{fleettest.OpCreate, fleettest.OpWrite, fleettest.OpRename, fleettest.OpMkdir} {
+		ffs.Fail(o, "/rendezvous", errNoSpace)
 	}
 }
 
@@ -492,7 +486,7 @@ func TestDiskRefusesSend(t *testing.T) {
 	if m := rv.Members(); m[0].Queued != 0 {
 		t.Fatalf("members after refused sends: %+v", m)
 	}
-	ffs.clear()
+	ffs.Clear()
 	rv = reopen()
 	if msg, ok, err := rv.Next(t.Context(), "scout", 0); ok || err != nil {
 		t.Fatalf("a refused send was delivered after a restart: %+v, %v", msg, err)
@@ -520,7 +514,7 @@ func TestDiskRefusesDeliveryMark(t *testing.T) {
 	if p, err := rv.Poll(t.Context(), "lead", o.Ticket, 0); err != nil || p.State != fleetstate.TicketQueued {
 		t.Fatalf("ticket after a refused delivery %+v, %v; want queued", p, err)
 	}
-	ffs.clear()
+	ffs.Clear()
 	if msg, ok, err := rv.Next(t.Context(), "scout", 0); !ok || err != nil || msg.Content != "exactly once" {
 		t.Fatalf("Next once the disk is healthy: %+v, %v, %v", msg, ok, err)
 	}
@@ -549,7 +543,7 @@ func TestDiskRefusesHeldReply(t *testing.T) {
 	if p, err := rv.Poll(t.Context(), "lead", o.Ticket, 0); err != nil || p.State != fleetstate.TicketWorking {
 		t.Fatalf("ticket after a refused reply %+v, %v; want still working", p, err)
 	}
-	ffs.clear()
+	ffs.Clear()
 	if err := rv.Reply("scout", "the report"); err != nil {
 		t.Fatalf("reply once the disk is healthy: %v", err)
 	}

@@ -10,18 +10,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 )
 
 // benchServer is the daemon with a lead token and member tokens, and an
@@ -35,50 +35,26 @@ type benchServer struct {
 
 func newBenchServer(b *testing.B, members int) *benchServer {
 	b.Helper()
-	st, tokens := osStore(b)
-	s := &benchServer{}
-	var err error
-	if s.leadTok, err = tokens.Add("lead", mcpadapter.RoleLead); err != nil {
-		b.Fatal(err)
-	}
+	agents := map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead}
 	for i := range members {
-		tok, err := tokens.Add(fmt.Sprintf("member-%d", i), mcpadapter.RoleMember)
-		if err != nil {
-			b.Fatal(err)
-		}
-		s.memberTok = append(s.memberTok, tok)
+		agents[fmt.Sprintf("member-%d", i)] = mcpadapter.RoleMember
 	}
-	rv, err := fleetstate.NewRendezvous(st, &fleetstate.RendezvousOptions{AddOnReady: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, m := range tokens.Agents(mcpadapter.RoleMember) {
-		if err := rv.AddMember(m, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	a := mcpadapter.New(st, rv, &mcpadapter.Options{
-		RolesConfigured: func() bool { return tokens.Len() > 0 },
-		MarkReady:       true,
-	})
-	srv := a.NewServer("fleetstate", "bench")
-	srv.AddTool(mcp.NewTool("noop", mcp.WithDescription("does nothing")),
-		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	k := adaptertest.Start(b, adaptertest.Options{Agents: agents, Tools: []server.ServerTool{{
+		Tool: mcp.NewTool("noop", mcp.WithDescription("does nothing")),
+		Handler: func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultText(""), nil
-		})
-	h := a.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: tokens})
-	ts := httptest.NewServer(h) // on 127.0.0.1
-	s.url = ts.URL + "/mcp"
+		},
+	}}})
+	s := &benchServer{url: k.URL, leadTok: k.Token["lead"]}
+	for i := range members {
+		s.memberTok = append(s.memberTok, k.Token[fmt.Sprintf("member-%d", i)])
+	}
 	// One pool of keep-alive connections for every client, large enough
 	// for all the calls in flight, so that no call pays for a new TCP
 	// connection.
 	tr := &http.Transport{MaxIdleConns: 4 * (members + 10), MaxIdleConnsPerHost: 4 * (members + 10), IdleConnTimeout: time.Minute}
 	s.http = &http.Client{Transport: tr}
-	b.Cleanup(func() {
-		rv.Close() // releases blocked calls before the server waits for them
-		ts.Close()
-		tr.CloseIdleConnections()
-	})
+	b.Cleanup(tr.CloseIdleConnections)
 	return s
 }
 
@@ -86,21 +62,9 @@ func newBenchServer(b *testing.B, members int) *benchServer {
 // cleanup closes it.
 func (s *benchServer) connect(b *testing.B, token string) *client.Client {
 	b.Helper()
-	tr, err := transport.NewStreamableHTTP(s.url,
-		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}),
-		transport.WithHTTPBasicClient(s.http))
+	c, _, err := adaptertest.Dial(context.Background(), s.url, s.http, adaptertest.DialOptions{Name: "bench",
+		Transport: []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token})}})
 	if err != nil {
-		b.Fatal(err)
-	}
-	c := client.NewClient(tr)
-	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "0"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		c.Close()
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })

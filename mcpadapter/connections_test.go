@@ -2,14 +2,13 @@ package mcpadapter_test
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -29,87 +28,18 @@ type connDaemon struct {
 
 func newConnDaemon(t *testing.T, rvOpts *fleetstate.RendezvousOptions) *connDaemon {
 	t.Helper()
-	st, tokens := osStore(t)
-	d := &connDaemon{t: t, dir: st.Dir(), tokens: map[string]string{}}
-	var err error
-	for agent, role := range map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember, "miner": mcpadapter.RoleMember} {
-		if d.tokens[agent], err = tokens.Add(agent, role); err != nil {
-			t.Fatal(err)
-		}
-	}
-	o := fleetstate.RendezvousOptions{}
-	if rvOpts != nil {
-		o = *rvOpts
-	}
-	o.AddOnReady = true
-	d.rv, err = fleetstate.NewRendezvous(st, &o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.rv.Close() })
-	for _, m := range []string{"scout", "miner"} {
-		if err := d.rv.AddMember(m, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d.a = mcpadapter.New(st, d.rv, &mcpadapter.Options{
-		RolesConfigured: func() bool { return true },
-		MarkReady:       true,
+	k := adaptertest.Start(t, adaptertest.Options{
+		Agents:     map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember, "miner": mcpadapter.RoleMember},
+		Rendezvous: rvOpts,
 	})
-	ts := httptest.NewServer(d.a.HTTPHandler(d.a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens})) // on 127.0.0.1
-	t.Cleanup(ts.Close)
-	d.url = ts.URL + "/mcp"
-	return d
-}
-
-// cuttable is an HTTP transport whose connections can all be cut at once,
-// as the kernel cuts them when a process dies.
-type cuttable struct {
-	*http.Transport
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newCuttable() *cuttable {
-	c := &cuttable{}
-	d := &net.Dialer{}
-	c.Transport = &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := d.DialContext(ctx, network, addr)
-		if err == nil {
-			c.mu.Lock()
-			c.conns = append(c.conns, conn)
-			c.mu.Unlock()
-		}
-		return conn, err
-	}}
-	return c
-}
-
-func (c *cuttable) cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, conn := range c.conns {
-		conn.Close()
-	}
-	c.conns = nil
-}
-
-type tokenRT struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b tokenRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
+	return &connDaemon{t: t, url: k.URL, dir: k.Store.Dir(), a: k.Adapter, rv: k.Rendezvous, tokens: k.Token}
 }
 
 // agent is one agent's MCP client, and the means to cut its connections.
 type agent struct {
 	c   *client.Client
 	tr  *transport.StreamableHTTP
-	net *cuttable
+	net *fleettest.Cuttable
 	e   *env
 }
 
@@ -117,45 +47,26 @@ type agent struct {
 // listening stream, as the fleetstate proxy does.
 func (d *connDaemon) connect(name string, listen bool) *agent {
 	d.t.Helper()
-	n := newCuttable()
+	n := fleettest.NewCuttable()
 	d.t.Cleanup(n.CloseIdleConnections)
-	opts := []transport.StreamableHTTPCOption{
-		transport.WithHTTPBasicClient(&http.Client{Transport: tokenRT{d.tokens[name], n}}),
-	}
 	var copts []client.ClientOption
-	if listen {
-		opts = append(opts, transport.WithContinuousListening())
-	} else {
+	if !listen {
 		copts = append(copts, client.WithLegacyProtocolOnly())
 	}
-	tr, err := transport.NewStreamableHTTP(d.url, opts...)
+	c, tr, err := adaptertest.Dial(context.Background(), d.url, &http.Client{Transport: fleettest.Bearer{Token: d.tokens[name], Base: n}},
+		adaptertest.DialOptions{Name: name, ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION, Listen: listen, Client: copts})
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	c := client.NewClient(tr, copts...)
-	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		d.t.Fatal(err)
-	}
 	d.t.Cleanup(func() { c.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: name, Version: "0"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		d.t.Fatal(err)
-	}
 	return &agent{c: c, tr: tr, net: n, e: clientEnv(d.t, d.dir, c)}
 }
 
 // waitStreams waits until member holds n listening streams.
 func (d *connDaemon) waitStreams(member string, n int) {
 	d.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for mcpadapter.OpenStreams(d.a, member) != n {
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%s holds %d listening streams; want %d", member, mcpadapter.OpenStreams(d.a, member), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !fleettest.Until(waitLimit, 5*time.Millisecond, func() bool { return mcpadapter.OpenStreams(d.a, member) == n }) {
+		d.t.Fatalf("%s holds %d listening streams; want %d", member, mcpadapter.OpenStreams(d.a, member), n)
 	}
 }
 
@@ -183,7 +94,7 @@ func TestMemberConnectionDropsMidTurn(t *testing.T) {
 
 	send := lead.e.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
 	scout.e.ok(anon, "fleet_next", waitArgs(10))
-	scout.net.cut()
+	scout.net.Cut()
 	out := wantOutcome(t, lead.e.okOf(lead.e.recv(send)), "failed", "turn_id", "from", "content", "reason")
 	if out["reason"] != "member_gone" || out["from"] != "scout" {
 		t.Fatalf("outcome %v; want failed, member_gone, from scout", out)
@@ -218,7 +129,7 @@ func TestMemberConnectionDropsMidAsk(t *testing.T) {
 	scout.e.ok(anon, "fleet_next", waitArgs(10))
 	ask := scout.e.async(ctx, anon, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, nil)
 	q := wantOutcome(t, lead.e.okOf(lead.e.recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
-	scout.net.cut()
+	scout.net.Cut()
 	if r := scout.e.recv(ask); r.err == nil && !r.res.IsError {
 		t.Errorf("the dropped member's ask returned an answer: %v", r.res)
 	}
@@ -227,12 +138,16 @@ func TestMemberConnectionDropsMidAsk(t *testing.T) {
 	// and the stream (the turn ends). A poll returns at once while the
 	// ticket holds a question, and waits while it is pending.
 	p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": q["ticket"], "wait_s": 1})
-	for deadline := time.Now().Add(waitLimit); p["state"] != "done" && time.Now().Before(deadline); {
+	fleettest.Until(waitLimit, 0, func() bool {
+		if p["state"] == "done" {
+			return true
+		}
 		if p["outcome"] == "question" {
 			time.Sleep(5 * time.Millisecond)
 		}
 		p = lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": q["ticket"], "wait_s": 1})
-	}
+		return false
+	})
 	if p["outcome"] != "failed" || p["reason"] != "member_gone" || p["state"] != "done" {
 		t.Fatalf("ticket after the drop %v; want failed, member_gone", p)
 	}
@@ -297,9 +212,9 @@ func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
 	a.e.ok(anon, "fleet_next", waitArgs(10))
 
-	a.net.cut()
+	a.net.Cut()
 	d.waitStreams("scout", 1)
-	lead.net.cut()
+	lead.net.Cut()
 	lead = d.connect("lead", false)
 	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
 		t.Fatalf("ticket with one stream left %v; want still working", p)
@@ -310,7 +225,7 @@ func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["reason"] != "member_gone" {
 		t.Fatalf("ticket %v; want failed, member_gone", p)
 	}
-	b.net.cut()
+	b.net.Cut()
 	d.waitStreams("scout", 0)
 	if d.ready(lead, "scout") {
 		t.Error("scout ready with no connection left")

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -30,43 +32,13 @@ type door struct {
 
 func newDoor(tb testing.TB, opts mcpadapter.HTTPOptions) *door {
 	tb.Helper()
-	st, tokens := osStore(tb)
-	d := &door{tokens: tokens, tok: map[string]string{}}
-	for agent, role := range map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "m1": mcpadapter.RoleMember, "m2": mcpadapter.RoleMember} {
-		tok, err := tokens.Add(agent, role)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		d.tok[agent] = tok
-	}
-	rv, err := fleetstate.NewRendezvous(st, &fleetstate.RendezvousOptions{AddOnReady: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	d.rv = rv
-	// Polled by hand (Sync), so the tests wait for nothing.
-	d.members, err = mcpadapter.WatchMembership(tokens, rv, &mcpadapter.MembershipOptions{Poll: time.Hour})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	a := mcpadapter.New(st, rv, &mcpadapter.Options{
-		RolesConfigured: func() bool { return true },
-		MarkReady:       true,
+	k := adaptertest.Start(tb, adaptertest.Options{
+		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "m1": mcpadapter.RoleMember, "m2": mcpadapter.RoleMember},
+		// Polled by hand (Sync), so the tests wait for nothing.
+		Membership: &mcpadapter.MembershipOptions{Poll: time.Hour},
+		HTTP:       opts,
 	})
-	opts.Tokens, opts.Membership = tokens, d.members
-	d.h = a.HTTPHandler(a.NewServer("fleetstate", "test"), opts)
-	ts := httptest.NewServer(d.h)
-	d.url = ts.URL + "/mcp"
-	tr := &http.Transport{}
-	d.client = &http.Client{Transport: tr}
-	tb.Cleanup(func() {
-		d.members.Close()
-		rv.Close()
-		d.h.Close()
-		ts.Close()
-		tr.CloseIdleConnections()
-	})
-	return d
+	return &door{url: k.URL, h: k.Handler, tokens: k.Tokens, rv: k.Rendezvous, members: k.Membership, tok: k.Token, client: k.HTTP}
 }
 
 const legacyInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"door","version":"0"}}}`
@@ -181,19 +153,17 @@ func TestHTTPSessionIdleTTLFreesSlot(t *testing.T) {
 		t.Fatalf("initialize: %d %s", status, body)
 	}
 	// The sweeper looks once a second at the soonest.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !fleettest.Until(5*time.Second, 50*time.Millisecond, func() bool {
 		status, sid, _ := d.initialize(t, d.tok["m1"])
 		if status == http.StatusOK && sid != "" {
-			return
+			return true
 		}
 		if status != http.StatusTooManyRequests {
 			t.Fatalf("initialize: status %d; want 429 until the sweep, then 200", status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle session still counts 5 s after its TTL of 50 ms")
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatal("the idle session still counts 5 s after its TTL of 50 ms")
 	}
 }
 
@@ -267,7 +237,7 @@ func TestHTTPRevocationEndsStreamsAndSessions(t *testing.T) {
 // member is removed, its queued turns failed member_removed; re-adding
 // its token gives it its port back.
 func TestMembershipFollowsTokenFile(t *testing.T) {
-	st, tokens := osStore(t)
+	st, tokens := adaptertest.OpenStore(t)
 	rv, err := fleetstate.NewRendezvous(st, nil)
 	if err != nil {
 		t.Fatal(err)

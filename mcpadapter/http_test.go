@@ -7,18 +7,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/spf13/afero"
 )
 
 // daemon is the adapter served over streamable HTTP on 127.0.0.1, as
@@ -37,68 +36,23 @@ type daemon struct {
 
 func newDaemon(t *testing.T, anonymous bool) *daemon {
 	t.Helper()
-	st, tokens := osStore(t)
-	d := &daemon{t: t, store: st, tokens: tokens}
-	add := func(agent string, role mcpadapter.Role) string {
-		tok, err := tokens.Add(agent, role)
-		if err != nil {
-			t.Fatalf("Add(%s, %s): %v", agent, role, err)
-		}
-		return tok
-	}
-	d.leadTok = add("lead", mcpadapter.RoleLead)
-	d.scoutTok = add("scout", mcpadapter.RoleMember)
-	d.minerTok = add("miner", mcpadapter.RoleMember)
-
-	rv, err := fleetstate.NewRendezvous(st, &fleetstate.RendezvousOptions{AddOnReady: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rv.Close() })
-	for _, m := range tokens.Agents(mcpadapter.RoleMember) {
-		if err := rv.AddMember(m, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d.rv = rv
-	a := mcpadapter.New(st, rv, &mcpadapter.Options{
-		RolesConfigured: func() bool { return tokens.Len() > 0 },
-		MarkReady:       true,
+	k := adaptertest.Start(t, adaptertest.Options{
+		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember, "miner": mcpadapter.RoleMember},
+		HTTP:   mcpadapter.HTTPOptions{Anonymous: anonymous},
 	})
-	h := a.HTTPHandler(a.NewServer("fleetstate", "test"), mcpadapter.HTTPOptions{Tokens: tokens, Anonymous: anonymous})
-
-	ts := httptest.NewServer(h) // on 127.0.0.1
-	t.Cleanup(ts.Close)
-	d.url = ts.URL + "/mcp"
-	tr := &http.Transport{}
-	d.http = &http.Client{Transport: tr}
-	t.Cleanup(tr.CloseIdleConnections)
-	return d
+	return &daemon{t: t, url: k.URL, store: k.Store, rv: k.Rendezvous, tokens: k.Tokens,
+		leadTok: k.Token["lead"], scoutTok: k.Token["scout"], minerTok: k.Token["miner"], http: k.HTTP}
 }
 
 // connect returns an initialized MCP client that sends token (none if
 // empty).
 func (d *daemon) connect(token string, opts ...client.ClientOption) (*client.Client, error) {
-	var topts []transport.StreamableHTTPCOption
+	var hc *http.Client
 	if token != "" {
-		topts = append(topts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+		hc = fleettest.BearerClient(token)
 	}
-	tr, err := transport.NewStreamableHTTP(d.url, topts...)
-	if err != nil {
-		return nil, err
-	}
-	c := client.NewClient(tr, opts...)
-	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		return nil, err
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ClientInfo = mcp.Implementation{Name: "http-test", Version: "0"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	c, _, err := adaptertest.Dial(context.Background(), d.url, hc, adaptertest.DialOptions{Name: "http-test", Client: opts})
+	return c, err
 }
 
 func (d *daemon) mustConnect(token string, opts ...client.ClientOption) *client.Client {
@@ -343,21 +297,12 @@ func TestHTTPAnonymous(t *testing.T) {
 // from the MCP session the request names.
 func TestHTTPIdentityFromToken(t *testing.T) {
 	d := newDaemon(t, false)
-	tr, err := transport.NewStreamableHTTP(d.url, transport.WithHTTPHeaders(bearer(d.leadTok)))
+	ctx := context.Background()
+	lc, tr, err := adaptertest.Dial(ctx, d.url, fleettest.BearerClient(d.leadTok), adaptertest.DialOptions{Name: "lead", Client: []client.ClientOption{client.WithLegacyProtocolOnly()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := client.NewClient(tr, client.WithLegacyProtocolOnly())
-	ctx := context.Background()
-	if err := lc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { lc.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ClientInfo = mcp.Implementation{Name: "lead", Version: "0"}
-	if _, err := lc.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
 	sid := tr.GetSessionId()
 	if sid == "" {
 		t.Fatal("the legacy handshake gave no session ID")
@@ -539,15 +484,8 @@ func TestProxy(t *testing.T) {
 // --- tokens -----------------------------------------------------------
 
 func TestTokens(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	st, err := fleetstate.Open(afero.NewOsFs(), dir, &fleetstate.Options{NoGitIgnore: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := mcpadapter.OpenTokens(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, tokens := adaptertest.OpenStore(t)
+	dir := st.Dir()
 	if tokens.Len() != 0 {
 		t.Errorf("Len of a new store %d; want 0", tokens.Len())
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 )
 
 // Pinned versions of the MCP conformance suite and of the Node.js it needs
@@ -24,15 +26,10 @@ var conformanceScenarios = []string{
 
 // TestConformance runs the official MCP conformance suite against
 // `fleetstate serve --anonymous`. It installs the pinned suite and Node.js
-// with npm into the user's cache (once), and skips only where npm is absent.
+// with npm into the user's cache (once), and skips only where npm is absent
+// (and FLEETSTATE_REQUIRE_CONFORMANCE, which .ci/run sets, is not).
 func TestConformance(t *testing.T) {
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		if os.Getenv("FLEETSTATE_REQUIRE_CONFORMANCE") != "" {
-			t.Fatal("npm is not installed, and FLEETSTATE_REQUIRE_CONFORMANCE is set (as .ci/run sets it)")
-		}
-		t.Skip("npm is not installed: the MCP conformance suite needs Node.js and npm")
-	}
+	npm := fleettest.NeedCommand(t, fleettest.RequireConformance, "npm", "the MCP conformance suite needs Node.js and npm")
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()

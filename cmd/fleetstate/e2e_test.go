@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -92,6 +93,17 @@ func (d *daemon) kill(sig syscall.Signal) {
 	_ = d.cmd.Wait()
 }
 
+// addTokens issues a token to each agent with its role (`fleetstate token
+// add`) and returns the tokens by agent.
+func addTokens(t *testing.T, dir string, agents map[string]string) map[string]string {
+	t.Helper()
+	tokens := make(map[string]string, len(agents))
+	for agent, role := range agents {
+		tokens[agent] = addToken(t, dir, agent, role)
+	}
+	return tokens
+}
+
 func addToken(t *testing.T, dir, agent, role string) string {
 	t.Helper()
 	out, err := exec.Command(binary, "token", "add", "--dir", dir, "--agent", agent, "--role", role).Output()
@@ -101,19 +113,11 @@ func addToken(t *testing.T, dir, agent, role string) string {
 	return strings.TrimSpace(string(out))
 }
 
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 func connectHTTP(t *testing.T, url, token string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+		Endpoint: url, HTTPClient: fleettest.BearerClient(token), MaxRetries: -1,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -233,10 +237,8 @@ type fleet struct {
 
 func newFleet(t *testing.T, args ...string) *fleet {
 	t.Helper()
-	f := &fleet{dir: t.TempDir(), tokens: map[string]string{}}
-	for agent, role := range map[string]string{"lead": "lead", "m1": "member", "m2": "member"} {
-		f.tokens[agent] = addToken(t, f.dir, agent, role)
-	}
+	f := &fleet{dir: t.TempDir()}
+	f.tokens = addTokens(t, f.dir, map[string]string{"lead": "lead", "m1": "member", "m2": "member"})
 	f.d = startDaemon(t, f.dir, args...)
 	f.lead = connectHTTP(t, f.d.url, f.tokens["lead"])
 	f.m1 = connectHTTP(t, f.d.url, f.tokens["m1"])
@@ -366,13 +368,11 @@ func TestHTTPCancelledSendLosesNothing(t *testing.T) {
 	// connection close, and cannot order that against the member's call on
 	// another connection: wait until it has (the ticket shows, as
 	// fleet_poll lists no ticket a call is blocked on).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if ts, _ := ok(bg, t, f.lead, "fleet_poll", nil)["tickets"].([]any); len(ts) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the daemon never noticed the cancelled send")
-		}
+	if !fleettest.Until(10*time.Second, 10*time.Millisecond, func() bool {
+		ts, _ := ok(bg, t, f.lead, "fleet_poll", nil)["tickets"].([]any)
+		return len(ts) == 1
+	}) {
+		t.Fatal("the daemon never noticed the cancelled send")
 	}
 	ok(bg, t, f.m1, "fleet_reply", map[string]any{"content": "kept"})
 	all := ok(bg, t, f.lead, "fleet_poll", map[string]any{"wait_s": 5})

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,8 +30,6 @@ import (
 // stdio servers sharing a directory, clients that stop reading.
 
 var killRounds = flag.Int("kill-rounds", 3, "rounds of TestFaultDaemonKilledUnderLoad (each kills the daemon once)")
-
-func newBearerClient(token string) *http.Client { return &http.Client{Transport: bearer{token}} }
 
 // ---- 1. the daemon killed during a stream of puts and sends ----------------
 
@@ -88,10 +86,7 @@ func (l *loadLedger) note(f func()) {
 // every acknowledged reply held on its ticket.
 func TestFaultDaemonKilledUnderLoad(t *testing.T) {
 	dir := t.TempDir()
-	tokens := map[string]string{}
-	for agent, role := range map[string]string{"lead": "lead", "m1": "member", "m2": "member", "writer": "member"} {
-		tokens[agent] = addToken(t, dir, agent, role)
-	}
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "m1": "member", "m2": "member", "writer": "member"})
 	d := startDaemon(t, dir)
 	lead := connectHTTP(t, d.url, tokens["lead"])
 	ok(context.Background(), t, lead, "new_session", map[string]any{"name": "under fire"})
@@ -350,10 +345,8 @@ type proxyFleet struct {
 
 func newProxyFleet(t *testing.T, args ...string) *proxyFleet {
 	t.Helper()
-	f := &proxyFleet{dir: t.TempDir(), tokens: map[string]string{}}
-	for agent, role := range map[string]string{"lead": "lead", "m1": "member"} {
-		f.tokens[agent] = addToken(t, f.dir, agent, role)
-	}
+	f := &proxyFleet{dir: t.TempDir()}
+	f.tokens = addTokens(t, f.dir, map[string]string{"lead": "lead", "m1": "member"})
 	f.d = startDaemon(t, f.dir, args...)
 	return f
 }
@@ -384,13 +377,11 @@ func TestFaultLeadDropsMidSend(t *testing.T) {
 	// RELIABILITY.md); wait for it, as the ticket showing in fleet_poll
 	// says (it lists no ticket a call is blocked on).
 	back := connectHTTP(t, f.d.url, f.tokens["lead"])
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if ts, _ := ok(bg, t, back, "fleet_poll", nil)["tickets"].([]any); len(ts) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the daemon never noticed the lead's death")
-		}
+	if !fleettest.Until(10*time.Second, 10*time.Millisecond, func() bool {
+		ts, _ := ok(bg, t, back, "fleet_poll", nil)["tickets"].([]any)
+		return len(ts) == 1
+	}) {
+		t.Fatal("the daemon never noticed the lead's death")
 	}
 	// The member's reply is taken at once: nobody waits on it, the ticket
 	// holds it.
@@ -441,12 +432,16 @@ func memberDrop(t *testing.T, ask bool, end func(p *rawProc)) {
 		// either order. A poll returns at once while the ticket holds the
 		// question, and waits while it is pending.
 		o = ok(bg, t, lead, "fleet_poll", map[string]any{"ticket": ticket, "wait_s": 1})
-		for deadline := time.Now().Add(20 * time.Second); o["state"] != "done" && time.Now().Before(deadline); {
+		fleettest.Until(20*time.Second, 0, func() bool {
+			if o["state"] == "done" {
+				return true
+			}
 			if o["outcome"] == "question" {
 				time.Sleep(10 * time.Millisecond)
 			}
 			o = ok(bg, t, lead, "fleet_poll", map[string]any{"ticket": ticket, "wait_s": 1})
-		}
+			return false
+		})
 	} else {
 		// Well before the 30 s bound: the drop, not the bound, ends it.
 		o = recvWithin(t, sent, 20*time.Second)
@@ -492,11 +487,8 @@ func TestFaultMemberClientExitsMidTurn(t *testing.T) {
 // it works: the lead's blocked send and a detached ticket both end as
 // member_gone, well before their bounds.
 func TestFaultMemberPaneDies(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed")
-	}
+	sock := fleettest.TmuxSocket(t)
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "tmux.sock")
 	// A stand-in for an agent CLI: an idle prompt; told anything, it
 	// works for ever.
 	script := filepath.Join(dir, "agent.sh")
@@ -509,7 +501,6 @@ func TestFaultMemberPaneDies(t *testing.T) {
 			t.Fatalf("tmux: %v: %s", err, out)
 		}
 	}
-	t.Cleanup(func() { exec.Command("tmux", "-S", sock, "kill-server").Run() })
 	roster := filepath.Join(dir, "roster.json")
 	rosterJSON := fmt.Sprintf(`{"tmux_socket": %q, "programs": {"sh": {"working": ["WORKING"], "idle": ["^READY>"]}},
 		"agents": [{"name": "lead", "role": "lead"},
@@ -519,10 +510,7 @@ func TestFaultMemberPaneDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(dir, "state")
-	tokens := map[string]string{}
-	for agent, role := range map[string]string{"lead": "lead", "pane": "member", "other": "member"} {
-		tokens[agent] = addToken(t, state, agent, role)
-	}
+	tokens := addTokens(t, state, map[string]string{"lead": "lead", "pane": "member", "other": "member"})
 	d := startDaemon(t, state, "--roster", roster, "--send-timeout", "30s")
 	bg := context.Background()
 	lead := connectHTTP(t, d.url, tokens["lead"])
@@ -533,16 +521,12 @@ func TestFaultMemberPaneDies(t *testing.T) {
 	detached := ok(bg, t, lead, "fleet_send", map[string]any{"to": "other", "content": "detached job", "wait": false})
 	waitWorking := func(target string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			out, _ := exec.Command("tmux", "-S", sock, "capture-pane", "-p", "-t", target).Output()
-			if strings.Contains(string(out), "WORKING") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pane %s never started working: %q", target, out)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var out []byte
+		if !fleettest.Until(20*time.Second, 50*time.Millisecond, func() bool {
+			out, _ = exec.Command("tmux", "-S", sock, "capture-pane", "-p", "-t", target).Output()
+			return strings.Contains(string(out), "WORKING")
+		}) {
+			t.Fatalf("pane %s never started working: %q", target, out)
 		}
 	}
 	waitWorking("pane:0.0")

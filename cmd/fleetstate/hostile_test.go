@@ -394,10 +394,7 @@ func rpcBody(resp *http.Response, data []byte) []byte {
 // refused; the token file and the state directory are owner-only.
 func TestIdentityOverTheWire(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	tokens := map[string]string{}
-	for agent, role := range map[string]string{"lead": "lead", "lead2": "lead", "m1": "member", "m2": "member"} {
-		tokens[agent] = addToken(t, dir, agent, role)
-	}
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "lead2": "lead", "m1": "member", "m2": "member"})
 	for _, c := range []struct {
 		path string
 		perm fs.FileMode

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -78,16 +79,14 @@ func connectStdioIn(t *testing.T, wd string, env []string, args ...string) *mcp.
 // pollUntilDone polls a ticket until its turn ended, for at most within.
 func pollUntilDone(ctx context.Context, t *testing.T, lead *mcp.ClientSession, ticket any, within time.Duration) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		p := ok(ctx, t, lead, "fleet_poll", map[string]any{"ticket": ticket, "wait_s": 1})
-		if p["state"] == "done" {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ticket %v did not end within %v: %v", ticket, within, p)
-		}
+	var p map[string]any
+	if !fleettest.Until(within, 0, func() bool {
+		p = ok(ctx, t, lead, "fleet_poll", map[string]any{"ticket": ticket, "wait_s": 1})
+		return p["state"] == "done"
+	}) {
+		t.Fatalf("ticket %v did not end within %v: %v", ticket, within, p)
 	}
+	return p
 }
 
 // ---- 1. two daemons on one directory ----------------------------------------
@@ -575,16 +574,11 @@ func TestOwnerRestoredQuestionWindowPasses(t *testing.T) {
 	}
 	// The window passes: the ticket works again, and the question can no
 	// longer be answered.
-	deadline := time.Now().Add(8 * time.Second)
 	var p map[string]any
-	for {
+	if !fleettest.Until(8*time.Second, 100*time.Millisecond, func() bool {
 		p = ok(bg, t, lead2, "fleet_poll", map[string]any{"ticket": o["ticket"]})
-		if p["state"] == "working" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if p["state"] != "working" {
+		return p["state"] == "working"
+	}) {
 		t.Fatalf("%v after the question was asked with a 4 s window, ticket = %v; want working", time.Since(askedAt), p)
 	}
 	if w := time.Since(askedAt); w < 3*time.Second {
@@ -794,12 +788,10 @@ func TestOwnerRevokedMemberTurnsEnd(t *testing.T) {
 		ticket any
 	}{{"queued", queued["ticket"]}, {"open", open["ticket"]}} {
 		var p map[string]any
-		for {
+		fleettest.Until(time.Until(deadline), 0, func() bool {
 			p = ok(bg, t, lead2, "fleet_poll", map[string]any{"ticket": c.ticket, "wait_s": 1})
-			if p["state"] == "done" || time.Now().After(deadline) {
-				break
-			}
-		}
+			return p["state"] == "done"
+		})
 		reason := p["reason"]
 		if p["outcome"] != "failed" || !(reason == "member_removed" || c.name == "queued" && reason == "member_not_ready") {
 			t.Errorf("5 s after the restart, the %s ticket of a member revoked meanwhile = %v; want failed, member_removed", c.name, p)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -232,6 +233,6 @@ func tryCall(ctx context.Context, cs *mcp.ClientSession, name string, args map[s
 func connectQuiet(url, token string) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "faults", Version: "1"}, nil)
 	return c.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: url, HTTPClient: newBearerClient(token), MaxRetries: -1,
+		Endpoint: url, HTTPClient: fleettest.BearerClient(token), MaxRetries: -1,
 	}, nil)
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -147,81 +149,38 @@ func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 // soakConn is one agent's MCP client, with the means to cut its
 // connections as the death of its process would.
 type soakConn struct {
-	c  *client.Client
-	tr *http.Transport
-
-	mu    sync.Mutex
-	conns []net.Conn
+	c   *client.Client
+	net *fleettest.Cuttable
 }
 
 func dialSoak(ctx context.Context, url, token string, listen bool) (*soakConn, error) {
-	sc := &soakConn{}
-	dialer := &net.Dialer{}
-	sc.tr = &http.Transport{MaxIdleConnsPerHost: 4, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dialer.DialContext(ctx, network, addr)
-		if err == nil {
-			sc.mu.Lock()
-			sc.conns = append(sc.conns, conn)
-			sc.mu.Unlock()
-		}
-		return conn, err
-	}}
-	opts := []transport.StreamableHTTPCOption{
-		transport.WithHTTPBasicClient(&http.Client{Transport: soakBearer{token, sc.tr}}),
-		transport.WithHTTPLogger(slog.New(slog.DiscardHandler)),
-	}
+	sc := &soakConn{net: fleettest.NewCuttable()}
+	sc.net.MaxIdleConnsPerHost = 4
+	version := mcp.LATEST_PROTOCOL_VERSION
 	if listen {
-		opts = append(opts, transport.WithContinuousListening())
+		version = mcp.LATEST_LEGACY_PROTOCOL_VERSION
 	}
-	c, err := client.NewStreamableHttpClient(url, opts...)
+	c, _, err := adaptertest.Dial(ctx, url, &http.Client{Transport: fleettest.Bearer{Token: token, Base: sc.net}}, adaptertest.DialOptions{
+		Name: "soak", ProtocolVersion: version, Listen: listen,
+		Transport: []transport.StreamableHTTPCOption{transport.WithHTTPLogger(slog.New(slog.DiscardHandler))},
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := c.Start(ctx); err != nil {
-		return nil, err
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	if listen {
-		init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	}
-	init.Params.ClientInfo = mcp.Implementation{Name: "soak", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		c.Close()
-		sc.tr.CloseIdleConnections()
+		sc.net.CloseIdleConnections()
 		return nil, err
 	}
 	sc.c = c
 	return sc, nil
 }
 
-type soakBearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b soakBearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
 // cut closes every connection of the client at once, with no goodbye.
-func (sc *soakConn) cut() {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	for _, c := range sc.conns {
-		c.Close()
-	}
-	sc.conns = nil
-}
+func (sc *soakConn) cut() { sc.net.Cut() }
 
 func (sc *soakConn) close() {
 	if sc == nil {
 		return
 	}
 	sc.c.Close()
-	sc.tr.CloseIdleConnections()
+	sc.net.CloseIdleConnections()
 }
 
 // errTransport marks a call whose fate is unknown: the connection broke.
@@ -597,7 +556,7 @@ func TestSoak(t *testing.T) {
 	seeds.Store(seed)
 	logs := &countingHandler{}
 	d := &soakDaemon{dir: t.TempDir(), log: slog.New(logs)}
-	tokens := map[string]string{}
+	var tokens map[string]string
 	{
 		st, err := fleetstate.Open(nil, d.dir, &fleetstate.Options{NoGitIgnore: true})
 		if err != nil {
@@ -607,15 +566,11 @@ func TestSoak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tokens["lead"], err = tk.Add("lead", mcpadapter.RoleLead); err != nil {
-			t.Fatal(err)
-		}
+		agents := map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead}
 		for i := range *soakMembers {
-			name := fmt.Sprintf("m%03d", i)
-			if tokens[name], err = tk.Add(name, mcpadapter.RoleMember); err != nil {
-				t.Fatal(err)
-			}
+			agents[fmt.Sprintf("m%03d", i)] = mcpadapter.RoleMember
 		}
+		tokens = adaptertest.AddTokens(t, tk, agents)
 		if _, err := st.NewSession("soak"); err != nil {
 			t.Fatal(err)
 		}
@@ -676,24 +631,20 @@ load:
 	// Drain: no new work; members go on until every ticket is settled.
 	leadWG.Wait()
 	lead := s.connect(drain, "lead", false)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	open, queued := -1, -1 // unknown until a poll and a members call succeed
+	if !fleettest.Until(3*time.Minute, 200*time.Millisecond, func() bool {
 		all, isErr, err := lead.call(drain, "fleet_poll", nil)
 		mem, isErr2, err2 := lead.call(drain, "fleet_members", nil)
-		if err == nil && err2 == nil && !isErr && !isErr2 {
-			open := len(all["tickets"].([]any))
-			queued := 0
-			for _, m := range mem["members"].([]any) {
-				queued += int(m.(map[string]any)["queued"].(float64))
-			}
-			if open == 0 && queued == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after the load, %d tickets and %d queued messages never settled", open, queued)
-			}
+		if err != nil || err2 != nil || isErr || isErr2 {
+			return false
 		}
-		time.Sleep(200 * time.Millisecond)
+		open, queued = len(all["tickets"].([]any)), 0
+		for _, m := range mem["members"].([]any) {
+			queued += int(m.(map[string]any)["queued"].(float64))
+		}
+		return open == 0 && queued == 0
+	}) {
+		t.Fatalf("after the load, %d tickets and %d queued messages never settled (-1: never read)", open, queued)
 	}
 	collecting.Store(false)
 	collectWG.Wait()
@@ -753,12 +704,10 @@ load:
 	// test's own memory) dropped first.
 	s.l, l = nil, nil
 	var end snapshot
-	for settle := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	fleettest.Until(30*time.Second, 500*time.Millisecond, func() bool {
 		end = measure()
-		if end.goroutines <= baseline.goroutines+2 && end.heap <= baseline.heap+16<<20 || time.Now().After(settle) {
-			break
-		}
-	}
+		return end.goroutines <= baseline.goroutines+2 && end.heap <= baseline.heap+16<<20
+	}) // the checks below say what did not settle
 	d.stop()
 	t.Logf("goroutines: baseline %d, peak %d, end %d; heap in use: baseline %.1f MiB, peak %.1f MiB, end %.1f MiB",
 		baseline.goroutines, peak.goroutines, end.goroutines, mib(baseline.heap), mib(peak.heap), mib(end.heap))

@@ -2,19 +2,18 @@ package main
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 )
 
 // TestFleet runs every flow with real tmux panes, real fake-agent
 // processes and the real daemon, one subtest a flow, in order (the flows
 // share the fleet, as the example does).
 func TestFleet(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: the fleet example needs real panes")
-	}
+	fleettest.NeedCommand(t, fleettest.RequireTmux, "tmux", "the fleet example needs real panes")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out strings.Builder

@@ -1,0 +1,101 @@
+// Package fleettest is the test kit the module's packages share: waiting
+// for a condition with a deadline, the bearer-token transport, a transport
+// whose connections can be cut, the require-or-skip rule for what a test
+// needs from the machine (tmux, a tmpfs, npm), and a fault file system.
+//
+// It is internal: only this module's tests import it. It imports neither
+// the root package nor mcpadapter, so any package's tests can use it,
+// white-box tests included; the adapter served over HTTP with tokens is in
+// the sibling package adaptertest.
+package fleettest
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Until calls cond until it returns true or within has passed, sleeping
+// every between calls (zero: none, for a cond that blocks by itself, such
+// as a long poll). It reports whether cond returned true. cond is called
+// at least once, and once more after the deadline has passed, so that a
+// condition met while the last sleep ran is not reported as a timeout.
+//
+// cond runs on the caller's goroutine and may fail the test itself (with
+// t.Fatal) on a state it must never see.
+func Until(within, every time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		if every > 0 {
+			time.Sleep(every)
+		}
+	}
+}
+
+// Bearer is an [http.RoundTripper] that sends Token as a bearer token
+// with every request, through Base (nil: [http.DefaultTransport]). It
+// clones each request before setting the header, as a RoundTripper must
+// not modify its request.
+type Bearer struct {
+	Token string
+	Base  http.RoundTripper
+}
+
+// RoundTrip implements [http.RoundTripper].
+func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.Token)
+	base := b.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
+// BearerClient returns an HTTP client that sends token with every request
+// over [http.DefaultTransport].
+func BearerClient(token string) *http.Client { return &http.Client{Transport: Bearer{Token: token}} }
+
+// Cuttable is an HTTP transport whose connections can all be cut at once,
+// as the kernel cuts them when a process dies. Its embedded Transport may
+// be tuned before first use.
+type Cuttable struct {
+	*http.Transport
+
+	mu    sync.Mutex
+	conns []net.Conn // guarded by mu; every connection dialled since the last Cut
+}
+
+// NewCuttable returns a Cuttable with a new [http.Transport].
+func NewCuttable() *Cuttable {
+	c := &Cuttable{}
+	d := &net.Dialer{}
+	c.Transport = &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			c.mu.Lock()
+			c.conns = append(c.conns, conn)
+			c.mu.Unlock()
+		}
+		return conn, err
+	}}
+	return c
+}
+
+// Cut closes every connection dialled so far, with no goodbye.
+func (c *Cuttable) Cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
