@@ -63,21 +63,30 @@ type StatusNotifier interface {
 // without a reply. It ends when the member loses its port; one goroutine
 // at most watches a member.
 func (r *Rendezvous) watchMember(m *member) {
-	r.watch(m.kick, func() (bool, <-chan struct{}, time.Duration) {
+	r.watchPort(m.kick, &m.port, &m.watching, &m.gate, func(p Member) { r.stepMember(m, p) })
+}
+
+// watchPort watches the port held in *port (guarded by r.mu), running step
+// with it each round, until the port is removed: then it clears *watching,
+// under the same lock that AddMember or SetLeadPort checks it under, so
+// that a port given back starts exactly one new watcher. g is the port's
+// gate, which says when a notifying port must be read again.
+func (r *Rendezvous) watchPort(kick <-chan struct{}, port *Member, watching *bool, g *gate, step func(Member)) {
+	r.watch(kick, func() (bool, <-chan struct{}, time.Duration) {
 		r.mu.Lock()
-		port := m.port
-		if port == nil {
-			m.watching = false
+		p := *port
+		if p == nil {
+			*watching = false
 		}
 		r.mu.Unlock()
-		if port == nil {
+		if p == nil {
 			return false, nil, 0
 		}
-		changed := statusChanged(port)
-		r.stepMember(m, port)
+		changed := statusChanged(p)
+		step(p)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return true, changed, m.gate.recheck(time.Now(), r.opt.PickupGrace)
+		return true, changed, g.recheck(time.Now(), r.opt.PickupGrace)
 	})
 }
 
@@ -252,22 +261,7 @@ func (r *Rendezvous) queueNudge(t *turn) {
 // watchLead delivers nudges to a lead's pane, status gated like member
 // deliveries: one nudge message names every finished ticket not yet seen.
 func (r *Rendezvous) watchLead(name string, l *lead) {
-	r.watch(l.kick, func() (bool, <-chan struct{}, time.Duration) {
-		r.mu.Lock()
-		port := l.port
-		if port == nil {
-			l.watch = false
-		}
-		r.mu.Unlock()
-		if port == nil {
-			return false, nil, 0
-		}
-		changed := statusChanged(port)
-		r.stepLead(name, l, port)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return true, changed, l.gate.recheck(time.Now(), r.opt.PickupGrace)
-	})
+	r.watchPort(l.kick, &l.port, &l.watch, &l.gate, func(p Member) { r.stepLead(name, l, p) })
 }
 
 func (r *Rendezvous) stepLead(name string, l *lead, port Member) {

@@ -29,11 +29,7 @@ type state struct {
 }
 
 func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOptions) (*state, error) {
-	store, err := fleetstate.Open(nil, dir, nil)
-	if err != nil {
-		return nil, err
-	}
-	tokens, err := mcpadapter.OpenTokens(store)
+	store, tokens, err := openStore(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -69,15 +65,21 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 	return s, nil
 }
 
+// openStore opens the store of dir on the disk and its tokens.
+func openStore(dir string) (*fleetstate.Store, *mcpadapter.Tokens, error) {
+	store, err := fleetstate.Open(nil, dir, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	tokens, err := mcpadapter.OpenTokens(store)
+	return store, tokens, err
+}
+
 // openStoreOnly opens the store and its tokens without the rendezvous: the
 // stdio server beside a daemon that owns the fleet, or without an agent.
 // The fleet tools are listed and answer elsewhere.
 func openStoreOnly(dir string, elsewhere error) (*state, error) {
-	store, err := fleetstate.Open(nil, dir, nil)
-	if err != nil {
-		return nil, err
-	}
-	tokens, err := mcpadapter.OpenTokens(store)
+	store, tokens, err := openStore(dir)
 	if err != nil {
 		return nil, err
 	}
