@@ -612,14 +612,7 @@ func (s *Store) writeFile(op, final string, data []byte, overwrite bool) (err er
 			_ = s.fs.Remove(tmp) // best effort: a leftover is ignored and swept later
 		}
 	}()
-	_, err = f.Write(data)
-	if err == nil && s.syncWrites {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err = writeAndClose(f, data, s.syncWrites, nil); err != nil {
 		return s.ioError(op, err)
 	}
 	return s.commit(op, tmp, final, overwrite)

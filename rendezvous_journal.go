@@ -162,17 +162,7 @@ func (j *journal) appendSlot(path string, size int64, rec []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(rec)
-	if err == nil && j.store.syncWrites {
-		err = f.Sync()
-	}
-	if err != nil {
-		_ = f.Truncate(size)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeAndClose(f, rec, j.store.syncWrites, func(f afero.File) { _ = f.Truncate(size) })
 }
 
 // newSlot creates a slot file holding rec. A file cut short by a crash
@@ -191,14 +181,7 @@ func (j *journal) newSlot(rec []byte) (slot, error) {
 	if err != nil {
 		return slot{}, err
 	}
-	_, err = f.Write(rec)
-	if err == nil && j.store.syncWrites {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeAndClose(f, rec, j.store.syncWrites, nil); err != nil {
 		_ = j.store.fs.Remove(path) // best effort: a leftover is swept later
 		return slot{}, err
 	}

@@ -180,18 +180,28 @@ func (s *Store) appendFile(name string, data []byte) (undo func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = f.Write(data)
-	if err == nil && s.syncWrites {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeAndClose(f, data, s.syncWrites, nil); err != nil {
 		undo()
 		return nil, err
 	}
 	return undo, nil
+}
+
+// writeAndClose writes data to f, flushes it to stable storage when sync is
+// set, and closes f, returning the first error. If the write or the flush
+// fails, undo (when not nil) runs on f before it is closed.
+func writeAndClose(f afero.File, data []byte, sync bool, undo func(afero.File)) error {
+	_, err := f.Write(data)
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if err != nil && undo != nil {
+		undo(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // lock serialises session changes: within the process by the mutex, across

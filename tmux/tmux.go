@@ -59,7 +59,7 @@ func (s *Server) Run(ctx context.Context, stdin string, args ...string) (string,
 // gone reports whether a tmux error means the pane (or the server with
 // all its panes) no longer exists.
 func gone(msg string) bool {
-	for _, s := range []string{"can't find pane", "can't find window", "can't find session", "no server running", "error connecting to"} {
+	for _, s := range []string{"can't find pane", "can't find window", "can't find session", "no server running", "error connecting to", "server exited unexpectedly"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
