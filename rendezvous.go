@@ -154,13 +154,15 @@ type Rendezvous struct {
 	// the other writers only, never polls, member lists or the lock.
 	wmu     sync.Mutex
 	mu      sync.Mutex
-	closed  bool               // guarded by mu
-	members map[string]*member // guarded by mu; by name
-	turns   map[string]*turn   // guarded by mu; by turn ID
-	tickets map[string]*turn   // guarded by mu; by ticket ID
-	leads   map[string]*lead   // guarded by mu; by name
-	seq     int64              // guarded by mu; order of queued messages
-	freeing []*turn            // guarded by mu and wmu; forgotten turns whose slots unlockW frees
+	closed  bool                       // guarded by mu
+	members map[string]*member         // guarded by mu; by name
+	turns   map[string]*turn           // guarded by mu; by turn ID
+	tickets map[string]*turn           // guarded by mu; by ticket ID
+	leads   map[string]*lead           // guarded by mu; by name
+	seq     int64                      // guarded by mu; order of queued messages
+	freeing []*turn                    // guarded by mu and wmu; forgotten turns whose slots unlockW frees
+	subs    map[*Subscription]struct{} // guarded by mu; see events.go
+	evSeq   uint64                     // guarded by mu; of the last event published
 }
 
 // member is the rendezvous's view of one member agent. All fields are
@@ -352,6 +354,10 @@ type MemberInfo struct {
 	Ready  bool   `json:"ready"`
 	Status string `json:"status"` // last status read, or "PULL" for members without a port
 	Queued int    `json:"queued"` // messages waiting in its FIFO
+	// OpenTurn is the member's open turn, if it has one, and OpenSince
+	// when it was delivered.
+	OpenTurn  string    `json:"open_turn,omitempty"`
+	OpenSince time.Time `json:"open_since,omitzero"`
 }
 
 // NewRendezvous returns a rendezvous whose state lives in store's state
@@ -392,6 +398,7 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 		turns:   make(map[string]*turn),
 		tickets: make(map[string]*turn),
 		leads:   make(map[string]*lead),
+		subs:    make(map[*Subscription]struct{}),
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -522,6 +529,9 @@ func (r *Rendezvous) shutdown(crashed bool) error {
 	for _, m := range r.members {
 		m.stopRejoin()
 	}
+	for s := range r.subs {
+		r.unsubscribe(s)
+	}
 	if crashed {
 		r.j.owner.release()
 	} else {
@@ -553,6 +563,9 @@ func (r *Rendezvous) AddMember(name string, port Member) error {
 // register makes m a registered member delivered to through port (nil: it
 // pulls). r.mu must be held, and r not closed.
 func (r *Rendezvous) register(m *member, port Member) {
+	if !m.registered {
+		r.publish(Event{Kind: EventMemberAdded, Member: m.name})
+	}
 	m.registered = true
 	startWatch := port != nil && !m.watching
 	m.port = port
@@ -609,6 +622,11 @@ func (r *Rendezvous) setReady(m *member, ready bool) {
 		return
 	}
 	m.ready = ready
+	if ready {
+		r.publish(Event{Kind: EventReady, Member: m.name})
+	} else {
+		r.publish(Event{Kind: EventGone, Member: m.name})
+	}
 	for _, t := range m.queue {
 		if ready {
 			t.stopReadyTimer()
@@ -646,6 +664,11 @@ func (r *Rendezvous) SetLeadPort(name string, port Member) error {
 func (r *Rendezvous) Members() []MemberInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.memberInfos()
+}
+
+// memberInfos is Members. r.mu must be held.
+func (r *Rendezvous) memberInfos() []MemberInfo {
 	out := make([]MemberInfo, 0, len(r.members))
 	for _, m := range r.members {
 		if !m.registered {
@@ -655,7 +678,11 @@ func (r *Rendezvous) Members() []MemberInfo {
 		if m.port != nil {
 			st = m.status.String()
 		}
-		out = append(out, MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue)})
+		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue)}
+		if t := m.open; t != nil {
+			info.OpenTurn, info.OpenSince = t.ID, t.Opened
+		}
+		out = append(out, info)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -689,6 +716,7 @@ func (r *Rendezvous) RemoveMember(name string) error {
 		_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberRemoved, Content: why}, false)
 	}
 	m.registered, m.port, m.ready, m.gate, m.status = false, nil, false, gate{}, StatusUnknown
+	r.publish(Event{Kind: EventMemberRemoved, Member: name})
 	m.wake()
 	return nil
 }

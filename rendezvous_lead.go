@@ -184,6 +184,7 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 	}
 	t.State, t.Question = TicketWorking, ""
 	r.j.save(t)
+	r.publishTurn(EventAnswered, t, content)
 	var w *waiter
 	if t.waiter == nil {
 		w = newWaiter()
@@ -401,6 +402,9 @@ func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) {
 	}
 	o := Outcome{Kind: OutcomeFailed, Reason: ReasonCancelled, Content: "the lead cancelled the turn"}
 	m := r.member(t.Member)
+	if t.State != TicketDone {
+		r.publishTurn(EventCancelled, t, "")
+	}
 	switch {
 	case t.State == TicketDone:
 	case t.State == TicketQueued:

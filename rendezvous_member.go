@@ -66,7 +66,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 // r.mu and r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) open(m *member, t *turn) error {
 	next := t.turnRecord
-	next.State = TicketWorking
+	next.State, next.Opened = TicketWorking, time.Now().UTC()
 	// Written with r.mu released: only writers, kept out by r.wmu, change
 	// the FIFO, so t stays its head meanwhile.
 	if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
@@ -75,6 +75,7 @@ func (r *Rendezvous) open(m *member, t *turn) error {
 	t.turnRecord = next
 	t.stopReadyTimer()
 	m.open, m.cancelled = t, ""
+	r.publishTurn(EventDelivered, t, "")
 	r.changed(t.Lead)
 	return nil
 }
@@ -234,6 +235,7 @@ func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
 		t.asker = nil
 		t.State, t.Question = TicketWorking, ""
 		r.j.save(t)
+		r.publishTurn(EventWithdrawn, t, "")
 		r.changed(t.Lead)
 	}
 	return answer{}, false

@@ -21,6 +21,7 @@ type turnRecord struct {
 	Asked    time.Time   `json:"asked,omitzero"`   // when the question was asked: its window runs from here
 	Answer   *string     `json:"answer,omitempty"` // the lead's answer to a question whose Ask died in a restart, for the member's next Ask
 	Held     *Outcome    `json:"held,omitempty"`   // the terminal outcome, once State is done
+	Opened   time.Time   `json:"opened,omitzero"`  // when the message was delivered
 }
 
 // turn is one message to a member and everything that follows from it until
@@ -111,6 +112,7 @@ func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
 		t.askTimer = nil
 		t.State, t.Question = TicketWorking, ""
 		r.j.save(t)
+		r.publishTurn(EventWithdrawn, t, "")
 		r.changed(t.Lead)
 	})
 	t.askTimer = tm
@@ -139,6 +141,7 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 	r.tickets[t.Ticket] = t
 	m.queue = append(m.queue, t)
 	r.armReadyTimer(m, t)
+	r.publishTurn(EventQueued, t, t.Brief)
 	return t, nil
 }
 
@@ -169,6 +172,11 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 	t.seen = false // news for the lead
 	if o.terminal() {
 		t.stopTimers()
+		out := o
+		r.publish(Event{Kind: EventOutcome, Member: t.Member, Lead: t.Lead, TurnID: t.ID, Ticket: t.Ticket,
+			Outcome: &out, Held: t.waiter == nil})
+	} else if o.Kind == OutcomeQuestion {
+		r.publishTurn(EventAsked, t, o.Content)
 	}
 	if w := t.waiter; w != nil {
 		t.waiter = nil
@@ -276,6 +284,7 @@ func (r *Rendezvous) forget(t *turn) {
 	delete(r.turns, t.ID)
 	delete(r.tickets, t.Ticket)
 	r.freeing = append(r.freeing, t)
+	r.publishTurn(EventAcked, t, "")
 }
 
 // armReadyTimer fails t with member_not_ready if m is not ready within

@@ -171,6 +171,9 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 		r.unlockW()
 		return
 	}
+	if m.status != st {
+		r.publish(Event{Kind: EventStatus, Member: m.name, Status: st.String()})
+	}
 	m.status = st
 	var triage *turn
 	if m.gate.observe(st, time.Now(), r.opt.PickupGrace) && m.open != nil {

@@ -1,0 +1,164 @@
+package fleetstate
+
+import (
+	"sort"
+	"time"
+)
+
+// What happens in a fleet is published once, as typed events: logs,
+// terminal views, dashboards and notifications all read the same stream,
+// never the rendezvous's private state.
+//
+// Each subscriber has a bounded buffer. The rendezvous never waits for a
+// subscriber: when one's buffer is full, the event is dropped for it, and
+// the next event it does get says in Gap how many it missed (as NATS
+// counts a slow consumer's drops). A subscriber that sees a gap takes a new
+// Snapshot if it needs the whole picture.
+
+// EventKind names what happened.
+type EventKind string
+
+// Event kinds.
+const (
+	EventQueued        EventKind = "queued"         // a message was queued for a member: a new turn and ticket
+	EventDelivered     EventKind = "delivered"      // the message left for the member: its turn is open
+	EventStatus        EventKind = "status"         // the status read through a member's port changed
+	EventAsked         EventKind = "asked"          // the member asked a question in its turn
+	EventAnswered      EventKind = "answered"       // the lead answered it
+	EventWithdrawn     EventKind = "withdrawn"      // a question's window passed without an answer
+	EventOutcome       EventKind = "outcome"        // the turn ended; Outcome says how
+	EventAcked         EventKind = "acked"          // the ticket is gone: acked, or its outcome released after a call returned it
+	EventCancelled     EventKind = "cancelled"      // the lead cancelled the turn (an outcome event follows)
+	EventReady         EventKind = "ready"          // the member became ready: its connection is up
+	EventGone          EventKind = "gone"           // the member is no longer ready
+	EventMemberAdded   EventKind = "member_added"   // a member was registered
+	EventMemberRemoved EventKind = "member_removed" // a member was removed (its token revoked)
+)
+
+// Event is one thing that happened in the fleet. Fields that do not apply
+// to its kind are empty.
+type Event struct {
+	Seq     uint64    `json:"seq"` // 1, 2, … in the order the rendezvous published them
+	Time    time.Time `json:"time"`
+	Kind    EventKind `json:"kind"`
+	Member  string    `json:"member,omitempty"`
+	Lead    string    `json:"lead,omitempty"`
+	TurnID  string    `json:"turn_id,omitempty"`
+	Ticket  string    `json:"ticket,omitempty"`
+	Content string    `json:"content,omitempty"` // the brief, the question or the answer
+	Status  string    `json:"status,omitempty"`  // of a status event
+	Outcome *Outcome  `json:"outcome,omitempty"` // of an outcome event
+	// Held is set on an outcome event when the outcome went to the ticket
+	// rather than to a call of the lead waiting for it: a detached
+	// ticket finished, or a blocking call gave up.
+	Held bool `json:"held,omitempty"`
+	// Gap counts the events this subscriber missed just before this one,
+	// because its buffer was full.
+	Gap uint64 `json:"gap,omitempty"`
+}
+
+// DefaultEventBuffer is the buffer of a subscription given none.
+const DefaultEventBuffer = 256
+
+// Subscription receives the events of a rendezvous. Close it when done;
+// Close of the rendezvous closes it too.
+type Subscription struct {
+	r      *Rendezvous
+	ch     chan Event
+	gap    uint64 // guarded by Rendezvous.mu: events dropped since the last one sent
+	closed bool   // guarded by Rendezvous.mu
+}
+
+// Events returns the channel of events, closed when the subscription or the
+// rendezvous is closed.
+func (s *Subscription) Events() <-chan Event { return s.ch }
+
+// Close ends the subscription. It is idempotent.
+func (s *Subscription) Close() {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	s.r.unsubscribe(s)
+}
+
+// TicketInfo is a ticket as an operator's view shows it.
+type TicketInfo struct {
+	Lead    string    `json:"lead"`
+	Brief   string    `json:"brief"`
+	Created time.Time `json:"created"`
+	Outcome           // where it stands, as Poll says
+}
+
+// Snapshot is the state of the fleet at one instant: what a view shows
+// before the events that follow it.
+type Snapshot struct {
+	Seq     uint64       `json:"seq"` // of the last event published before it
+	Members []MemberInfo `json:"members"`
+	Tickets []TicketInfo `json:"tickets"` // every lead's, oldest first
+}
+
+// Subscribe returns a subscription to every event published from now on,
+// with a buffer of buffer events (DefaultEventBuffer when zero or less),
+// and a snapshot of the fleet taken at the same instant, so that the
+// snapshot and the events together miss nothing.
+func (r *Rendezvous) Subscribe(buffer int) (*Subscription, Snapshot) {
+	if buffer <= 0 {
+		buffer = DefaultEventBuffer
+	}
+	s := &Subscription{r: r, ch: make(chan Event, buffer)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		s.closed = true
+		close(s.ch)
+	} else {
+		r.subs[s] = struct{}{}
+	}
+	return s, r.snapshot()
+}
+
+// Snapshot returns the state of the fleet now.
+func (r *Rendezvous) Snapshot() Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshot()
+}
+
+func (r *Rendezvous) snapshot() Snapshot {
+	snap := Snapshot{Seq: r.evSeq, Members: r.memberInfos(), Tickets: []TicketInfo{}}
+	for _, t := range r.tickets {
+		snap.Tickets = append(snap.Tickets, TicketInfo{Lead: t.Lead, Brief: t.Brief, Created: t.Created, Outcome: t.view()})
+	}
+	sort.Slice(snap.Tickets, func(i, j int) bool { return snap.Tickets[i].Created.Before(snap.Tickets[j].Created) })
+	return snap
+}
+
+// publish sends e to every subscriber that has room, and counts a gap for
+// the others. It never blocks. r.mu must be held.
+func (r *Rendezvous) publish(e Event) {
+	r.evSeq++
+	e.Seq, e.Time = r.evSeq, time.Now().UTC()
+	for s := range r.subs {
+		e.Gap = s.gap
+		select {
+		case s.ch <- e:
+			s.gap = 0
+		default:
+			s.gap++
+		}
+	}
+}
+
+// publishTurn publishes an event of kind about turn t. r.mu must be held.
+func (r *Rendezvous) publishTurn(kind EventKind, t *turn, content string) {
+	r.publish(Event{Kind: kind, Member: t.Member, Lead: t.Lead, TurnID: t.ID, Ticket: t.Ticket, Content: content})
+}
+
+// unsubscribe removes s and closes its channel. r.mu must be held.
+func (r *Rendezvous) unsubscribe(s *Subscription) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	delete(r.subs, s)
+	close(s.ch)
+}
