@@ -276,6 +276,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	sessions := fs.Int("max-sessions", mcpadapter.DefaultMaxSessions, "live MCP sessions in all (-1: no limit)")
 	sessionTTL := fs.Duration("session-ttl", sessionIdleTTL, "forget an MCP session idle this long")
 	tokenPoll := fs.Duration("token-poll", mcpadapter.DefaultTokenPoll, "how often the token file is looked at for added and revoked tokens")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	notifyCmd := fs.String("notify", "", "a shell command run with the event as JSON on its standard input when a member asks, turns BLOCKED, a detached ticket finishes or a turn fails")
 	rvOpts := rendezvousFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -284,6 +287,10 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 		if d <= 0 {
 			return fmt.Errorf("%s %v: must be positive", name, d)
 		}
+	}
+	var err error
+	if log, err = newLogger(stderr, *logLevel, *logFormat); err != nil {
+		return err
 	}
 	if *conns < 0 {
 		return fmt.Errorf("--max-conns %d: must be positive, or 0 for no limit", *conns)
@@ -344,7 +351,25 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: *anonymous,
 		OnStatus: reportTo(st.rv, panes), SessionIdleTTL: *sessionTTL,
 		MaxSessionsPerToken: *perToken, MaxSessions: *sessions, Membership: members})
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: *header, IdleTimeout: *idle,
+	// What happens in the fleet: one structured log line per event, the
+	// notification command, and the event stream for views.
+	operator, err := mcpadapter.NewOperatorToken(st.store)
+	if err != nil {
+		members.Close()
+		st.rv.Close()
+		ln.Close()
+		return err
+	}
+	logSub, _ := st.rv.Subscribe(4096)
+	go logEvents(log, logSub)
+	if *notifyCmd != "" {
+		notifySub, _ := st.rv.Subscribe(256)
+		go notify(ctx, log, *notifyCmd, notifySub)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator}))
+	mux.Handle("/", handler)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: *header, IdleTimeout: *idle,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("fleetstate: serving MCP", "url", url, "dir", st.store.Dir(), "anonymous", *anonymous)
 	served := make(chan error, 1)

@@ -1,0 +1,187 @@
+package mcpadapter
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/spf13/afero"
+)
+
+// EventsPath is where the daemon serves the fleet's events.
+const EventsPath = "/events"
+
+// DefaultEventsHeartbeat is how often an idle event stream gets a comment
+// line, so that proxies and clients see it alive, and how often the
+// watcher's credentials are looked at again.
+const DefaultEventsHeartbeat = 15 * time.Second
+
+// EventsOptions configure [EventsHandler].
+type EventsOptions struct {
+	// Tokens lets a lead's bearer token watch. Members may not.
+	Tokens *Tokens
+	// Operator is a bearer token that may watch too: the daemon's
+	// operator token, readable by whoever can read the state directory
+	// (see [OperatorToken]). Empty means none.
+	Operator string
+	// Authorize, if set, is another way in, such as a dashboard's login
+	// cookie.
+	Authorize func(*http.Request) bool
+	// Heartbeat is the period of keep-alive comments and of the second
+	// look at the watcher's token. Zero means DefaultEventsHeartbeat.
+	Heartbeat time.Duration
+	// Buffer is the subscription's buffer, in events. Zero means
+	// fleetstate.DefaultEventBuffer.
+	Buffer int
+}
+
+// EventsHandler serves rv's events as server-sent events to a lead, the
+// operator or a caller Authorize admits: first the fleet's snapshot, as
+// "event: snapshot" with the JSON of a [fleetstate.Snapshot], then each
+// event as "event: event" with the JSON of a [fleetstate.Event]. A watcher
+// that reads too slowly loses events (their number is in the next event's
+// gap) and never slows the fleet. The stream ends when the rendezvous
+// closes, when the client goes, or within a heartbeat of its token's
+// revocation.
+func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultEventsHeartbeat
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rebinding(r) {
+			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
+			return
+		}
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", "GET")
+			http.Error(w, "use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		allowed := func() bool {
+			if o.Authorize != nil && o.Authorize(r) {
+				return true
+			}
+			token, ok := bearerToken(r.Header.Get("Authorization"))
+			if !ok {
+				return false
+			}
+			if o.Operator != "" && subtle.ConstantTimeCompare([]byte(token), []byte(o.Operator)) == 1 {
+				return true
+			}
+			if o.Tokens == nil {
+				return false
+			}
+			id, found := o.Tokens.Lookup(token)
+			return found && id.Role == RoleLead
+		}
+		if !allowed() {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
+			http.Error(w, "unauthorized: the events are for a lead's token, the operator token or a dashboard login", http.StatusUnauthorized)
+			return
+		}
+		flusher, ok := w.(http.Flusher)
+		if !ok {
+			http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+			return
+		}
+		sub, snap := rv.Subscribe(o.Buffer)
+		defer sub.Close()
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		if writeSSE(w, "snapshot", snap) != nil {
+			return
+		}
+		flusher.Flush()
+		beat := time.NewTicker(o.Heartbeat)
+		defer beat.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case e, open := <-sub.Events():
+				if !open || writeSSE(w, "event", e) != nil {
+					return
+				}
+			case <-beat.C:
+				if !allowed() {
+					return
+				}
+				if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+					return
+				}
+			}
+			flusher.Flush()
+		}
+	})
+}
+
+// writeSSE writes one server-sent event whose data is v's JSON (one line:
+// JSON escapes new lines).
+func writeSSE(w http.ResponseWriter, event string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
+	return err
+}
+
+// operatorFile is where the daemon keeps its operator token, in the state
+// directory's private folder.
+const operatorFile = "operator.token"
+
+const operatorPrefix = "fso_"
+
+// NewOperatorToken makes a fresh operator token for store's daemon, readable
+// by the state directory's owner only, and returns it. Whoever can read the
+// state directory is the fleet's operator: it may watch the events and
+// open the dashboard, never call a tool.
+func NewOperatorToken(store *fleetstate.Store) (string, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	token := operatorPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	path := store.PrivatePath(operatorFile)
+	fsys := store.Fs()
+	tmp := path + ".tmp"
+	if err := afero.WriteFile(fsys, tmp, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+	}
+	if err := fsys.Chmod(tmp, 0o600); err != nil {
+		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		_ = fsys.Remove(tmp)
+		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+	}
+	return token, nil
+}
+
+// OperatorToken reads the operator token of the daemon that serves store's
+// fleet.
+func OperatorToken(store *fleetstate.Store) (string, error) {
+	data, err := afero.ReadFile(store.Fs(), store.PrivatePath(operatorFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errors.New("mcpadapter: no operator token: no daemon has served this state directory (start fleetstate serve)")
+	}
+	if err != nil {
+		return "", fmt.Errorf("mcpadapter: read the operator token: %w", pathless(err))
+	}
+	token := strings.TrimSpace(string(data))
+	if !strings.HasPrefix(token, operatorPrefix) {
+		return "", errors.New("mcpadapter: the operator token file is not valid")
+	}
+	return token, nil
+}
