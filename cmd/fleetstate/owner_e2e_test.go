@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -679,13 +680,15 @@ func twoConnections(t *testing.T, sessions bool, connect func(t *testing.T, url,
 
 // ---- 8. abandoned blocking sends -------------------------------------------------
 
+var abandonRounds = flag.Int("abandon-rounds", 300, "rounds of TestOwnerAbandonedSendsLoseNothing")
+
 // TestOwnerAbandonedSendsLoseNothing: a lead's blocking fleet_send is
 // cancelled by its client right as the member replies, round after round
 // on one lead connection, with varying tiny delays; every reply either
 // reached the call or is found afterwards by a new lead connection's
 // fleet_poll.
 func TestOwnerAbandonedSendsLoseNothing(t *testing.T) {
-	const rounds = 30
+	rounds := *abandonRounds
 	f := newFleet(t)
 	bg := context.Background()
 	received := map[int]bool{}
