@@ -26,7 +26,7 @@ func FuzzRoster(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ro, err := loadRoster(path)
+		ro, err := loadRoster(path, dir)
 		if err != nil {
 			return
 		}
@@ -38,11 +38,9 @@ func FuzzRoster(f *testing.F) {
 			if _, err := mcpadapter.ParseRole(a.Role); err != nil {
 				continue
 			}
-			var pats *tmux.Patterns
-			if a.Program != "" {
-				pats = ro.Programs[a.Program]
+			if _, err := tmux.NewPane(srv, ro.target(a), &tmux.PaneOptions{Patterns: ro.patterns(a)}); err != nil {
+				t.Fatalf("a checked roster's agent %s: %v", a.Name, err)
 			}
-			_, _ = tmux.NewPane(srv, a.Tmux, &tmux.PaneOptions{Patterns: pats})
 		}
 	})
 }

@@ -175,15 +175,17 @@ func rendezvousFlags(fs *flag.FlagSet) *fleetstate.RendezvousOptions {
 }
 
 func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("mcp")
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the caller's agent name (default $FLEET_AGENT)")
 	role := fs.String("role", os.Getenv("FLEET_ROLE"), "the caller's role, lead or member (default $FLEET_ROLE)")
 	connect := fs.String("connect", "", "forward every tool to the daemon at this URL, authenticated by $FLEET_TOKEN")
 	rvOpts := rendezvousFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("mcp: unexpected argument %q: mcp takes flags only (fleetstate --help lists the commands)", fs.Arg(0))
 	}
 	if *connect != "" {
 		token := os.Getenv("FLEET_TOKEN")
@@ -262,9 +264,8 @@ func serveStdio(ctx context.Context, srv *server.MCPServer, id mcpadapter.Identi
 	return err
 }
 
-func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	fs := newFlagSet("serve")
 	addr := fs.String("addr", "127.0.0.1:7333", "address to listen on (loopback unless told otherwise)")
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	anonymous := fs.Bool("anonymous", false, "let callers without a token use the store tools (never the fleet tools)")
@@ -277,8 +278,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	sessionTTL := fs.Duration("session-ttl", sessionIdleTTL, "forget an MCP session idle this long")
 	tokenPoll := fs.Duration("token-poll", mcpadapter.DefaultTokenPoll, "how often the token file is looked at for added and revoked tokens")
 	rvOpts := rendezvousFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q: serve takes flags only", fs.Arg(0))
 	}
 	for name, d := range map[string]time.Duration{"--idle-timeout": *idle, "--header-timeout": *header, "--session-ttl": *sessionTTL, "--token-poll": *tokenPoll} {
 		if d <= 0 {
@@ -311,7 +315,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	}
 	panes := map[string]*tmux.Pane{}
 	if *rosterPath != "" {
-		ro, err := loadRoster(*rosterPath)
+		ro, err := loadRoster(*rosterPath, st.store.Dir())
 		if err == nil {
 			panes, err = ro.apply(st.rv)
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,17 +19,16 @@ import (
 // runStatus reports an agent's status to the daemon: the status given as an
 // argument, or, without one, the status a hook event on standard input
 // stands for. Coding-agent CLIs run it from their lifecycle hooks.
-func runStatus(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status")
 	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the reporting agent (must be the token's)")
 	url := fs.String("url", envOr("FLEET_URL", "http://127.0.0.1:7333"), "the daemon's base URL ($FLEET_URL)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	token := os.Getenv("FLEET_TOKEN")
 	if token == "" {
-		return errors.New("status: set $FLEET_TOKEN to the agent's token")
+		return errors.New("status: $FLEET_TOKEN is not set: set it to the agent's token (fleetstate token add, or the agent's environment from fleetstate up)")
 	}
 	var st fleetstate.Status
 	switch fs.NArg() {
@@ -64,7 +62,7 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stderr io.Wr
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return fmt.Errorf("status: no daemon at %s (%v): start one with fleetstate serve or fleetstate up, or set --url / $FLEET_URL", *url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
