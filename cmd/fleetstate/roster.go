@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -39,7 +40,12 @@ type Roster struct {
 	// status no hook reports. "claude" and "codex" have built-in patterns
 	// that an entry here replaces.
 	Programs map[string]*tmux.Patterns `json:"programs,omitempty"`
-	Agents   []RosterAgent             `json:"agents"`
+	// Timeouts are the rendezvous bounds of the daemon fleetstate up
+	// starts, by the name of serve's flag without "-timeout": "send",
+	// "ask", "ready", "rejoin" (Go durations, "20s"). A daemon started by
+	// hand takes its flags instead.
+	Timeouts map[string]string `json:"timeouts,omitempty"`
+	Agents   []RosterAgent     `json:"agents"`
 
 	// base is the folder of the file, which relative paths start from.
 	base string
@@ -113,6 +119,7 @@ var (
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// sessionRE keeps session names out of tmux's target syntax.
 	sessionRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	indexRE   = regexp.MustCompile(`\.(\d+)`)
 )
 
 // loadRoster reads the fleet file at path and checks all of it: every
@@ -156,7 +163,8 @@ func parseRoster(data []byte) (*Roster, error) {
 	if err := dec.Decode(&ro); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return nil, fmt.Errorf("%s: want a JSON %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+			field := indexRE.ReplaceAllString(te.Field, "[$1]") // agents.2.command: agents[2].command
+			return nil, fmt.Errorf("%s: want a JSON %s, not %s", field, jsonKind(te.Type.Kind().String()), te.Value)
 		}
 		return nil, err
 	}
@@ -203,6 +211,16 @@ func (ro *Roster) validate() error {
 					return fmt.Errorf("programs.%s.%s[%d]: %v", name, set.key, i, err)
 				}
 			}
+		}
+	}
+	for _, k := range sortedKeys(ro.Timeouts) {
+		switch k {
+		case "send", "ask", "ready", "rejoin":
+		default:
+			return fmt.Errorf("timeouts.%s: not a timeout: want send, ask, ready or rejoin", k)
+		}
+		if d, err := time.ParseDuration(ro.Timeouts[k]); err != nil || d <= 0 {
+			return fmt.Errorf("timeouts.%s: %q is not a positive duration such as \"20s\"", k, ro.Timeouts[k])
 		}
 	}
 	seen := map[string]int{}
@@ -263,6 +281,24 @@ func (ro *Roster) validate() error {
 		}
 	}
 	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// serveFlags returns the flags of serve that the file's timeouts stand for.
+func (ro *Roster) serveFlags() []string {
+	var out []string
+	for _, k := range sortedKeys(ro.Timeouts) {
+		out = append(out, "--"+k+"-timeout", ro.Timeouts[k])
+	}
+	return out
 }
 
 // resolve makes the file's paths absolute and checks them: the tmux

@@ -190,11 +190,16 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if *connect != "" {
 		token := os.Getenv("FLEET_TOKEN")
 		if token == "" {
-			return errors.New("--connect needs the daemon token in $FLEET_TOKEN")
+			return errors.New("mcp: --connect needs the agent's token in $FLEET_TOKEN (fleetstate token add, or the agent's environment from fleetstate up)")
+		}
+		// The identity is the token's; an --agent or --role (or
+		// $FLEET_AGENT, $FLEET_ROLE) that says otherwise is a mistake.
+		if err := checkTokenIdentity(ctx, *connect, token, *agent, *role); err != nil {
+			return err
 		}
 		p, err := mcpadapter.NewProxy(ctx, *connect, token, version)
 		if err != nil {
-			return err
+			return fmt.Errorf("mcp: %v", err)
 		}
 		defer p.Close()
 		return serveStdio(ctx, p.Server(), mcpadapter.Identity{}, stdin, stdout, stderr)

@@ -153,11 +153,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if want == "" {
 			want = addrOf(rec.URL)
 		}
-		pid, u, err := launchDaemon(ctx, store, *bin, want, file)
+		pid, u, err := launchDaemon(ctx, store, *bin, want, file, ro.serveFlags())
 		if err != nil && *addr == "" && want != "" {
 			// The address of the last run is taken: any free port will do.
 			fmt.Fprintf(stderr, "fleetstate: up: %s is taken; starting the daemon on a free port\n", want)
-			pid, u, err = launchDaemon(ctx, store, *bin, "", file)
+			pid, u, err = launchDaemon(ctx, store, *bin, "", file, ro.serveFlags())
 		}
 		if err != nil {
 			return err
@@ -292,7 +292,7 @@ func checkCommands(ro *Roster) error {
 // launchDaemon starts `fleetstate serve` on store's directory in the
 // background, detached, its output appended to daemon.log, and waits for
 // it to own the directory. It returns the daemon's pid and URL.
-func launchDaemon(ctx context.Context, store *fleetstate.Store, bin, addr, roster string) (int, string, error) {
+func launchDaemon(ctx context.Context, store *fleetstate.Store, bin, addr, roster string, flags []string) (int, string, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -303,7 +303,7 @@ func launchDaemon(ctx context.Context, store *fleetstate.Store, bin, addr, roste
 	}
 	defer logf.Close()
 	start, _ := logf.Seek(0, io.SeekEnd)
-	cmd := exec.Command(bin, "serve", "--addr", addr, "--dir", store.Dir(), "--roster", roster)
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--dir", store.Dir(), "--roster", roster}, flags...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = store.Dir()
 	detach(cmd)
