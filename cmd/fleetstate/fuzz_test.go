@@ -32,11 +32,11 @@ func FuzzRoster(f *testing.F) {
 		}
 		srv := tmux.NewServer(filepath.Join(dir, "no-such.sock"))
 		for _, a := range ro.Agents {
-			if fleetstate.ValidateAgentName(a.Name) != nil {
-				continue
+			if err := fleetstate.ValidateAgentName(a.Name); err != nil {
+				t.Fatalf("a checked roster holds the agent name %q: %v", a.Name, err)
 			}
 			if _, err := mcpadapter.ParseRole(a.Role); err != nil {
-				continue
+				t.Fatalf("a checked roster holds the role %q", a.Role)
 			}
 			if _, err := tmux.NewPane(srv, ro.target(a), &tmux.PaneOptions{Patterns: ro.patterns(a)}); err != nil {
 				t.Fatalf("a checked roster's agent %s: %v", a.Name, err)

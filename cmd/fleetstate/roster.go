@@ -91,6 +91,7 @@ func builtinPatterns(program string) *tmux.Patterns {
 		return &tmux.Patterns{
 			Working: []string{`esc to interrupt`},
 			Blocked: []string{`Do you want to proceed\?`, `Do you want to make this edit`},
+			Idle:    []string{`^│ > `},
 		}
 	case programCodex:
 		return &tmux.Patterns{
