@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +55,9 @@ type upRecord struct {
 	File    string `json:"file"`
 	Socket  string `json:"tmux_socket"`
 	Session string `json:"tmux_session"`
+	// FileSum is the SHA-256 of the fleet file the daemon read at its
+	// start: it reads it only then.
+	FileSum string `json:"file_sha256,omitempty"`
 }
 
 func readUpRecord(store *fleetstate.Store) (upRecord, bool) {
@@ -116,6 +121,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	file, _ := filepath.Abs(fleetFile)
+	fileSum := ""
+	if data, err := os.ReadFile(file); err == nil {
+		sum := sha256.Sum256(data)
+		fileSum = hex.EncodeToString(sum[:])
+	}
 	if *bin == "" {
 		if *bin, err = os.Executable(); err != nil {
 			return fmt.Errorf("up: cannot find this binary (%v): name it with --fleetstate PATH", err)
@@ -145,6 +155,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if owner.PID != rec.PID {
 			fmt.Fprintf(stderr, "fleetstate: up: using the daemon already serving %s (%s); it was not started by up, so it knows this fleet's panes only if it was started with --roster %s\n", dir, owner, file)
 		}
+		if owner.PID == rec.PID && rec.FileSum != "" && rec.FileSum != fileSum {
+			fmt.Fprintf(stderr, "fleetstate: up: %s changed since the daemon read it: agents and panes added or changed reach it after fleetstate down and up\n", file)
+		}
 		if *addr != "" && !strings.Contains(url, "//"+*addr+"/") {
 			fmt.Fprintf(stderr, "fleetstate: up: --addr %s ignored: the fleet is served at %s already\n", *addr, url)
 		}
@@ -163,7 +176,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		url = u
-		rec.PID = pid
+		rec.PID, rec.FileSum = pid, fileSum
 	}
 	rec.URL, rec.File, rec.Socket, rec.Session = url, file, ro.TmuxSocket, ro.TmuxSession
 	if err := writeUpRecord(store, rec); err != nil {
