@@ -8,7 +8,10 @@ import (
 	"github.com/fleetstate/fleetstate"
 )
 
-// StatusPath is where agents' hooks report their status over HTTP.
+// StatusPath is where agents' hooks report their status over HTTP (POST a
+// [StatusReport]). A GET there answers who the token is,
+// {"agent": NAME, "role": "lead"|"member"}: a stdio proxy checks with it that the
+// agent it was told it serves is the token's.
 const StatusPath = "/status"
 
 // StatusReport is the body of a status report: the agent (which must be
@@ -21,13 +24,18 @@ type StatusReport struct {
 // statusHandler takes status reports of authenticated agents.
 func statusHandler(onStatus func(Identity, fleetstate.Status) error) func(w http.ResponseWriter, r *http.Request, id Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id Identity) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		if r.Method != http.MethodPost && r.Method != http.MethodGet {
+			w.Header().Set("Allow", "GET, POST")
+			http.Error(w, "use POST to report, GET to ask who the token is", http.StatusMethodNotAllowed)
 			return
 		}
 		if id.Anonymous() {
 			http.Error(w, "status reports need an agent's token", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"agent": id.Agent, "role": string(id.Role)})
 			return
 		}
 		var rep StatusReport

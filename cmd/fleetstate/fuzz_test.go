@@ -26,23 +26,21 @@ func FuzzRoster(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ro, err := loadRoster(path)
+		ro, err := loadRoster(path, dir)
 		if err != nil {
 			return
 		}
 		srv := tmux.NewServer(filepath.Join(dir, "no-such.sock"))
 		for _, a := range ro.Agents {
-			if fleetstate.ValidateAgentName(a.Name) != nil {
-				continue
+			if err := fleetstate.ValidateAgentName(a.Name); err != nil {
+				t.Fatalf("a checked roster holds the agent name %q: %v", a.Name, err)
 			}
 			if _, err := mcpadapter.ParseRole(a.Role); err != nil {
-				continue
+				t.Fatalf("a checked roster holds the role %q", a.Role)
 			}
-			var pats *tmux.Patterns
-			if a.Program != "" {
-				pats = ro.Programs[a.Program]
+			if _, err := tmux.NewPane(srv, ro.target(a), &tmux.PaneOptions{Patterns: ro.patterns(a)}); err != nil {
+				t.Fatalf("a checked roster's agent %s: %v", a.Name, err)
 			}
-			_, _ = tmux.NewPane(srv, a.Tmux, &tmux.PaneOptions{Patterns: pats})
 		}
 	})
 }

@@ -10,6 +10,10 @@
 //	fleetstate token list [--dir DIR]
 //	fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]
 //	fleetstate demo
+//	fleetstate up FILE [--dir DIR] [--addr HOST:PORT]
+//	fleetstate down FILE [--dir DIR]
+//	fleetstate version
+//	fleetstate help [COMMAND]
 //
 // mcp (the default) speaks MCP over standard input and output on the state
 // directory, as fleet-state-mgr does; with --connect it forwards every tool
@@ -18,7 +22,9 @@
 // bearer token, meet in one rendezvous; with --roster it also reaches agents
 // in tmux panes. status reports an agent's status from its hooks (with
 // $FLEET_TOKEN; without a status argument it reads the hook's JSON event on
-// standard input). Logs go to standard error.
+// standard input). up brings a whole fleet up from a fleet file (the
+// roster with each agent's command): the daemon, tokens, tmux panes and
+// each agent's MCP configuration; down stops it. Logs go to standard error.
 package main
 
 import (
@@ -43,7 +49,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, log)
 	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
+		os.Exit(0) // the help asked for is printed
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleetstate:", strings.TrimPrefix(err.Error(), "fleetstate: "))
@@ -53,6 +59,14 @@ func main() {
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
 	cmd := "mcp"
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			return runHelp(ctx, args[1:], stdout)
+		case "-version", "--version":
+			return runVersion(args[1:], stdout)
+		}
+	}
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
@@ -60,19 +74,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "mcp":
 		return runMCP(ctx, args, stdin, stdout, stderr, log)
 	case "serve":
-		return runServe(ctx, args, stderr, log)
+		return runServe(ctx, args, stdout, stderr, log)
 	case "token":
 		return runToken(args, stdout, stderr)
 	case "status":
-		return runStatus(ctx, args, stdin, stderr)
+		return runStatus(ctx, args, stdin, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
+	case "up":
+		return runUp(ctx, args, stdout, stderr)
+	case "down":
+		return runDown(ctx, args, stdout, stderr)
+	case "version":
+		return runVersion(args, stdout)
 	case "help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		return runHelp(ctx, args, stdout)
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	return unknownCommand(cmd)
 }
 
 const usage = `usage:
@@ -83,4 +102,8 @@ const usage = `usage:
   fleetstate token list [--dir DIR]
   fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]   (hook JSON on stdin without a status)
   fleetstate demo
+  fleetstate up FILE [--dir DIR] [--addr HOST:PORT]
+  fleetstate down FILE [--dir DIR]
+  fleetstate version
+  fleetstate help [COMMAND]      (fleetstate CMD --help: a command's flags and an example)
 `

@@ -1,47 +1,371 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
 )
 
-// Roster names the agents of a fleet and where each lives. The daemon reads
-// it with serve --roster FILE.
+// Roster names the agents of a fleet and where each lives: the fleet file.
+// The daemon reads it with serve --roster FILE; fleetstate up reads the
+// same file, starts each agent that has a command in a pane of its own,
+// and starts the daemon with the file as its roster.
+//
+// An agent with a command lives in the tmux window named after it in the
+// roster's session ("fleet:alice"); an agent with a tmux target lives in a
+// pane somebody else started; an agent with neither is a member that pulls
+// its work with fleet_next (or a lead that is nudged nowhere).
 type Roster struct {
-	// TmuxSocket is the socket of the tmux server the panes run on.
-	TmuxSocket string `json:"tmux_socket"`
+	// TmuxSocket is the socket of the tmux server the panes run on. A
+	// relative path is taken from the file's folder. Empty means
+	// tmux.sock in the state directory's private folder: a tmux server of
+	// the fleet's own, which touches none of the user's sessions.
+	TmuxSocket string `json:"tmux_socket,omitempty"`
+	// TmuxSession is the tmux session fleetstate up creates, one window
+	// per agent with a command. Empty means "fleet".
+	TmuxSession string `json:"tmux_session,omitempty"`
 	// Programs holds screen patterns per agent program, for agents whose
-	// status no hook reports.
-	Programs map[string]*tmux.Patterns `json:"programs"`
-	Agents   []RosterAgent             `json:"agents"`
+	// status no hook reports. "claude" and "codex" have built-in patterns
+	// that an entry here replaces.
+	Programs map[string]*tmux.Patterns `json:"programs,omitempty"`
+	// Timeouts are the rendezvous bounds of the daemon fleetstate up
+	// starts, by the name of serve's flag without "-timeout": "send",
+	// "ask", "ready", "rejoin" (Go durations, "20s"). A daemon started by
+	// hand takes its flags instead.
+	Timeouts map[string]string `json:"timeouts,omitempty"`
+	Agents   []RosterAgent     `json:"agents"`
+
+	// base is the folder of the file, which relative paths start from.
+	base string
 }
 
 // RosterAgent is one agent of a roster.
 type RosterAgent struct {
 	Name string `json:"name"`
 	Role string `json:"role"` // lead or member
-	// Tmux is the agent's pane as a tmux target ("fleet:0.1", "%3"); empty
-	// for a member that pulls its messages with fleet_next.
+	// Tmux is the agent's pane as a tmux target ("fleet:0.1", "%3") when
+	// someone other than fleetstate up started it; empty for an agent
+	// with a command, and for a member that pulls its messages.
 	Tmux string `json:"tmux,omitempty"`
-	// Program selects the screen patterns of Roster.Programs.
+	// Program is what runs in the pane: "claude" (Claude Code: fleetstate
+	// up writes its .mcp.json and status hooks into the workdir), "codex"
+	// (Codex: its config.toml in a CODEX_HOME of the agent's own), or a
+	// name of Roster.Programs, whose screen patterns tell the status.
 	Program string `json:"program,omitempty"`
+	// Command is the argv fleetstate up starts in the agent's pane, with
+	// FLEET_AGENT, FLEET_ROLE, FLEET_TOKEN and FLEET_URL in its
+	// environment.
+	Command []string `json:"command,omitempty"`
+	// Workdir is the folder the command starts in; relative to the
+	// file's folder; empty means the file's folder.
+	Workdir string `json:"workdir,omitempty"`
+	// Env holds more environment variables for the command.
+	Env map[string]string `json:"env,omitempty"`
 }
 
-func loadRoster(path string) (*Roster, error) {
-	data, err := os.ReadFile(path)
+// Built-in programs: the coding-agent CLIs whose configuration fleetstate
+// up writes.
+const (
+	programClaude = "claude"
+	programCodex  = "codex"
+)
+
+// builtinPatterns read the status of the built-in programs off the
+// screen, until (for Claude Code) its hooks report one. Both CLIs print
+// "esc to interrupt" while they work.
+func builtinPatterns(program string) *tmux.Patterns {
+	switch program {
+	case programClaude:
+		return &tmux.Patterns{
+			Working: []string{`esc to interrupt`},
+			Blocked: []string{`Do you want to proceed\?`, `Do you want to make this edit`},
+			Idle:    []string{`^│ > `},
+		}
+	case programCodex:
+		return &tmux.Patterns{
+			Working: []string{`esc to interrupt`},
+			Blocked: []string{`Allow command\?`, `approve`},
+			Idle:    []string{`^\s*›`, `send\s+\S*\s*newline`},
+		}
+	}
+	return nil
+}
+
+// maxRosterBytes bounds a fleet file: far more than any fleet needs.
+const maxRosterBytes = 1 << 20
+
+// maxSocketPath is the longest socket path a Unix socket address holds
+// (108 bytes on Linux, 104 on the BSDs), with its terminating NUL.
+const maxSocketPath = 103
+
+// defaultSession is the tmux session of a fleet file that names none.
+const defaultSession = "fleet"
+
+// reservedEnv are the variables fleetstate up sets itself.
+var reservedEnv = []string{"FLEET_AGENT", "FLEET_ROLE", "FLEET_TOKEN", "FLEET_URL"}
+
+var (
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// sessionRE keeps session names out of tmux's target syntax.
+	sessionRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	indexRE   = regexp.MustCompile(`\.(\d+)`)
+)
+
+// loadRoster reads the fleet file at path and checks all of it: every
+// error names the field ("agents[2].command: empty"). stateDir is the
+// state directory the fleet runs on, for the default tmux socket.
+func loadRoster(path, stateDir string) (*Roster, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("roster: %w", err)
+		return nil, fmt.Errorf("fleet file: %w", err)
 	}
-	var r Roster
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("roster %s: %w", path, err)
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRosterBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", path, err)
 	}
-	return &r, nil
+	if len(data) > maxRosterBytes {
+		return nil, fmt.Errorf("fleet file %s: larger than %d bytes", path, maxRosterBytes)
+	}
+	ro, err := parseRoster(data)
+	if err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	ro.base = filepath.Dir(abs)
+	if err := ro.resolve(stateDir); err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", path, err)
+	}
+	return ro, nil
+}
+
+// parseRoster decodes a fleet file strictly (an unknown field is a
+// mistake worth hearing of) and checks what can be checked without the
+// file system.
+func parseRoster(data []byte) (*Roster, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var ro Roster
+	if err := dec.Decode(&ro); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			field := indexRE.ReplaceAllString(te.Field, "[$1]") // agents.2.command: agents[2].command
+			return nil, fmt.Errorf("%s: want a JSON %s, not %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value")
+	}
+	if err := ro.validate(); err != nil {
+		return nil, err
+	}
+	return &ro, nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "slice":
+		return "array"
+	case "map", "struct", "ptr":
+		return "object"
+	}
+	return goKind
+}
+
+// validate checks the fields of the file one by one.
+func (ro *Roster) validate() error {
+	if ro.TmuxSession != "" && !sessionRE.MatchString(ro.TmuxSession) {
+		return fmt.Errorf("tmux_session: %q: use letters, digits, - and _ only", ro.TmuxSession)
+	}
+	names := make([]string, 0, len(ro.Programs))
+	for name := range ro.Programs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := ro.Programs[name]
+		if p == nil {
+			return fmt.Errorf("programs.%s: want an object of patterns, not null", name)
+		}
+		for _, set := range []struct {
+			key string
+			res []string
+		}{{"working", p.Working}, {"blocked", p.Blocked}, {"idle", p.Idle}} {
+			for i, re := range set.res {
+				if _, err := regexp.Compile("(?m)" + re); err != nil {
+					return fmt.Errorf("programs.%s.%s[%d]: %v", name, set.key, i, err)
+				}
+			}
+		}
+	}
+	for _, k := range sortedKeys(ro.Timeouts) {
+		switch k {
+		case "send", "ask", "ready", "rejoin":
+		default:
+			return fmt.Errorf("timeouts.%s: not a timeout: want send, ask, ready or rejoin", k)
+		}
+		if d, err := time.ParseDuration(ro.Timeouts[k]); err != nil || d <= 0 {
+			return fmt.Errorf("timeouts.%s: %q is not a positive duration such as \"20s\"", k, ro.Timeouts[k])
+		}
+	}
+	seen := map[string]int{}
+	for i, a := range ro.Agents {
+		at := fmt.Sprintf("agents[%d]", i)
+		if a.Name == "" {
+			return fmt.Errorf("%s.name: empty", at)
+		}
+		if err := fleetstate.ValidateAgentName(a.Name); err != nil {
+			return fmt.Errorf("%s.name: %v", at, err)
+		}
+		if j, dup := seen[a.Name]; dup {
+			return fmt.Errorf("%s.name: %q is agents[%d]'s name already", at, a.Name, j)
+		}
+		seen[a.Name] = i
+		if _, err := mcpadapter.ParseRole(a.Role); err != nil {
+			return fmt.Errorf("%s.role: %q: want lead or member", at, a.Role)
+		}
+		if a.Program != "" && ro.Programs[a.Program] == nil && builtinPatterns(a.Program) == nil {
+			return fmt.Errorf("%s.program: %q is not claude, codex, or a name under programs", at, a.Program)
+		}
+		if a.Command != nil {
+			if len(a.Command) == 0 || a.Command[0] == "" {
+				return fmt.Errorf("%s.command: empty", at)
+			}
+			for j, arg := range a.Command {
+				if strings.ContainsRune(arg, 0) {
+					return fmt.Errorf("%s.command[%d]: holds a NUL byte", at, j)
+				}
+			}
+			if a.Tmux != "" {
+				return fmt.Errorf("%s.tmux: an agent with a command lives in the pane fleetstate up makes; drop tmux or command", at)
+			}
+		}
+		if a.Command == nil {
+			if a.Workdir != "" {
+				return fmt.Errorf("%s.workdir: only an agent with a command has one", at)
+			}
+			if len(a.Env) > 0 {
+				return fmt.Errorf("%s.env: only an agent with a command has one", at)
+			}
+		}
+		for k, v := range a.Env {
+			if !envNameRE.MatchString(k) {
+				return fmt.Errorf("%s.env: %q is not a variable name", at, k)
+			}
+			for _, r := range reservedEnv {
+				if k == r {
+					return fmt.Errorf("%s.env.%s: fleetstate up sets it; remove it", at, k)
+				}
+			}
+			if strings.ContainsRune(v, 0) {
+				return fmt.Errorf("%s.env.%s: holds a NUL byte", at, k)
+			}
+		}
+		if strings.ContainsRune(a.Workdir, 0) {
+			return fmt.Errorf("%s.workdir: holds a NUL byte", at)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// serveFlags returns the flags of serve that the file's timeouts stand for.
+func (ro *Roster) serveFlags() []string {
+	var out []string
+	for _, k := range sortedKeys(ro.Timeouts) {
+		out = append(out, "--"+k+"-timeout", ro.Timeouts[k])
+	}
+	return out
+}
+
+// resolve makes the file's paths absolute and checks them: the tmux
+// socket fits a socket address, and every workdir is a folder.
+func (ro *Roster) resolve(stateDir string) error {
+	if ro.TmuxSession == "" {
+		ro.TmuxSession = defaultSession
+	}
+	switch {
+	case ro.TmuxSocket == "":
+		dir := stateDir
+		if dir == "" {
+			dir = fleetstate.DefaultDir()
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return err
+		}
+		// The state directory's private folder (Store.PrivatePath).
+		ro.TmuxSocket = filepath.Join(abs, ".fleetstate", "tmux.sock")
+	case !filepath.IsAbs(ro.TmuxSocket):
+		ro.TmuxSocket = filepath.Join(ro.base, ro.TmuxSocket)
+	}
+	if len(ro.TmuxSocket) > maxSocketPath {
+		return fmt.Errorf("tmux_socket: %s is longer than a socket address holds (%d bytes); name a shorter path in tmux_socket", ro.TmuxSocket, maxSocketPath)
+	}
+	for i := range ro.Agents {
+		a := &ro.Agents[i]
+		if a.Command == nil {
+			continue
+		}
+		switch {
+		case a.Workdir == "":
+			a.Workdir = ro.base
+		case !filepath.IsAbs(a.Workdir):
+			a.Workdir = filepath.Join(ro.base, a.Workdir)
+		}
+		fi, err := os.Stat(a.Workdir)
+		if err != nil {
+			return fmt.Errorf("agents[%d].workdir: %v", i, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("agents[%d].workdir: %s is not a folder", i, a.Workdir)
+		}
+	}
+	return nil
+}
+
+// target returns the tmux target of a's pane, or "" if it has none.
+func (ro *Roster) target(a RosterAgent) string {
+	if a.Command != nil {
+		return ro.TmuxSession + ":" + a.Name
+	}
+	return a.Tmux
+}
+
+// patterns returns the screen patterns of a's program: the file's, or
+// the built-in ones of claude and codex.
+func (ro *Roster) patterns(a RosterAgent) *tmux.Patterns {
+	if a.Program == "" {
+		return nil
+	}
+	if p := ro.Programs[a.Program]; p != nil {
+		return p
+	}
+	return builtinPatterns(a.Program)
 }
 
 // apply registers the roster's agents with the rendezvous and returns the
@@ -49,31 +373,19 @@ func loadRoster(path string) (*Roster, error) {
 func (ro *Roster) apply(rv *fleetstate.Rendezvous) (map[string]*tmux.Pane, error) {
 	panes := map[string]*tmux.Pane{}
 	var srv *tmux.Server
-	for _, a := range ro.Agents {
-		if err := fleetstate.ValidateAgentName(a.Name); err != nil {
-			return nil, fmt.Errorf("roster: %w", err)
-		}
+	for i, a := range ro.Agents {
 		role, err := mcpadapter.ParseRole(a.Role)
 		if err != nil {
-			return nil, fmt.Errorf("roster: agent %s: %w", a.Name, err)
+			return nil, fmt.Errorf("roster: agents[%d].role: %w", i, err)
 		}
 		var port fleetstate.Member
-		if a.Tmux != "" {
-			if ro.TmuxSocket == "" {
-				return nil, fmt.Errorf("roster: agent %s has a tmux pane but the roster names no tmux_socket", a.Name)
-			}
+		if target := ro.target(a); target != "" {
 			if srv == nil {
 				srv = tmux.NewServer(ro.TmuxSocket)
 			}
-			var pats *tmux.Patterns
-			if a.Program != "" {
-				if pats = ro.Programs[a.Program]; pats == nil {
-					return nil, fmt.Errorf("roster: agent %s: no patterns for program %q", a.Name, a.Program)
-				}
-			}
-			p, err := tmux.NewPane(srv, a.Tmux, &tmux.PaneOptions{Patterns: pats})
+			p, err := tmux.NewPane(srv, target, &tmux.PaneOptions{Patterns: ro.patterns(a)})
 			if err != nil {
-				return nil, fmt.Errorf("roster: agent %s: %w", a.Name, err)
+				return nil, fmt.Errorf("roster: agents[%d]: %w", i, err)
 			}
 			panes[a.Name] = p
 			port = p

@@ -175,24 +175,31 @@ func rendezvousFlags(fs *flag.FlagSet) *fleetstate.RendezvousOptions {
 }
 
 func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("mcp")
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the caller's agent name (default $FLEET_AGENT)")
 	role := fs.String("role", os.Getenv("FLEET_ROLE"), "the caller's role, lead or member (default $FLEET_ROLE)")
 	connect := fs.String("connect", "", "forward every tool to the daemon at this URL, authenticated by $FLEET_TOKEN")
 	rvOpts := rendezvousFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("mcp: unexpected argument %q: mcp takes flags only (fleetstate --help lists the commands)", fs.Arg(0))
 	}
 	if *connect != "" {
 		token := os.Getenv("FLEET_TOKEN")
 		if token == "" {
-			return errors.New("--connect needs the daemon token in $FLEET_TOKEN")
+			return errors.New("mcp: --connect needs the agent's token in $FLEET_TOKEN (fleetstate token add, or the agent's environment from fleetstate up)")
+		}
+		// The identity is the token's; an --agent or --role (or
+		// $FLEET_AGENT, $FLEET_ROLE) that says otherwise is a mistake.
+		if err := checkTokenIdentity(ctx, *connect, token, *agent, *role); err != nil {
+			return err
 		}
 		p, err := mcpadapter.NewProxy(ctx, *connect, token, version)
 		if err != nil {
-			return err
+			return fmt.Errorf("mcp: %v", err)
 		}
 		defer p.Close()
 		return serveStdio(ctx, p.Server(), mcpadapter.Identity{}, stdin, stdout, stderr)
@@ -262,9 +269,8 @@ func serveStdio(ctx context.Context, srv *server.MCPServer, id mcpadapter.Identi
 	return err
 }
 
-func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	fs := newFlagSet("serve")
 	addr := fs.String("addr", "127.0.0.1:7333", "address to listen on (loopback unless told otherwise)")
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	anonymous := fs.Bool("anonymous", false, "let callers without a token use the store tools (never the fleet tools)")
@@ -280,8 +286,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	notifyCmd := fs.String("notify", "", "a shell command run with the event as JSON on its standard input when a member asks, turns BLOCKED, a detached ticket finishes or a turn fails")
 	rvOpts := rendezvousFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q: serve takes flags only", fs.Arg(0))
 	}
 	for name, d := range map[string]time.Duration{"--idle-timeout": *idle, "--header-timeout": *header, "--session-ttl": *sessionTTL, "--token-poll": *tokenPoll} {
 		if d <= 0 {
@@ -318,7 +327,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, log *slog.Lo
 	}
 	panes := map[string]*tmux.Pane{}
 	if *rosterPath != "" {
-		ro, err := loadRoster(*rosterPath)
+		ro, err := loadRoster(*rosterPath, st.store.Dir())
 		if err == nil {
 			panes, err = ro.apply(st.rv)
 		}

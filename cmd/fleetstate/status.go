@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,17 +19,16 @@ import (
 // runStatus reports an agent's status to the daemon: the status given as an
 // argument, or, without one, the status a hook event on standard input
 // stands for. Coding-agent CLIs run it from their lifecycle hooks.
-func runStatus(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status")
 	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the reporting agent (must be the token's)")
 	url := fs.String("url", envOr("FLEET_URL", "http://127.0.0.1:7333"), "the daemon's base URL ($FLEET_URL)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	token := os.Getenv("FLEET_TOKEN")
 	if token == "" {
-		return errors.New("status: set $FLEET_TOKEN to the agent's token")
+		return errors.New("status: $FLEET_TOKEN is not set: set it to the agent's token (fleetstate token add, or the agent's environment from fleetstate up)")
 	}
 	var st fleetstate.Status
 	switch fs.NArg() {
@@ -64,7 +62,7 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stderr io.Wr
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return fmt.Errorf("status: no daemon at %s (%v): start one with fleetstate serve or fleetstate up, or set --url / $FLEET_URL", *url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
@@ -79,4 +77,46 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// daemonBase returns the base URL of a daemon from its MCP endpoint.
+func daemonBase(url string) string {
+	return strings.TrimRight(strings.TrimSuffix(url, "/mcp"), "/")
+}
+
+// checkTokenIdentity asks the daemon at url who token is, and refuses an
+// agent or role (either may be empty) that contradicts it. Its errors say
+// what to do: start a daemon, make a token, drop the flag.
+func checkTokenIdentity(ctx context.Context, url, token, agent, role string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, daemonBase(url)+mcpadapter.StatusPath, nil)
+	if err != nil {
+		return fmt.Errorf("mcp: --connect %s: %v", url, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("mcp: no daemon at %s (%v): start one with fleetstate serve or fleetstate up, or fix --connect", url, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return fmt.Errorf("mcp: the daemon at %s refuses the token in $FLEET_TOKEN (unknown or revoked): make one with fleetstate token add", url)
+	default:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("mcp: %s does not answer as a fleetstate daemon (%s: %s): check --connect", url, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	var who struct{ Agent, Role string }
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&who); err != nil || who.Agent == "" {
+		return fmt.Errorf("mcp: %s does not say whose the token is: is it a fleetstate daemon of this version?", url)
+	}
+	if agent != "" && agent != who.Agent {
+		return fmt.Errorf("mcp: --agent %s (or $FLEET_AGENT) contradicts the token in $FLEET_TOKEN, which is %s %s's: drop --agent, or use %s's token", agent, who.Role, who.Agent, agent)
+	}
+	if role != "" && role != who.Role {
+		return fmt.Errorf("mcp: --role %s (or $FLEET_ROLE) contradicts the token in $FLEET_TOKEN, which is %s %s's: drop --role, or use a %s token", role, who.Role, who.Agent, role)
+	}
+	return nil
 }

@@ -2,41 +2,66 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 func runToken(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("token: want add, revoke or list")
+	sub := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
 	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("token " + sub)
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
-	agent := fs.String("agent", "", "the agent's name")
-	role := fs.String("role", "", "lead or member")
-	if err := fs.Parse(args); err != nil {
+	agent := fs.String("agent", "", "the agent's name (add, revoke)")
+	role := fs.String("role", "", "lead or member (add)")
+	// Everything is checked before the state directory is opened, which
+	// creates it: a mistake writes nothing.
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	store, err := fleetstate.Open(nil, *dir, nil)
+	switch sub {
+	case "add", "revoke", "list":
+	case "":
+		return errors.New("token: want add, revoke or list (see fleetstate token --help)")
+	default:
+		return fmt.Errorf("token: unknown subcommand %q: want add, revoke or list", sub)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("token %s: unexpected argument %q", sub, fs.Arg(0))
+	}
+	var r mcpadapter.Role
+	if sub == "add" || sub == "revoke" {
+		if *agent == "" {
+			return fmt.Errorf("token %s: --agent is required", sub)
+		}
+		if err := fleetstate.ValidateAgentName(*agent); err != nil {
+			return fmt.Errorf("token %s: --agent: %v", sub, err)
+		}
+	}
+	if sub == "add" {
+		if *role == "" {
+			return errors.New("token add: --role is required: lead or member")
+		}
+		var err error
+		if r, err = mcpadapter.ParseRole(*role); err != nil {
+			return fmt.Errorf("token add: --role: %q is not lead or member", *role)
+		}
+	}
+	d, err := stateDirFlag(*dir)
 	if err != nil {
 		return err
 	}
-	tokens, err := mcpadapter.OpenTokens(store)
+	_, tokens, err := openStateDir(d)
 	if err != nil {
 		return err
 	}
 	switch sub {
 	case "add":
-		r, err := mcpadapter.ParseRole(*role)
-		if err != nil {
-			return err
-		}
 		token, err := tokens.Add(*agent, r)
 		if err != nil {
 			return err

@@ -18,6 +18,9 @@
 //
 //	FLEET_TOKEN=… fakeagent --agent NAME --url http://127.0.0.1:7333/mcp --fleetstate PATH [--hooks=false] [--lead]
 //
+// In a pane that fleetstate up started, FLEET_AGENT, FLEET_URL and
+// FLEET_ROLE give --agent, --url and --lead their defaults.
+//
 // With --hooks=false it reports no status and only draws a screen that
 // patterns can read: "(esc to interrupt)" while working, a "> " prompt when
 // idle. With --lead it only shows what is delivered to it (nudges).
@@ -40,17 +43,25 @@ import (
 )
 
 func main() {
-	agent := flag.String("agent", "", "the agent's name")
-	url := flag.String("url", "http://127.0.0.1:7333/mcp", "the daemon's MCP endpoint")
+	// The defaults come from the environment fleetstate up gives a pane.
+	agent := flag.String("agent", os.Getenv("FLEET_AGENT"), "the agent's name (default $FLEET_AGENT)")
+	url := flag.String("url", envOr("FLEET_URL", "http://127.0.0.1:7333/mcp"), "the daemon's MCP endpoint (default $FLEET_URL)")
 	bin := flag.String("fleetstate", "fleetstate", "the fleetstate binary, for the hook command")
 	hooks := flag.Bool("hooks", true, "report status through the hook command")
-	lead := flag.Bool("lead", false, "act as the lead's pane: show deliveries, reply to nothing")
+	lead := flag.Bool("lead", os.Getenv("FLEET_ROLE") == "lead", "act as the lead's pane: show deliveries, reply to nothing (default: $FLEET_ROLE is lead)")
 	flag.Parse()
 	a := &fake{name: *agent, url: *url, bin: *bin, hooks: *hooks, token: os.Getenv("FLEET_TOKEN")}
 	if err := a.run(*lead); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent:", err)
 		time.Sleep(time.Hour) // keep the pane, and the error, on screen
 	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }
 
 type fake struct {

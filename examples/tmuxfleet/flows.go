@@ -257,7 +257,7 @@ func (f *fleet) paneDies(ctx context.Context) error {
 }
 
 func (f *fleet) draftCleared(ctx context.Context) error {
-	if _, err := f.tm.Run(ctx, "", "send-keys", "-t", "fleet:alice.0", "-l", "half-typed draft"); err != nil {
+	if _, err := f.tm.Run(ctx, "", "send-keys", "-t", "fleet:alice", "-l", "half-typed draft"); err != nil {
 		return err
 	}
 	f.say("lead", "alice's input line holds a draft: %q", "half-typed draft")

@@ -1,22 +1,28 @@
-// Command tmuxfleet runs a whole fleet for real: the fleetstate daemon,
-// scripted fake agents in tmux panes (on a private tmux socket), and a
-// lead that drives every flow of the rendezvous through MCP, printing a
-// readable transcript.
+// Command tmuxfleet runs a whole fleet for real: it writes a fleet file
+// of scripted fake agents (examples/fakeagent) and brings it up with
+// `fleetstate up` (the daemon, the tokens, a tmux session on a private
+// socket with one window per agent), then drives every flow of the
+// rendezvous through MCP as the lead, printing a readable transcript, and
+// brings the fleet down with `fleetstate down`.
 //
 // Usage:
 //
-//	go run ./examples/tmuxfleet
+//	go run ./examples/tmuxfleet [--keep]
+//
+// With --keep the fleet keeps running after the flows: the example
+// prints how to attach to the panes (tmux -S SOCKET attach -t fleet), the
+// fleet file, and the `fleetstate down` line that stops it.
 //
 // It needs tmux and the Go toolchain (it builds the fleetstate and
 // fakeagent binaries into a temporary directory, which it removes at the
-// end, with the tmux server).
+// end, unless --keep).
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -24,7 +30,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,14 +41,16 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	keep := flag.Bool("keep", false, "keep the fleet running after the flows, and print how to attach to it")
+	flag.Parse()
+	if err := run(*keep); err != nil {
 		log.Fatal(err)
 	}
 }
 
 // run runs the example; it returns, rather than exits, on failure, so that
 // the panes, the daemon and the temporary directory are always cleaned up.
-func run() error {
+func run(keep bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -52,8 +59,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return f.runAll(ctx)
+	err = f.runAll(ctx)
+	if keep && err == nil {
+		f.lead.Close()
+		fmt.Printf("\nthe fleet keeps running:\n  attach: tmux -S %s attach -t fleet\n  stop:   %s down %s --dir %s && rm -r %s\n",
+			f.tm.Socket(), f.bin, f.file, f.dir, f.tmp)
+		return nil
+	}
+	f.Close()
+	return err
 }
 
 // member describes one member of the example fleet.
@@ -69,20 +83,21 @@ var members = []member{
 	{name: "bob", hooks: true, pane: true},
 	{name: "carol", program: "fake", pane: true}, // status from screen patterns only
 	{name: "mute", pane: true},                   // no hooks, no patterns: UNKNOWN
-	{name: "ghost"},                              // in the roster, never started
+	{name: "ghost"},                              // in the fleet file, never started
 	{name: "dora", hooks: true, pane: true},      // dies mid-turn
 }
 
-// fleet is the running example: the daemon, the tmux server and the lead.
+// fleet is the running example: the fleet brought up, and the lead.
 type fleet struct {
-	w      io.Writer
-	tmp    string
-	bin    string // the fleetstate binary
-	tm     *tmux.Server
-	daemon *exec.Cmd
-	url    string
-	lead   *mcpadapter.Client
-	mu     sync.Mutex
+	w    io.Writer
+	tmp  string
+	bin  string // the fleetstate binary
+	file string // the fleet file
+	dir  string // the state directory
+	tm   *tmux.Server
+	url  string
+	lead *mcpadapter.Client
+	mu   sync.Mutex
 }
 
 func (f *fleet) say(who, format string, args ...any) {
@@ -91,8 +106,36 @@ func (f *fleet) say(who, format string, args ...any) {
 	fmt.Fprintf(f.w, "%-7s %s\n", who+":", fmt.Sprintf(format, args...))
 }
 
-// start builds the binaries, starts the daemon and the panes, and connects
-// the lead.
+// fleetFile is the example's fleet file: each member with a command runs
+// the fake agent in a window of its own; the lead's window shows the
+// nudges it gets.
+func fleetFile(socket, fleetstateBin, agentBin string) map[string]any {
+	agents := []map[string]any{{"name": "lead", "role": "lead",
+		"command": []string{agentBin, "--fleetstate", fleetstateBin}}}
+	for _, m := range members {
+		a := map[string]any{"name": m.name, "role": "member"}
+		if m.pane {
+			a["command"] = []string{agentBin, "--fleetstate", fleetstateBin, fmt.Sprintf("--hooks=%v", m.hooks)}
+		}
+		if m.program != "" {
+			a["program"] = m.program
+		}
+		agents = append(agents, a)
+	}
+	return map[string]any{
+		"tmux_socket": socket,
+		"programs": map[string]any{"fake": map[string]any{
+			"working": []string{`esc to interrupt`},
+			"idle":    []string{`^> ?$`},
+		}},
+		// Short bounds, so that the never-mounted flow takes seconds.
+		"timeouts": map[string]string{"ready": "4s", "send": "20s"},
+		"agents":   agents,
+	}
+}
+
+// start builds the binaries, writes the fleet file, brings the fleet up
+// with fleetstate up, and connects the lead with the token up made.
 func start(ctx context.Context, w io.Writer) (_ *fleet, err error) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		return nil, errors.New("tmuxfleet needs tmux")
@@ -101,7 +144,8 @@ func start(ctx context.Context, w io.Writer) (_ *fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fleet{w: w, tmp: tmp, tm: tmux.NewServer(filepath.Join(tmp, "tmux.sock"))}
+	f := &fleet{w: w, tmp: tmp, tm: tmux.NewServer(filepath.Join(tmp, "tmux.sock")),
+		file: filepath.Join(tmp, "fleet.json"), dir: filepath.Join(tmp, "state")}
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -114,85 +158,27 @@ func start(ctx context.Context, w io.Writer) (_ *fleet, err error) {
 			return nil, fmt.Errorf("build %s: %v\n%s", pkg, err, msg)
 		}
 	}
-	dir := filepath.Join(tmp, "state")
-	tokens := map[string]string{"lead": ""}
-	for _, m := range members {
-		tokens[m.name] = ""
-	}
-	for name := range tokens {
-		role := "member"
-		if name == "lead" {
-			role = "lead"
-		}
-		out, err := exec.CommandContext(ctx, f.bin, "token", "add", "--dir", dir, "--agent", name, "--role", role).Output()
-		if err != nil {
-			return nil, fmt.Errorf("token add %s: %w", name, err)
-		}
-		tokens[name] = strings.TrimSpace(string(out))
-	}
-	roster := map[string]any{
-		"tmux_socket": f.tm.Socket(),
-		"programs": map[string]any{"fake": map[string]any{
-			"working": []string{`esc to interrupt`},
-			"idle":    []string{`^> ?$`},
-		}},
-	}
-	agents := []map[string]string{{"name": "lead", "role": "lead", "tmux": "fleet:lead.0"}}
-	for _, m := range members {
-		agents = append(agents, map[string]string{"name": m.name, "role": "member", "tmux": "fleet:" + m.name + ".0", "program": m.program})
-	}
-	roster["agents"] = agents
-	rosterPath := filepath.Join(tmp, "roster.json")
-	data, _ := json.MarshalIndent(roster, "", "  ")
-	if err := os.WriteFile(rosterPath, data, 0o600); err != nil {
+	data, _ := json.MarshalIndent(fleetFile(f.tm.Socket(), f.bin, agentBin), "", "  ")
+	if err := os.WriteFile(f.file, data, 0o600); err != nil {
 		return nil, err
 	}
+	out, err := exec.CommandContext(ctx, f.bin, "up", f.file, "--dir", f.dir).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("fleetstate up: %v\n%s", err, out)
+	}
+	f.say("up", "%s", strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "\n         "))
 
-	f.daemon = exec.Command(f.bin, "serve", "--addr", "127.0.0.1:0", "--dir", dir, "--roster", rosterPath,
-		"--ready-timeout", "4s", "--send-timeout", "20s")
-	stderr, err := f.daemon.StderrPipe()
+	// The lead here is this program, with the token up made for it.
+	var rec struct{ URL string }
+	if data, err := os.ReadFile(filepath.Join(f.dir, ".fleetstate", "up.json")); err != nil || json.Unmarshal(data, &rec) != nil {
+		return nil, fmt.Errorf("fleetstate up left no up.json: %v", err)
+	}
+	f.url = rec.URL
+	token, err := leadToken(filepath.Join(f.dir, ".fleetstate", "agents", "lead", "env"))
 	if err != nil {
 		return nil, err
 	}
-	if err := f.daemon.Start(); err != nil {
-		return nil, err
-	}
-	urls := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`url=(http://\S+/mcp)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case urls <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case f.url = <-urls:
-	case <-time.After(30 * time.Second):
-		return nil, errors.New("the daemon did not start")
-	}
-	f.say("daemon", "serving %s; tmux socket %s", f.url, filepath.Base(f.tm.Socket()))
-
-	agentCmd := func(name string, extra ...string) []string {
-		return append([]string{"-e", "FLEET_TOKEN=" + tokens[name], agentBin, "--agent", name, "--url", f.url, "--fleetstate", f.bin}, extra...)
-	}
-	if _, err := f.tm.Run(ctx, "", append([]string{"new-session", "-d", "-s", "fleet", "-n", "lead", "-x", "160", "-y", "50"}, agentCmd("lead", "--lead")...)...); err != nil {
-		return nil, err
-	}
-	for _, m := range members {
-		if !m.pane {
-			continue
-		}
-		args := agentCmd(m.name, fmt.Sprintf("--hooks=%v", m.hooks))
-		if _, err := f.tm.Run(ctx, "", append([]string{"new-window", "-d", "-t", "fleet", "-n", m.name}, args...)...); err != nil {
-			return nil, err
-		}
-	}
-	f.lead, err = mcpadapter.Dial(ctx, f.url, tokens["lead"], "tmuxfleet-lead")
+	f.lead, err = mcpadapter.Dial(ctx, f.url, token, "tmuxfleet-lead")
 	if err != nil {
 		return nil, err
 	}
@@ -222,17 +208,33 @@ func start(ctx context.Context, w io.Writer) (_ *fleet, err error) {
 	}
 }
 
-// Close stops the lead, the panes and the daemon, and removes the
-// temporary directory.
+// leadToken reads FLEET_TOKEN from the environment file up wrote for the
+// lead ("export FLEET_TOKEN='fst_…'").
+func leadToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "export FLEET_TOKEN="); ok {
+			return strings.Trim(v, "'"), nil
+		}
+	}
+	return "", fmt.Errorf("%s holds no FLEET_TOKEN", path)
+}
+
+// Close brings the fleet down with fleetstate down (the panes, the tmux
+// server, the daemon) and removes the temporary directory.
 func (f *fleet) Close() {
 	if f.lead != nil {
 		f.lead.Close()
 	}
-	_ = f.tm.Kill(context.Background())
-	if f.daemon != nil && f.daemon.Process != nil {
-		_ = f.daemon.Process.Kill()
-		_ = f.daemon.Wait()
+	if _, err := os.Stat(f.bin); err == nil {
+		if out, err := exec.Command(f.bin, "down", f.file, "--dir", f.dir).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "tmuxfleet: fleetstate down: %v\n%s", err, out)
+		}
 	}
+	_ = f.tm.Kill(context.Background()) // in case up failed half way
 	os.RemoveAll(f.tmp)
 }
 
@@ -254,7 +256,7 @@ func show(o fleetstate.Outcome) string {
 
 // pane returns what a pane shows, scrollback included.
 func (f *fleet) pane(ctx context.Context, name string) string {
-	out, _ := f.tm.Run(ctx, "", "capture-pane", "-p", "-J", "-S", "-", "-t", "fleet:"+name+".0")
+	out, _ := f.tm.Run(ctx, "", "capture-pane", "-p", "-J", "-S", "-", "-t", "fleet:"+name)
 	return out
 }
 

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReplaceTOMLTable(t *testing.T) {
+	block := "[mcp_servers.fleetstate]\ncommand = \"f\"\n"
+	for _, c := range []struct{ name, in, want string }{
+		{"empty", "", block},
+		{"appended", "model = \"o3\"", "model = \"o3\"\n\n" + block},
+		{"replaced, the rest kept", "model = \"o3\"\n\n[mcp_servers.fleetstate]\ncommand = \"old\"\n[mcp_servers.fleetstate.env]\nX = \"1\"\n\n[mcp_servers.other]\ncommand = \"o\"\n",
+			"model = \"o3\"\n\n" + block + "\n[mcp_servers.other]\ncommand = \"o\"\n"},
+		{"replaced at the end", "[mcp_servers.fleetstate]\ncommand = \"old\"\n", block},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := replaceTOMLTable(c.in, "mcp_servers.fleetstate", block)
+			if got != c.want {
+				t.Errorf("got\n%q\nwant\n%q", got, c.want)
+			}
+			if again := replaceTOMLTable(got, "mcp_servers.fleetstate", block); again != got {
+				t.Errorf("a second run changed it:\n%q", again)
+			}
+		})
+	}
+}
+
+// TestCodexConfig: a new CODEX_HOME starts from the user's own
+// configuration, gets the fleetstate server, and is not rewritten when
+// nothing changed.
+func TestCodexConfig(t *testing.T) {
+	user := t.TempDir()
+	if err := os.WriteFile(filepath.Join(user, "config.toml"), []byte("model = \"o3\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(user, "auth.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CODEX_HOME", user)
+	home := filepath.Join(t.TempDir(), "codex")
+	files, err := writeCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp")
+	if err != nil || len(files) != 1 {
+		t.Fatalf("writeCodexConfig: %v, %v", files, err)
+	}
+	data, _ := os.ReadFile(filepath.Join(home, "config.toml"))
+	for _, want := range []string{`model = "o3"`, `[mcp_servers.fleetstate]`, `args = ["mcp", "--connect", "http://127.0.0.1:9/mcp"]`, `env_vars = ["FLEET_TOKEN"`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("config.toml lacks %q:\n%s", want, data)
+		}
+	}
+	if strings.Contains(string(data), "fst_") {
+		t.Errorf("a token in config.toml:\n%s", data)
+	}
+	if _, err := os.Lstat(filepath.Join(home, "auth.json")); err != nil {
+		t.Errorf("the user's login is not linked: %v", err)
+	}
+	if files, err := writeCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp"); err != nil || len(files) != 0 {
+		t.Errorf("second write: %v, %v; want nothing written", files, err)
+	}
+}
+
+// TestClaudeConfigRefusesForeignShapes: a settings file whose hooks are
+// not what Claude Code reads is named, not overwritten.
+func TestClaudeConfigRefusesForeignShapes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte(`{"hooks": "none"}`)
+	if err := os.WriteFile(filepath.Join(dir, ".claude", "settings.json"), bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeClaudeConfig(dir, "/bin/fleetstate"); err == nil || !strings.Contains(err.Error(), "settings.json") {
+		t.Errorf("writeClaudeConfig: %v; want an error naming settings.json", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, ".claude", "settings.json")); string(got) != string(bad) {
+		t.Errorf("settings.json was changed to %s", got)
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// runIn runs the command line args in a fresh working directory without
+// $FLEET_STATE_DIRECTORY, and fails the test if anything was written
+// there: help, version and mistakes write nothing.
+func runIn(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	t.Chdir(t.TempDir())
+	t.Setenv("FLEET_STATE_DIRECTORY", "")
+	var out bytes.Buffer
+	err := run(context.Background(), args, strings.NewReader(""), &out, &out, nil)
+	if ents, _ := os.ReadDir("."); len(ents) > 0 {
+		t.Errorf("fleetstate %s wrote %s into the working directory", strings.Join(args, " "), ents[0].Name())
+	}
+	return out.String(), err
+}
+
+func TestHelpListsCommandsAndEveryFlag(t *testing.T) {
+	out, err := runIn(t, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"up ", "down ", "mcp ", "serve ", "token ", "status ", "demo ", "version ",
+		"-roster", "-send-timeout", "-ask-timeout", "-ready-timeout", "-max-sessions", "-connect", "-addr", "-dir", "-agent", "-role", "-keep", "-url",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fleetstate --help lacks %q", want)
+		}
+	}
+}
+
+func TestCommandHelp(t *testing.T) {
+	for _, cmd := range []string{"up", "down", "mcp", "serve", "token", "status", "demo"} {
+		t.Run(cmd, func(t *testing.T) {
+			for _, args := range [][]string{{"help", cmd}, {cmd, "--help"}, {cmd, "-h"}} {
+				out, err := runIn(t, args...)
+				if err != nil && !errors.Is(err, flag.ErrHelp) {
+					t.Fatalf("fleetstate %s: %v", strings.Join(args, " "), err)
+				}
+				for _, want := range []string{"usage: fleetstate", "flags:", "example:\n  "} {
+					if !strings.Contains(out, want) {
+						t.Errorf("fleetstate %s lacks %q:\n%s", strings.Join(args, " "), want, out)
+					}
+				}
+			}
+		})
+	}
+	// token's subcommands: their help writes nothing either.
+	for _, args := range [][]string{{"token", "add", "--help"}, {"token", "--help"}} {
+		if out, err := runIn(t, args...); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out, "-agent") {
+			t.Errorf("fleetstate %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, err := runIn(t, args...)
+		if err != nil || !strings.HasPrefix(out, "fleetstate ") || !strings.Contains(out, moduleVersion()) {
+			t.Errorf("fleetstate %s: %q, %v; want the module version %q", args[0], out, err, moduleVersion())
+		}
+	}
+	// The built binary says the same.
+	out, err := exec.Command(binary, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "fleetstate ") {
+		t.Errorf("binary --version: %q, %v", out, err)
+	}
+}
+
+// TestMistakesWriteNothing: a mistyped command, a stray argument, a
+// missing flag are errors that say what to do, and create no state
+// directory.
+func TestMistakesWriteNothing(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sevre"}, `unknown command "sevre": did you mean "serve"?`},
+		{[]string{"xyzzy"}, `unknown command "xyzzy"`},
+		{[]string{"help", "uo"}, `did you mean "up"?`},
+		{[]string{"mcp", "serve"}, `mcp: unexpected argument "serve"`},
+		{[]string{"--dri", "x"}, "mcp: flag provided but not defined: -dri (see fleetstate mcp --help)"},
+		{[]string{"serve", "--adr", "x"}, "flag provided but not defined: -adr"},
+		{[]string{"token"}, "token: want add, revoke or list"},
+		{[]string{"token", "ad"}, `unknown subcommand "ad"`},
+		{[]string{"token", "add", "--role", "member"}, "token add: --agent is required"},
+		{[]string{"token", "add", "--agent", "a"}, "token add: --role is required"},
+		{[]string{"token", "add", "--agent", "a", "--role", "boss"}, `--role: "boss" is not lead or member`},
+		{[]string{"up"}, "up: name one fleet file"},
+		{[]string{"up", "no-such-fleet.json"}, "no-such-fleet.json: no such file"},
+		{[]string{"down"}, "down: name the fleet file"},
+		{[]string{"down", "fleet.json"}, "down: no fleet to stop: state directory"},
+		{[]string{"status", "idle"}, "$FLEET_TOKEN is not set"},
+	} {
+		t.Run(strings.Join(c.args, "_"), func(t *testing.T) {
+			t.Setenv("FLEET_TOKEN", "")
+			_, err := runIn(t, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("fleetstate %s: %v; want an error with %q", strings.Join(c.args, " "), err, c.want)
+			}
+		})
+	}
+}
+
+// TestStateDirectoryErrorNamesIt: a state directory that cannot be made
+// is named, with the reason and the fix.
+func TestStateDirectoryErrorNamesIt(t *testing.T) {
+	blocker := t.TempDir() + "/file"
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := blocker + "/state"
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"token", "list", "--dir", dir}, strings.NewReader(""), &out, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "not a directory") || !strings.Contains(err.Error(), "--dir") {
+		t.Errorf("token list on %s: %v; want the directory, why, and --dir", dir, err)
+	}
+}
+
+// TestConnectChecksIdentity: mcp --connect refuses an --agent or --role
+// that contradicts its token, and says when no daemon answers.
+func TestConnectChecksIdentity(t *testing.T) {
+	dir := t.TempDir()
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "m1": "member"})
+	d := startDaemon(t, dir)
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"wrong agent", []string{"FLEET_TOKEN=" + tokens["m1"]}, []string{"--agent", "lead"}, "--agent lead (or $FLEET_AGENT) contradicts the token in $FLEET_TOKEN, which is member m1's"},
+		{"wrong role", []string{"FLEET_TOKEN=" + tokens["m1"]}, []string{"--role", "lead"}, "--role lead (or $FLEET_ROLE) contradicts"},
+		{"wrong env agent", []string{"FLEET_TOKEN=" + tokens["m1"], "FLEET_AGENT=m2"}, nil, "--agent m2 (or $FLEET_AGENT) contradicts"},
+		{"revoked token", []string{"FLEET_TOKEN=fst_nothing"}, nil, "refuses the token in $FLEET_TOKEN"},
+		{"no daemon", []string{"FLEET_TOKEN=" + tokens["m1"]}, []string{"--connect", "http://127.0.0.1:1/mcp"}, "no daemon at http://127.0.0.1:1/mcp"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"mcp", "--connect", d.url}, c.args...)
+			cmd := exec.Command(binary, args...)
+			cmd.Env = append(os.Environ(), c.env...)
+			cmd.Stdin = strings.NewReader("")
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), c.want) {
+				t.Errorf("fleetstate %s: %v\n%s\nwant %q", strings.Join(args, " "), err, out, c.want)
+			}
+		})
+	}
+	// The token's own name and role are accepted.
+	cs := connectStdio(t, []string{"FLEET_TOKEN=" + tokens["m1"], "FLEET_AGENT=m1", "FLEET_ROLE=member"}, "mcp", "--connect", d.url, "--agent", "m1")
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+}
