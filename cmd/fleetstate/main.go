@@ -67,6 +67,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runStatus(ctx, args, stdin, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
+	case "watch":
+		return runWatch(ctx, args, stdin, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -83,4 +85,5 @@ const usage = `usage:
   fleetstate token list [--dir DIR]
   fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]   (hook JSON on stdin without a status)
   fleetstate demo
+  fleetstate watch [--dir DIR | --url URL]   (a live terminal view; q quits)
 `
