@@ -248,7 +248,7 @@ func (m *Model) apply(e fleetstate.Event) {
 		leaveQueue()
 		if tk != nil && e.Outcome != nil {
 			tk.Outcome = *e.Outcome
-			tk.Ticket, tk.State = e.Ticket, fleetstate.TicketDone
+			tk.Ticket, tk.TurnID, tk.From, tk.State = e.Ticket, e.TurnID, e.Member, fleetstate.TicketDone
 		}
 		if mem != nil && mem.OpenTurn == e.TurnID {
 			mem.OpenTurn, mem.OpenSince = "", time.Time{}
@@ -345,7 +345,7 @@ func quote(s string) string {
 // shortID is a ticket's or turn's ID as a view shows it: the first eight
 // hexadecimal digits of its UUID.
 func shortID(id string) string {
-	if i := strings.LastIndexByte(id, '-'); i >= 0 && strings.Count(id, "-") >= 5 {
+	if strings.Count(id, "-") >= 5 { // ticket-UUID, turn-UUID
 		id = id[strings.IndexByte(id, '-')+1:]
 	}
 	if len(id) > 8 {
@@ -548,7 +548,7 @@ func table(rows [][]string, styled map[int]bool) []string {
 			}
 			b.WriteString(c + pad)
 		}
-		out = append(out, b.String())
+		out = append(out, strings.TrimRight(b.String(), " "))
 	}
 	return out
 }
