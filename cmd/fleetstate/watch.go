@@ -94,9 +94,10 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			d = abs
 		}
 		noDaemon := fmt.Errorf("no daemon serves %s: start `fleetstate serve --dir %s`", d, d)
-		// A directory that is not there has no daemon, and watching
-		// must not create it.
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+		// A directory that no daemon ever served (no owner file in its
+		// private folder) has no daemon now, and watching it must not
+		// create anything there.
+		if _, err := os.Stat(filepath.Join(d, ".fleetstate", "owner")); err != nil {
 			return fmt.Errorf("watch: %w", noDaemon)
 		}
 		store, err := fleetstate.Open(nil, d, nil)
