@@ -85,5 +85,4 @@ const usage = `usage:
   fleetstate token list [--dir DIR]
   fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]   (hook JSON on stdin without a status)
   fleetstate demo
-  fleetstate watch [--dir DIR | --url URL]   (a live terminal view; q quits)
 `

@@ -517,10 +517,9 @@ func (m Model) Render() string {
 	return strings.Join(lines, "\n")
 }
 
-// table lays rows out in columns, two spaces apart and indented by two,
-// the first row in the heading style when there is more than one kind of
-// row (headed is true when styled has entries). Columns in styled are
-// coloured by their value.
+// table lays rows out in columns, two spaces apart and indented by two.
+// With styled non-nil the first row is a heading, and the columns in
+// styled are coloured by their value; with styled nil every row is plain.
 func table(rows [][]string, styled map[int]bool) []string {
 	var widths []int
 	for _, r := range rows {
