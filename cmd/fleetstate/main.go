@@ -87,6 +87,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runDown(ctx, args, stdout, stderr)
 	case "version":
 		return runVersion(args, stdout)
+	case "watch":
+		return runWatch(ctx, args, stdin, stdout, stderr)
 	case "help":
 		return runHelp(ctx, args, stdout)
 	}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+)
+
+// watchPane is `fleetstate watch` running in a tmux pane on a private
+// socket.
+type watchPane struct {
+	t    *testing.T
+	sock string
+}
+
+// startWatch runs `fleetstate watch args…` in a detached 160×50 tmux
+// session whose pane stays after the command exits, so that its exit
+// status can be read. The socket's cleanup kills the server.
+func startWatch(t *testing.T, env []string, args ...string) *watchPane {
+	t.Helper()
+	p := &watchPane{t: t, sock: fleettest.TmuxSocket(t)}
+	tmuxArgs := []string{"-f", "/dev/null", "new-session", "-d", "-x", "160", "-y", "50", "-s", "w"}
+	for _, e := range env {
+		tmuxArgs = append(tmuxArgs, "-e", e)
+	}
+	cmd := append([]string{binary, "watch"}, args...)
+	p.tmux(append(tmuxArgs, strings.Join(cmd, " "), ";", "set-option", "-w", "-t", "w", "remain-on-exit", "on")...)
+	return p
+}
+
+func (p *watchPane) tmux(args ...string) string {
+	p.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-S", p.sock}, args...)...).CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+func (p *watchPane) screen() string { return p.tmux("capture-pane", "-p", "-t", "w") }
+
+// waitFor waits until the pane's screen matches re, and fails the test
+// with the screen otherwise.
+func (p *watchPane) waitFor(what, re string) {
+	p.t.Helper()
+	rx := regexp.MustCompile(re)
+	var last string
+	if !fleettest.Until(20*time.Second, 50*time.Millisecond, func() bool {
+		last = p.screen()
+		return rx.MatchString(last)
+	}) {
+		p.t.Fatalf("%s: the screen never matched %q:\n%s", what, re, last)
+	}
+}
+
+// exited waits for the pane's command to exit and returns its status.
+func (p *watchPane) exited() string {
+	p.t.Helper()
+	var status string
+	if !fleettest.Until(10*time.Second, 50*time.Millisecond, func() bool {
+		f := strings.Fields(p.tmux("display-message", "-p", "-t", "w", "#{pane_dead} #{pane_dead_status}"))
+		if len(f) == 2 && f[0] == "1" {
+			status = f[1]
+			return true
+		}
+		return false
+	}) {
+		p.t.Fatalf("the watch did not exit:\n%s", p.screen())
+	}
+	return status
+}
+
+// The watch view, driven for real: a daemon, MCP clients that make
+// things happen, and the screen of `fleetstate watch` in a tmux pane
+// showing the members and their turns change; it follows the daemon
+// through a restart and quits on q.
+func TestWatchInTmux(t *testing.T) {
+	dir := t.TempDir()
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "scout": "member"})
+	d := startDaemon(t, dir)
+	bg := context.Background()
+
+	p := startWatch(t, nil, "--dir", dir)
+	p.waitFor("the snapshot", `live[\s\S]*MEMBERS \(1\)[\s\S]*scout\s+no\s+PULL\s+0\s+-`)
+
+	scout := connectHTTP(t, d.url, tokens["scout"])
+	lead := connectHTTP(t, d.url, tokens["lead"])
+	// A member becomes ready when it first calls: fleet_next with no
+	// work waiting returns empty.
+	ok(bg, t, scout, "fleet_next", map[string]any{"wait_s": 0})
+	p.waitFor("the member's readiness", `scout\s+yes\s+PULL\s+0\s+-`)
+
+	sent := ok(bg, t, lead, "fleet_send", map[string]any{"to": "scout", "content": "map the north", "wait": false})
+	ticket := strings.TrimPrefix(sent["ticket"].(string), "ticket-")[:8]
+	p.waitFor("the queued message", `scout\s+yes\s+PULL\s+1\s+-[\s\S]*`+ticket+`\s+scout\s+lead\s+queued\s+\d+s\s+"map the north"`)
+
+	ok(bg, t, scout, "fleet_next", map[string]any{"wait_s": 5})
+	p.waitFor("the open turn", `scout\s+yes\s+PULL\s+0\s+working \d+s[\s\S]*`+ticket+`\s+scout\s+lead\s+working`)
+	p.waitFor("the open turn's age ticking", `scout\s+yes\s+PULL\s+0\s+working [1-9]\d*s`)
+
+	ok(bg, t, scout, "fleet_reply", map[string]any{"content": "north is clear"})
+	p.waitFor("the outcome", `scout\s+yes\s+PULL\s+0\s+-[\s\S]*`+ticket+`\s+scout\s+lead\s+done\s+\d+s\s+reply: "north is clear"[\s\S]*outcome\s+scout\s+reply: "north is clear"`)
+
+	// The daemon restarts on another port, with a new operator token:
+	// the view says it is gone, then finds the new one by itself.
+	oldBase := strings.TrimSuffix(d.url, "/mcp")
+	d.kill(syscall.SIGTERM)
+	p.waitFor("the daemon's absence", `disconnected: no daemon serves `+regexp.QuoteMeta(dir))
+	d2 := startDaemon(t, dir)
+	newBase := strings.TrimSuffix(d2.url, "/mcp")
+	if newBase == oldBase {
+		t.Logf("the new daemon got the old port again: %s", newBase)
+	}
+	p.waitFor("the restarted daemon", regexp.QuoteMeta(newBase)+`\s+live[\s\S]*`+ticket+`\s+scout\s+lead\s+done`)
+
+	p.tmux("send-keys", "-t", "w", "q")
+	if status := p.exited(); status != "0" {
+		t.Fatalf("the watch exited with status %s; want 0:\n%s", status, p.screen())
+	}
+}
+
+// With --url the view watches as the lead whose token is in $FLEET_TOKEN.
+func TestWatchURLInTmux(t *testing.T) {
+	dir := t.TempDir()
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "scout": "member"})
+	d := startDaemon(t, dir)
+	p := startWatch(t, []string{"FLEET_TOKEN=" + tokens["lead"]}, "--url", d.url)
+	p.waitFor("the snapshot", regexp.QuoteMeta(strings.TrimSuffix(d.url, "/mcp"))+`\s+live[\s\S]*scout\s+no\s+PULL`)
+	ok(context.Background(), t, connectHTTP(t, d.url, tokens["lead"]), "fleet_send", map[string]any{"to": "scout", "content": "hello", "wait": false})
+	p.waitFor("the queued message", `scout\s+no\s+PULL\s+1`)
+	p.tmux("send-keys", "-t", "w", "C-c")
+	if status := p.exited(); status != "0" {
+		t.Fatalf("the watch exited with status %s on ctrl-c; want 0:\n%s", status, p.screen())
+	}
+}
+
+// Without a daemon, or with a token that is not a lead's, the watch says
+// what to do and exits, without starting the view or creating anything.
+func TestWatchErrorsNameTheFix(t *testing.T) {
+	missing, empty := t.TempDir()+"/nothing-here", t.TempDir()
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no directory", nil, []string{"--dir", missing}, "no daemon serves " + missing + ": start `fleetstate serve --dir " + missing + "`"},
+		{"no daemon", nil, []string{"--dir", empty}, "no daemon serves " + empty},
+		{"no token", []string{"FLEET_TOKEN="}, []string{"--url", "http://127.0.0.1:1/mcp"}, "--url needs a lead's token in $FLEET_TOKEN"},
+		{"nothing listens", []string{"FLEET_TOKEN=fst_x"}, []string{"--url", "http://127.0.0.1:1/mcp"}, "no daemon at http://127.0.0.1:1: start `fleetstate serve`"},
+		{"both", nil, []string{"--dir", "x", "--url", "http://127.0.0.1:1"}, "give --dir or --url, not both"},
+		{"not a URL", []string{"FLEET_TOKEN=fst_x"}, []string{"--url", "127.0.0.1:1"}, "is not an http URL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(binary, append([]string{"watch"}, c.args...)...)
+			cmd.Env = append(os.Environ(), c.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if err == nil || !strings.Contains(stderr.String(), c.want) {
+				t.Fatalf("watch %v: %v, stderr %q; want a failure saying %q", c.args, err, stderr.String(), c.want)
+			}
+		})
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("watch created %s: %v", missing, err)
+	}
+	if entries, err := os.ReadDir(empty); err != nil || len(entries) != 0 {
+		t.Errorf("watch wrote into the empty directory: %v %v", entries, err)
+	}
+
+	dir := t.TempDir()
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "scout": "member"})
+	d := startDaemon(t, dir)
+	cmd := exec.Command(binary, "watch", "--url", d.url)
+	cmd.Env = append(os.Environ(), "FLEET_TOKEN="+tokens["scout"])
+	out, err := cmd.CombinedOutput()
+	if want := "401: --url needs a lead's token in $FLEET_TOKEN"; err == nil || !strings.Contains(string(out), want) {
+		t.Fatalf("watch with a member's token: %v, %q; want %q", err, out, want)
+	}
+}

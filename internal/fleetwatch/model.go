@@ -1,0 +1,553 @@
+// Package fleetwatch is the terminal view of `fleetstate watch`: a
+// bubbletea model of the fleet, fed by the daemon's event stream.
+//
+// The model follows the Elm architecture. Its state changes only in
+// Update, from messages: a [SnapshotMsg] replaces the whole picture, each
+// [EventMsg] changes it by one event, [GapMsg] and [DownMsg] tell what
+// became of the connection, and a tick once a second moves the clock that
+// the open turns' ages are counted on. View is a function of the state
+// alone. Nothing in the model reads the disk or the network: [Stream] does
+// that, and hands what it reads to the model as messages on a channel.
+package fleetwatch
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/fleetstate/fleetstate"
+)
+
+// Bounds of what the view keeps and shows.
+const (
+	// MaxEvents is how many of the last events the model keeps: a bounded
+	// list, however long the view runs.
+	MaxEvents = 100
+	// maxTicketRows is how many tickets the view lists before it says
+	// how many more there are.
+	maxTicketRows = 12
+	// maxContent is how many characters of a brief, question, answer or
+	// reply a line shows.
+	maxContent = 60
+	// tickEvery is the period of the clock that ages the open turns. It
+	// moves the display only: it reads nothing.
+	tickEvery = time.Second
+)
+
+// SnapshotMsg carries the fleet's state as a new connection found it.
+type SnapshotMsg struct {
+	URL      string // the daemon's base URL
+	Snapshot fleetstate.Snapshot
+}
+
+// EventMsg carries one event of the stream.
+type EventMsg struct{ Event fleetstate.Event }
+
+// GapMsg says that the stream lost Missed events because the view read
+// too slowly; the stream reconnects to get a fresh snapshot.
+type GapMsg struct {
+	Missed uint64
+	Time   time.Time
+}
+
+// DownMsg says that the connection to the daemon failed or ended, and
+// when the stream tries again.
+type DownMsg struct {
+	Err   error
+	Retry time.Duration
+}
+
+// TickMsg moves the model's clock.
+type TickMsg time.Time
+
+// streamEndedMsg says that the stream's channel closed: it will send no
+// more.
+type streamEndedMsg struct{}
+
+// connState is what the model knows of its connection.
+type connState int
+
+const (
+	connecting connState = iota
+	live
+	down
+)
+
+// eventLine is an event as the view lists it.
+type eventLine struct {
+	time time.Time
+	kind string
+	who  string
+	text string
+}
+
+// Model is the state of the view. Make one with [New]; its methods are not
+// safe for concurrent use (bubbletea calls them from one goroutine).
+type Model struct {
+	msgs   <-chan tea.Msg // where the stream's messages come from; nil for none
+	url    string
+	now    time.Time
+	width  int // 0: unknown, no clipping
+	height int
+
+	conn    connState
+	connErr string
+	retry   time.Duration
+	gap     string // the last gap's notice, empty if none yet
+
+	seq     uint64 // of the last event applied
+	members []fleetstate.MemberInfo
+	tickets []fleetstate.TicketInfo // oldest first
+	events  []eventLine             // the last MaxEvents, oldest first
+}
+
+// New returns the model of a view of the daemon at url (for the header),
+// whose clock reads now, fed by the messages on msgs (which may be nil).
+func New(url string, now time.Time, msgs <-chan tea.Msg) Model {
+	return Model{url: url, now: now, msgs: msgs}
+}
+
+// Init starts the clock and the reading of the stream's messages.
+func (m Model) Init() tea.Cmd {
+	return tea.Batch(tick(), m.listen())
+}
+
+func tick() tea.Cmd {
+	return tea.Tick(tickEvery, func(t time.Time) tea.Msg { return TickMsg(t) })
+}
+
+// listen returns the command that waits for the stream's next message.
+// Update issues it again after each one, so exactly one waits at a time.
+func (m Model) listen() tea.Cmd {
+	if m.msgs == nil {
+		return nil
+	}
+	ch := m.msgs
+	return func() tea.Msg {
+		msg, ok := <-ch
+		if !ok {
+			return streamEndedMsg{}
+		}
+		return msg
+	}
+}
+
+// Update applies msg to the model.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.KeyPressMsg:
+		switch msg.String() {
+		case "q", "ctrl+c", "esc":
+			return m, tea.Quit
+		}
+		return m, nil
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		return m, nil
+	case TickMsg:
+		m.now = time.Time(msg)
+		return m, tick()
+	case SnapshotMsg:
+		m.applySnapshot(msg)
+		return m, m.listen()
+	case EventMsg:
+		m.apply(msg.Event)
+		return m, m.listen()
+	case GapMsg:
+		m.gap = fmt.Sprintf("missed %d events at %s: re-synced from a fresh snapshot", msg.Missed, clock(msg.Time))
+		m.conn = connecting
+		m.addLine(eventLine{time: msg.Time, kind: "gap", text: fmt.Sprintf("missed %d events; reconnecting for a fresh snapshot", msg.Missed)})
+		return m, m.listen()
+	case DownMsg:
+		m.conn, m.retry = down, msg.Retry
+		m.connErr = ""
+		if msg.Err != nil {
+			m.connErr = msg.Err.Error()
+		}
+		return m, m.listen()
+	case streamEndedMsg:
+		return m, nil
+	}
+	return m, nil
+}
+
+func (m *Model) applySnapshot(msg SnapshotMsg) {
+	s := msg.Snapshot
+	m.url, m.conn, m.connErr, m.seq = msg.URL, live, "", s.Seq
+	m.members = append([]fleetstate.MemberInfo(nil), s.Members...)
+	sort.Slice(m.members, func(i, j int) bool { return m.members[i].Name < m.members[j].Name })
+	m.tickets = append([]fleetstate.TicketInfo(nil), s.Tickets...)
+}
+
+// apply changes the model by one event, as the rendezvous changed by it.
+func (m *Model) apply(e fleetstate.Event) {
+	if e.Seq != 0 && e.Seq <= m.seq {
+		return // the snapshot has it already
+	}
+	m.seq = e.Seq
+	m.addLine(describe(e))
+	mem := m.member(e.Member)
+	tk := m.ticket(e.Ticket)
+	// leaveQueue counts a ticket leaving its member's FIFO.
+	leaveQueue := func() {
+		if tk != nil && tk.State == fleetstate.TicketQueued && mem != nil && mem.Queued > 0 {
+			mem.Queued--
+		}
+	}
+	switch e.Kind {
+	case fleetstate.EventMemberAdded:
+		if mem == nil {
+			m.members = append(m.members, fleetstate.MemberInfo{Name: e.Member})
+			sort.Slice(m.members, func(i, j int) bool { return m.members[i].Name < m.members[j].Name })
+		}
+	case fleetstate.EventMemberRemoved:
+		for i := range m.members {
+			if m.members[i].Name == e.Member {
+				m.members = append(m.members[:i], m.members[i+1:]...)
+				break
+			}
+		}
+	case fleetstate.EventReady, fleetstate.EventGone:
+		if mem != nil {
+			mem.Ready = e.Kind == fleetstate.EventReady
+		}
+	case fleetstate.EventStatus:
+		if mem != nil {
+			mem.Status = e.Status
+		}
+	case fleetstate.EventQueued:
+		if tk == nil {
+			m.tickets = append(m.tickets, fleetstate.TicketInfo{Lead: e.Lead, Brief: e.Content, Created: e.Time,
+				Outcome: fleetstate.Outcome{Kind: fleetstate.OutcomePending, TurnID: e.TurnID, Ticket: e.Ticket, From: e.Member, State: fleetstate.TicketQueued}})
+			if mem != nil {
+				mem.Queued++
+			}
+		}
+	case fleetstate.EventDelivered:
+		leaveQueue()
+		if tk != nil {
+			tk.State = fleetstate.TicketWorking
+		}
+		if mem != nil {
+			mem.OpenTurn, mem.OpenSince = e.TurnID, e.Time
+		}
+	case fleetstate.EventAsked:
+		if tk != nil {
+			tk.State, tk.Kind, tk.Content = fleetstate.TicketQuestion, fleetstate.OutcomeQuestion, e.Content
+		}
+	case fleetstate.EventAnswered, fleetstate.EventWithdrawn:
+		if tk != nil {
+			tk.State, tk.Kind, tk.Content = fleetstate.TicketWorking, fleetstate.OutcomePending, ""
+		}
+	case fleetstate.EventOutcome:
+		leaveQueue()
+		if tk != nil && e.Outcome != nil {
+			tk.Outcome = *e.Outcome
+			tk.Ticket, tk.TurnID, tk.From, tk.State = e.Ticket, e.TurnID, e.Member, fleetstate.TicketDone
+		}
+		if mem != nil && mem.OpenTurn == e.TurnID {
+			mem.OpenTurn, mem.OpenSince = "", time.Time{}
+		}
+	case fleetstate.EventAcked:
+		for i := range m.tickets {
+			if m.tickets[i].Ticket == e.Ticket {
+				m.tickets = append(m.tickets[:i], m.tickets[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+func (m *Model) member(name string) *fleetstate.MemberInfo {
+	if name == "" {
+		return nil
+	}
+	for i := range m.members {
+		if m.members[i].Name == name {
+			return &m.members[i]
+		}
+	}
+	return nil
+}
+
+func (m *Model) ticket(id string) *fleetstate.TicketInfo {
+	if id == "" {
+		return nil
+	}
+	for i := range m.tickets {
+		if m.tickets[i].Ticket == id {
+			return &m.tickets[i]
+		}
+	}
+	return nil
+}
+
+func (m *Model) addLine(l eventLine) {
+	m.events = append(m.events, l)
+	if n := len(m.events) - MaxEvents; n > 0 {
+		m.events = append(m.events[:0:0], m.events[n:]...)
+	}
+}
+
+// describe turns an event into a line of the event list.
+func describe(e fleetstate.Event) eventLine {
+	l := eventLine{time: e.Time, kind: string(e.Kind), who: e.Member}
+	switch e.Kind {
+	case fleetstate.EventQueued:
+		l.text = "from " + e.Lead + ": " + quote(e.Content)
+	case fleetstate.EventDelivered:
+		l.text = "turn opened for " + e.Lead
+	case fleetstate.EventStatus:
+		l.text = e.Status
+	case fleetstate.EventAsked, fleetstate.EventAnswered:
+		l.text = quote(e.Content)
+	case fleetstate.EventWithdrawn:
+		l.text = "question unanswered in time"
+	case fleetstate.EventCancelled:
+		l.text = "by " + e.Lead
+	case fleetstate.EventOutcome:
+		if e.Outcome != nil {
+			l.text = outcomeText(*e.Outcome)
+		}
+		if e.Held {
+			l.text += " (held on the ticket)"
+		}
+	case fleetstate.EventAcked:
+		l.text = "ticket " + shortID(e.Ticket) + " collected by " + e.Lead
+	}
+	return l
+}
+
+func outcomeText(o fleetstate.Outcome) string {
+	switch o.Kind {
+	case fleetstate.OutcomeFailed:
+		return "failed: " + string(o.Reason)
+	case fleetstate.OutcomeReply, fleetstate.OutcomeTurnDone, fleetstate.OutcomeQuestion:
+		return string(o.Kind) + ": " + quote(o.Content)
+	}
+	return string(o.Kind)
+}
+
+// quote shows content on one line, clipped.
+func quote(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > maxContent {
+		s = string(r[:maxContent-1]) + "…"
+	}
+	return `"` + s + `"`
+}
+
+// shortID is a ticket's or turn's ID as a view shows it: the first eight
+// hexadecimal digits of its UUID.
+func shortID(id string) string {
+	if strings.Count(id, "-") >= 5 { // ticket-UUID, turn-UUID
+		id = id[strings.IndexByte(id, '-')+1:]
+	}
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	return id
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "--:--:--"
+	}
+	return t.Local().Format("15:04:05")
+}
+
+// age formats a duration as a view shows an age: 12s, 3m04s, 2h05m.
+func age(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	d = d.Truncate(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	}
+	return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
+
+var (
+	titleStyle   = lipgloss.NewStyle().Bold(true)
+	headStyle    = lipgloss.NewStyle().Bold(true).Underline(true)
+	dimStyle     = lipgloss.NewStyle().Faint(true)
+	warnStyle    = lipgloss.NewStyle().Foreground(lipgloss.Color("3")).Bold(true)
+	errStyle     = lipgloss.NewStyle().Foreground(lipgloss.Color("1")).Bold(true)
+	okStyle      = lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
+	workingStyle = lipgloss.NewStyle().Foreground(lipgloss.Color("3"))
+)
+
+// statusStyle colours a member's status or a ticket's state.
+func statusStyle(s string) lipgloss.Style {
+	switch strings.ToLower(s) {
+	case "blocked", "question", "failed":
+		return errStyle
+	case "working":
+		return workingStyle
+	case "idle", "yes", "done":
+		return okStyle
+	}
+	return lipgloss.NewStyle()
+}
+
+// View renders the model.
+func (m Model) View() tea.View {
+	v := tea.NewView(m.Render())
+	v.AltScreen = true
+	v.WindowTitle = "fleetstate watch"
+	return v
+}
+
+// Render is the text of the view, with its styles as ANSI sequences.
+func (m Model) Render() string {
+	var top []string
+	header := titleStyle.Render("fleetstate watch") + "  " + m.url + "  "
+	switch m.conn {
+	case connecting:
+		header += warnStyle.Render("connecting…")
+	case live:
+		header += okStyle.Render("live") + dimStyle.Render(fmt.Sprintf(" · event %d", m.seq))
+	case down:
+		s := "disconnected"
+		if m.connErr != "" {
+			s += ": " + m.connErr
+		}
+		if m.retry > 0 {
+			s += fmt.Sprintf("; retrying in %s", m.retry.Round(time.Millisecond))
+		}
+		header += errStyle.Render(s)
+	}
+	top = append(top, header+"   "+dimStyle.Render("q quits"))
+	if m.gap != "" {
+		top = append(top, warnStyle.Render("⚠ "+m.gap))
+	}
+
+	top = append(top, "", titleStyle.Render(fmt.Sprintf("MEMBERS (%d)", len(m.members))))
+	if len(m.members) == 0 {
+		top = append(top, dimStyle.Render("  no members"))
+	} else {
+		rows := [][]string{{"NAME", "READY", "STATUS", "QUEUED", "TURN"}}
+		for _, mi := range m.members {
+			ready := "no"
+			if mi.Ready {
+				ready = "yes"
+			}
+			turn := "-"
+			if mi.OpenTurn != "" {
+				state := string(fleetstate.TicketWorking)
+				for _, t := range m.tickets {
+					if t.TurnID == mi.OpenTurn && t.State != "" {
+						state = string(t.State)
+					}
+				}
+				turn = state + " " + age(m.now.Sub(mi.OpenSince))
+			}
+			status := mi.Status
+			if status == "" {
+				status = "-"
+			}
+			rows = append(rows, []string{mi.Name, ready, status, fmt.Sprint(mi.Queued), turn})
+		}
+		top = append(top, table(rows, map[int]bool{1: true, 2: true, 4: true})...)
+	}
+
+	top = append(top, "", titleStyle.Render(fmt.Sprintf("TICKETS (%d)", len(m.tickets))))
+	if len(m.tickets) == 0 {
+		top = append(top, dimStyle.Render("  no tickets"))
+	} else {
+		rows := [][]string{{"TICKET", "MEMBER", "LEAD", "STATE", "AGE", "BRIEF / OUTCOME"}}
+		shown := m.tickets
+		if len(shown) > maxTicketRows {
+			shown = shown[len(shown)-maxTicketRows:]
+		}
+		for _, t := range shown {
+			what := quote(t.Brief)
+			switch t.State {
+			case fleetstate.TicketQuestion:
+				what = "asks " + quote(t.Content)
+			case fleetstate.TicketDone:
+				what = outcomeText(t.Outcome)
+			}
+			rows = append(rows, []string{shortID(t.Ticket), t.From, t.Lead, string(t.State), age(m.now.Sub(t.Created)), what})
+		}
+		top = append(top, table(rows, map[int]bool{3: true})...)
+		if n := len(m.tickets) - len(shown); n > 0 {
+			top = append(top, dimStyle.Render(fmt.Sprintf("  … and %d older", n)))
+		}
+	}
+
+	top = append(top, "", titleStyle.Render("EVENTS"))
+	// The events get the lines left over, newest last.
+	room := len(m.events)
+	if m.height > 0 {
+		room = m.height - len(top)
+	}
+	var bottom []string
+	if len(m.events) == 0 {
+		bottom = append(bottom, dimStyle.Render("  none yet"))
+	} else if room > 0 {
+		evs := m.events
+		if len(evs) > room {
+			evs = evs[len(evs)-room:]
+		}
+		rows := make([][]string, 0, len(evs))
+		for _, l := range evs {
+			rows = append(rows, []string{clock(l.time), l.kind, l.who, l.text})
+		}
+		bottom = append(bottom, table(rows, nil)...)
+	}
+	lines := append(top, bottom...)
+	if m.height > 0 && len(lines) > m.height {
+		lines = lines[:m.height]
+	}
+	if m.width > 0 {
+		for i, l := range lines {
+			lines[i] = ansi.Truncate(l, m.width, "…")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// table lays rows out in columns, two spaces apart and indented by two.
+// With styled non-nil the first row is a heading, and the columns in
+// styled are coloured by their value; with styled nil every row is plain.
+func table(rows [][]string, styled map[int]bool) []string {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], lipgloss.Width(c))
+		}
+	}
+	out := make([]string, 0, len(rows))
+	for ri, r := range rows {
+		var b strings.Builder
+		b.WriteString("  ")
+		for i, c := range r {
+			pad := ""
+			if i < len(r)-1 {
+				pad = strings.Repeat(" ", widths[i]-lipgloss.Width(c)+2)
+			}
+			switch {
+			case styled != nil && ri == 0:
+				c = headStyle.Render(c)
+			case styled[i]:
+				c = statusStyle(strings.Fields(c + " x")[0]).Render(c)
+			}
+			b.WriteString(c + pad)
+		}
+		out = append(out, strings.TrimRight(b.String(), " "))
+	}
+	return out
+}
