@@ -482,7 +482,7 @@ func (r *Rendezvous) armRejoin(m *member) {
 		m.rejoin = nil
 		if t := m.open; t != nil && m.port == nil {
 			_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
-				Content: "the member did not come back within " + r.opt.RejoinTimeout.String() + " of a restart"}, false)
+				Content: "the member did not come back within " + r.opt.RejoinTimeout.String() + " of a restart"}, saveNow)
 		}
 		r.setReady(m, false)
 	})
@@ -713,7 +713,7 @@ func (r *Rendezvous) RemoveMember(name string) error {
 	}
 	m.queue = nil
 	if t := m.open; t != nil {
-		_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberRemoved, Content: why}, false)
+		_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberRemoved, Content: why}, saveNow)
 	}
 	m.registered, m.port, m.ready, m.gate, m.status = false, nil, false, gate{}, StatusUnknown
 	r.publish(Event{Kind: EventMemberRemoved, Member: name})
@@ -751,6 +751,7 @@ func (r *Rendezvous) unlockW() {
 	r.freeing = nil
 	r.mu.Unlock()
 	r.release(freeing)
+	r.j.settle()
 	r.wmu.Unlock()
 }
 

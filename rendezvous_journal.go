@@ -18,8 +18,8 @@ import (
 //
 // Each live turn owns one slot file under .fleetstate/rendezvous/turns/.
 // Every state change of the turn appends its whole record to the file as
-// one line, preceded by a newline; the last line that parses is the turn's
-// state. A write cut short by a crash leaves a line that does not parse (a
+// one line, preceded (and, since a JSON encoder ends what it writes so,
+// followed) by a newline; the last line that parses is the turn's state. A write cut short by a crash leaves a line that does not parse (a
 // JSON object is not complete before its closing brace), so the state read
 // back is the one before it, and the leading newline keeps the next record
 // apart from the torn one. When the lead has the turn's outcome, a free
@@ -50,6 +50,10 @@ var freeRecord = []byte("\n{}")
 type slot struct {
 	path string
 	size int64
+	// live: the slot is in the pool but still ends with the record of
+	// the turn it held; the free mark is written by settle, unless a new
+	// turn's record goes in first (which says the same, one append less).
+	live bool
 }
 
 // journal keeps the rendezvous's turns on disk, one slot file per live
@@ -61,6 +65,8 @@ type journal struct {
 	dir   string // the folder of the slot files
 	owner *ownerLock
 	free  []slot // slot files holding no turn, for the next ones
+	buf   bytes.Buffer  // the record being written
+	enc   *json.Encoder // into buf
 	log   func(msg string, args ...any)
 }
 
@@ -96,17 +102,24 @@ func (j *journal) persist(t *turn) error { return j.persistRecord(t, &t.turnReco
 // caller may have released Rendezvous.mu, so rec is a copy, not t's own.
 func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 	const op = "persist turn"
-	data, err := json.Marshal(rec)
-	if err != nil {
+	// The record, between new lines (the encoder adds the second), is
+	// encoded into the journal's buffer: no allocation per write.
+	if j.enc == nil {
+		j.enc = json.NewEncoder(&j.buf)
+	}
+	j.buf.Reset()
+	j.buf.WriteByte('\n')
+	if err := j.enc.Encode(rec); err != nil {
 		return &Error{Code: CodeInternal, Op: op, Err: err}
 	}
-	line := make([]byte, 0, len(data)+1)
-	line = append(append(line, '\n'), data...)
+	line := j.buf.Bytes()
 	pooled := false
 	if t.slot.path == "" && len(j.free) > 0 {
 		t.slot, pooled = j.free[len(j.free)-1], true
 		j.free = j.free[:len(j.free)-1]
 	}
+	wasLive := t.slot.live
+	t.slot.live = false
 	switch {
 	case t.slot.path == "":
 	case t.slot.size+int64(len(line)) > slotMaxSize:
@@ -130,6 +143,7 @@ func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 		if !errors.Is(err, fs.ErrNotExist) {
 			if pooled {
 				// The append was taken back: the slot is still free.
+				t.slot.live = wasLive
 				j.free = append(j.free, t.slot)
 				t.slot = slot{}
 			}
@@ -189,7 +203,7 @@ func (j *journal) newSlot(rec []byte) (slot, error) {
 }
 
 // release frees the slot of a turn whose outcome reached the lead, for
-// reuse, or removes it if it grew large.
+// reuse (its free mark waits for settle), or removes it if it grew large.
 func (j *journal) release(t *turn) {
 	s := t.slot
 	t.slot = slot{}
@@ -197,18 +211,38 @@ func (j *journal) release(t *turn) {
 		return
 	}
 	if isSlotName(filepath.Base(s.path)) && s.size+int64(len(freeRecord)) <= slotMaxSize {
-		err := j.appendSlot(s.path, s.size, freeRecord)
-		if err == nil {
-			s.size += int64(len(freeRecord))
-			j.free = append(j.free, s)
-			return
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			return
-		}
+		s.live = true
+		j.free = append(j.free, s)
+		return
 	}
-	if err := j.store.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		j.log("fleetstate: remove finished turn", "turn", t.ID, "err", j.store.ioError("forget", err))
+	j.remove(s.path)
+}
+
+// settle writes the free mark of every pooled slot that still ends with
+// its old turn's record, so that a crash does not bring that turn back. A
+// slot the mark cannot be written to is removed instead.
+func (j *journal) settle() {
+	kept := j.free[:0]
+	for _, s := range j.free {
+		if s.live {
+			err := j.appendSlot(s.path, s.size, freeRecord)
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					j.remove(s.path)
+				}
+				continue
+			}
+			s.size += int64(len(freeRecord))
+			s.live = false
+		}
+		kept = append(kept, s)
+	}
+	j.free = kept
+}
+
+func (j *journal) remove(path string) {
+	if err := j.store.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		j.log("fleetstate: remove a finished turn's slot", "err", j.store.ioError("forget", err))
 	}
 }
 

@@ -413,7 +413,7 @@ func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) {
 		m.wake()
 	case m.open == t:
 		m.cancelled = t.ID
-		_ = r.endTurn(m, t, o, false)
+		_ = r.endTurn(m, t, o, saveNow)
 	default:
 		r.emit(t, o)
 	}

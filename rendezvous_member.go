@@ -26,7 +26,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	}
 	r.setReady(m, true)
 	if t := m.open; t != nil {
-		_ = r.endTurn(m, t, Outcome{Kind: OutcomeTurnDone}, false)
+		_ = r.endTurn(m, t, Outcome{Kind: OutcomeTurnDone}, saveNow)
 	}
 	m.cancelled = ""
 	for {
@@ -81,11 +81,12 @@ func (r *Rendezvous) open(m *member, t *turn) error {
 }
 
 // endTurn ends m's open turn t with a terminal outcome, releasing a
-// pending Ask. With durable, an outcome held on the ticket must be written
+// pending Ask. mode says when the outcome is written (see record); with
+// writeFirst, an outcome held on the ticket must be written
 // first; if it cannot be, the turn stays open and the error is returned
 // (see record). r.mu must be held.
-func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome, durable bool) error {
-	if err := r.record(t, o, durable); err != nil {
+func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome, mode writeMode) error {
+	if err := r.record(t, o, mode); err != nil {
 		return err
 	}
 	if m.open == t {
@@ -147,7 +148,19 @@ func (r *Rendezvous) ReplyTurn(member, turnID, content string) error {
 	// A reply to be held on the ticket is written before the member hears
 	// that it was taken, or refused so that the member can send it again:
 	// never acknowledged and then lost with the process.
-	return r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, true)
+	if t.waiter == nil {
+		return r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, writeFirst)
+	}
+	// A call of the lead waits: it gets the reply at once, and the copy
+	// held on the ticket is written right after, before the member hears
+	// that its reply was taken.
+	if err := r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, writeAfter); err != nil {
+		return err
+	}
+	if err := r.write(func() error { return r.j.persist(t) }); err != nil {
+		r.log.Error("fleetstate: persist turn", "turn", t.ID, "err", err)
+	}
+	return nil
 }
 
 // Ask puts a question to the lead in member's open turn and blocks for the
@@ -261,7 +274,7 @@ func (r *Rendezvous) Disconnect(member string) error {
 	r.setReady(m, false)
 	if t := m.open; t != nil && m.port == nil {
 		_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
-			Content: "the member's connection closed during the turn"}, false)
+			Content: "the member's connection closed during the turn"}, saveNow)
 	}
 	return nil
 }

@@ -151,19 +151,34 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 // case the connection that carried it broke), until acked otherwise. A
 // failure to write the outcome is logged: the state in memory stays right.
 // r.mu must be held.
-func (r *Rendezvous) emit(t *turn, o Outcome) { _ = r.record(t, o, false) }
+func (r *Rendezvous) emit(t *turn, o Outcome) { _ = r.record(t, o, saveNow) }
 
-// record is emit; with durable, the outcome is written first, with r.mu
-// released meanwhile (r.wmu held), and if that fails nothing changes and
-// the error is returned, so that the caller can refuse what it cannot keep.
-func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
+// writeMode says when record writes the turn.
+type writeMode int
+
+const (
+	// saveNow writes after the change, under r.mu, logging a failure:
+	// the state in memory stays right.
+	saveNow writeMode = iota
+	// writeFirst writes before the change, with r.mu released (r.wmu
+	// held), and refuses the change if the write fails.
+	writeFirst
+	// writeAfter writes nothing: the caller writes once r.mu can be
+	// released, with r.wmu still held.
+	writeAfter
+)
+
+// record is emit, writing as mode says; with writeFirst, if the write
+// fails nothing changes and the error is returned, so that the caller can
+// refuse what it cannot keep.
+func (r *Rendezvous) record(t *turn, o Outcome, mode writeMode) error {
 	o.TurnID, o.From = t.ID, t.Member
 	next := t.turnRecord
 	if o.terminal() {
 		held := o
 		next.State, next.Held, next.Question = TicketDone, &held, ""
 	}
-	if durable {
+	if mode == writeFirst {
 		if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
 			return err
 		}
@@ -187,7 +202,7 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 			t.seen = true
 			o.Ticket, o.State = t.Ticket, ""
 			w.ch <- result{o: o}
-			if !durable {
+			if mode == saveNow {
 				r.j.save(t)
 			}
 			r.changed(t.Lead)
@@ -197,7 +212,7 @@ func (r *Rendezvous) record(t *turn, o Outcome, durable bool) error {
 		w.ch <- result{o: o}
 		t.seen = true // the call shows it to the lead
 	}
-	if !durable {
+	if mode == saveNow {
 		r.j.save(t)
 	}
 	r.changed(t.Lead)

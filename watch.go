@@ -165,7 +165,7 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 		// otherwise undo it. A gone pane reads as not deliverable anyway.
 		if t := m.open; t != nil {
 			_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
-				Content: "the member's pane or process went away during the turn"}, false)
+				Content: "the member's pane or process went away during the turn"}, saveNow)
 		}
 		m.gate, m.status = gate{}, StatusUnknown
 		r.unlockW()
@@ -238,7 +238,7 @@ func (r *Rendezvous) triage(m *member, port Member, t *turn) {
 	if m.open != t || r.closed {
 		return // replied while the tail was read
 	}
-	_ = r.endTurn(m, t, o, false)
+	_ = r.endTurn(m, t, o, saveNow)
 }
 
 // portContext bounds one call to a port by PortTimeout and by Close.
