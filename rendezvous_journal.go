@@ -19,13 +19,16 @@ import (
 // Each live turn owns one slot file under .fleetstate/rendezvous/turns/.
 // Every state change of the turn appends its whole record to the file as
 // one line, preceded (and, since a JSON encoder ends what it writes so,
-// followed) by a newline; the last line that parses is the turn's state. A write cut short by a crash leaves a line that does not parse (a
-// JSON object is not complete before its closing brace), so the state read
-// back is the one before it, and the leading newline keeps the next record
-// apart from the torn one. When the lead has the turn's outcome, a free
-// record "{}" is appended and the slot goes back to a pool for the next
-// turn, so that in the steady state no file is created, renamed or removed:
-// on common file systems those cost a hundred times an append.
+// followed) by a newline; the last line that parses is the turn's state.
+// A write cut short by a crash leaves a line that does not parse (a JSON
+// object is not complete before its closing brace), so the state read back
+// is the one before it, and the leading newline keeps the next record
+// apart from the torn one. When the lead has the turn's outcome, the slot
+// goes back to a pool for the next turn, whose first record then says that
+// the old one is over; a slot the pool keeps unused gets a free record
+// "{}" appended at the end of the writer's step. In the steady state no
+// file is created, renamed or removed: on common file systems those cost a
+// hundred times an append.
 //
 // A slot that grows past slotMaxSize is rewritten whole (write a temporary
 // file, rename it) while its turn lives, and removed when it is freed.
