@@ -67,7 +67,7 @@ type journal struct {
 	store *Store
 	dir   string // the folder of the slot files
 	owner *ownerLock
-	free  []slot // slot files holding no turn, for the next ones
+	free  []slot        // slot files holding no turn, for the next ones
 	buf   bytes.Buffer  // the record being written
 	enc   *json.Encoder // into buf
 	log   func(msg string, args ...any)
