@@ -680,7 +680,10 @@ func (r *Rendezvous) memberInfos() []MemberInfo {
 		}
 		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue)}
 		if t := m.open; t != nil {
-			info.OpenTurn, info.OpenSince = t.ID, t.Opened
+			info.OpenTurn = t.ID
+			if t.Opened != nil {
+				info.OpenSince = *t.Opened
+			}
 		}
 		out = append(out, info)
 	}

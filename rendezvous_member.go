@@ -66,7 +66,8 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 // r.mu and r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) open(m *member, t *turn) error {
 	next := t.turnRecord
-	next.State, next.Opened = TicketWorking, time.Now().UTC()
+	opened := time.Now().UTC()
+	next.State, next.Opened = TicketWorking, &opened
 	// Written with r.mu released: only writers, kept out by r.wmu, change
 	// the FIFO, so t stays its head meanwhile.
 	if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
@@ -205,7 +206,7 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 	}
 	now := time.Now()
 	if t.State != TicketQuestion {
-		t.Asked = now
+		t.Asked = &now
 	}
 	// else: asked again after a restart; the question keeps its window.
 	t.stopAskTimer()
