@@ -67,6 +67,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runStatus(ctx, args, stdin, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
+	case "web":
+		return runWeb(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil
