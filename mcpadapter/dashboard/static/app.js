@@ -238,7 +238,7 @@
     for (const tr of [...turns.values()].reverse()) {
       const last = tr.entries[tr.entries.length - 1];
       const brief = tr.entries.length && tr.entries[0].kind === 'brief' ? tr.entries[0].content : '';
-      const where = last && last.kind === 'outcome' ? last.outcome : (last ? last.kind : '');
+      const where = !last ? '' : last.kind === 'outcome' ? last.outcome : last.kind === 'question' ? 'question' : last.kind === 'cancelled' ? 'cancelled' : 'open';
       const d = el('details', { class: 'turn', 'data-turn': tr.turn_id },
         el('summary', {}, clock(tr.opened) + '  ' + (tr.lead || '?') + ' → ' + tr.member + ': ' + clip(brief, 100) + '  [' + where + ']'),
         el('ol', {}, ...tr.entries.map((e) => el('li', { class: 'entry-' + e.kind },
