@@ -429,3 +429,20 @@ func TestDashboardTranscripts(t *testing.T) {
 }
 
 func jsonNumber(n uint64) string { b, _ := json.Marshal(n); return string(b) }
+
+// Codes asked in a loop hold bounded memory: past the bound, a new code
+// drops the oldest.
+func TestDashboardCodesBounded(t *testing.T) {
+	x := newDash(t)
+	first, _ := x.code(testOperator)
+	var last string
+	for range 16 {
+		last, _ = x.code(testOperator)
+	}
+	if resp := x.login(browser(t), first); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the oldest of 17 codes: %s; want 401, dropped", resp.Status)
+	}
+	if resp := x.login(browser(t), last); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the newest code: %s; want 303", resp.Status)
+	}
+}

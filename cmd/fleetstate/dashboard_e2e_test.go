@@ -179,3 +179,52 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 }
+
+// TestWebCommand covers `fleetstate web`'s ways in and its errors.
+func TestWebCommand(t *testing.T) {
+	dir := t.TempDir()
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "m1": "member"})
+	web := func(env []string, args ...string) (string, string, error) {
+		cmd := exec.Command(binary, append([]string{"web"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return strings.TrimSpace(stdout.String()), stderr.String(), err
+	}
+	missing := filepath.Join(t.TempDir(), "nowhere")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no directory", nil, []string{"--dir", missing}, "no state directory " + missing},
+		{"no daemon", nil, []string{"--dir", dir}, "no daemon serves " + dir},
+		{"both", nil, []string{"--dir", dir, "--url", "http://127.0.0.1:1/mcp"}, "not both"},
+		{"url without token", []string{"FLEET_TOKEN="}, []string{"--url", "http://127.0.0.1:1/mcp"}, "$FLEET_TOKEN"},
+		{"url without daemon", []string{"FLEET_TOKEN=" + tokens["lead"]}, []string{"--url", "http://127.0.0.1:1/mcp"}, "no daemon at http://127.0.0.1:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, err := web(tc.env, tc.args...)
+			if err == nil || out != "" || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("web %v: %v, stdout %q, stderr %q; want a failure naming %q", tc.args, err, out, errOut, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("web created the missing state directory %s", missing)
+	}
+	d := startDaemon(t, dir)
+	base := strings.TrimSuffix(d.url, "/mcp")
+	out, _, err := web([]string{"FLEET_TOKEN=" + tokens["lead"]}, "--url", d.url)
+	if err != nil || !strings.HasPrefix(out, base+"/dashboard/login?code=") {
+		t.Fatalf("web --url with the lead's token: %v, %q", err, out)
+	}
+	if out, errOut, err := web([]string{"FLEET_TOKEN=" + tokens["m1"]}, "--url", d.url); err == nil || !strings.Contains(errOut, "refused the token") {
+		t.Fatalf("web --url with a member's token: %v, %q, %q; want refused", err, out, errOut)
+	}
+	if out, _, err := web(nil, "--dir", dir); err != nil || !strings.HasPrefix(out, base+"/dashboard/login?code=") {
+		t.Fatalf("web --dir: %v, %q", err, out)
+	}
+}
