@@ -38,6 +38,12 @@ type ownerKey struct {
 	dir string
 }
 
+// How long a new owner tries before it takes the directory for owned.
+const (
+	ownerRetries    = 20
+	ownerRetryPause = 10 * time.Millisecond
+)
+
 // Owner describes the process that owns a state directory's fleet.
 type Owner struct {
 	PID   int       `json:"pid"`
@@ -81,12 +87,23 @@ type ownerLock struct {
 // [ErrFleetOwned] naming the owner. addr says where this process serves
 // the fleet; it may be empty.
 func (s *Store) acquireOwner(op, addr string) (*ownerLock, error) {
-	l, ok, err := s.tryOwner(op)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, s.ownedError(op)
+	// FleetOwner and Clean of other processes hold the lock for an
+	// instant to look: a short retry keeps such a look from refusing a
+	// process that starts at that moment.
+	var l *ownerLock
+	for try := 0; ; try++ {
+		var ok bool
+		var err error
+		if l, ok, err = s.tryOwner(op); err != nil {
+			return nil, err
+		}
+		if ok {
+			break
+		}
+		if try == ownerRetries {
+			return nil, s.ownedError(op)
+		}
+		time.Sleep(ownerRetryPause)
 	}
 	info, _ := json.Marshal(Owner{PID: os.Getpid(), Addr: addr, Since: time.Now().UTC()})
 	if err := l.describe(info); err != nil {

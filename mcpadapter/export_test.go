@@ -1,5 +1,7 @@
 package mcpadapter
 
+import "time"
+
 // OpenStreams returns how many listening streams of member a counts, so
 // that tests can wait for a stream to be established before cutting it.
 func OpenStreams(a *Adapter, member string) int {
@@ -13,3 +15,14 @@ func OpenStreams(a *Adapter, member string) int {
 
 // OnRevoke makes m call f with every identity that loses its last token.
 func OnRevoke(m *Membership, f func(Identity)) (stop func()) { return m.onRevoke(f) }
+
+// SetDashboardClock makes d read the time from now. Call it before d
+// serves.
+func SetDashboardClock(d *Dashboard, now func() time.Time) { d.now = now }
+
+// DashboardTurns returns how many turns d's transcripts hold.
+func DashboardTurns(d *Dashboard) int {
+	d.tr.mu.Lock()
+	defer d.tr.mu.Unlock()
+	return len(d.tr.order)
+}

@@ -89,6 +89,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runVersion(args, stdout)
 	case "watch":
 		return runWatch(ctx, args, stdin, stdout, stderr)
+	case "web":
+		return runWeb(ctx, args, stdout, stderr)
 	case "help":
 		return runHelp(ctx, args, stdout)
 	}

@@ -375,8 +375,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 		notifySub, _ := st.rv.Subscribe(256)
 		go notify(ctx, log, *notifyCmd, notifySub)
 	}
+	dash := mcpadapter.NewDashboard(st.rv, &mcpadapter.DashboardOptions{Operator: operator, Tokens: st.tokens, Version: version})
+	defer dash.Close()
 	mux := http.NewServeMux()
-	mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator}))
+	mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator, Authorize: dash.Authorized}))
+	mux.Handle(mcpadapter.DashboardPath, dash)
 	mux.Handle("/", handler)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: *header, IdleTimeout: *idle,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}

@@ -1,0 +1,445 @@
+package mcpadapter
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+)
+
+// The dashboard is a web page of the fleet that the daemon serves on its
+// own address, beside /mcp and /events. Nobody gets a page, an asset or an
+// event without a login cookie, and the only way to a cookie is a
+// one-time code that the operator (whoever reads the state directory) or
+// a lead asks the daemon for, with its bearer token, as `fleetstate web`
+// does:
+//
+//	POST /dashboard/code (Authorization: Bearer TOKEN) → {"code": …}
+//	GET  /dashboard/login?code=CODE → Set-Cookie, 303 to /dashboard/
+//
+// A code is good once, for DefaultLoginCodeTTL. A session lives in memory
+// only, for DefaultDashboardSessionTTL, or until its lead's token is
+// revoked; a restart of the daemon ends every session. The page itself
+// reads the fleet from /events (the browser sends the cookie) and the
+// transcripts of the turns from /dashboard/transcripts; it loads nothing
+// from elsewhere, which its Content-Security-Policy enforces.
+
+// DashboardPath is where the daemon serves the dashboard: every path under
+// it.
+const DashboardPath = "/dashboard/"
+
+// Bounds of the dashboard's login, each an option of [DashboardOptions].
+const (
+	// DefaultLoginCodeTTL is how long a login code is good for: the
+	// time to paste a printed URL into a browser, short enough that a
+	// URL left in a terminal's scroll-back is soon worthless.
+	DefaultLoginCodeTTL = 5 * time.Minute
+	// DefaultDashboardSessionTTL is how long a login lasts: a working
+	// day, so that an operator logs in once a day.
+	DefaultDashboardSessionTTL = 12 * time.Hour
+	// maxLoginCodes bounds the codes outstanding; a new one beyond it
+	// drops the oldest, so a token holder asking in a loop holds memory
+	// bounded.
+	maxLoginCodes = 16
+	// maxDashboardSessions bounds the sessions; a login beyond it ends the
+	// oldest.
+	maxDashboardSessions = 64
+	// transcriptWait bounds how long /dashboard/transcripts waits for the
+	// dashboard's own reading of the events to reach the sequence number
+	// the page asks for.
+	transcriptWait = 2 * time.Second
+)
+
+// dashboardCSP lets the page load its own script, style and images and
+// open its event stream, and nothing else: no inline script, no frame, no
+// form, no other origin.
+const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+//go:embed dashboard
+var dashboardFiles embed.FS
+
+// DashboardOptions configure [NewDashboard]. The zero value is valid:
+// nobody can ask for a code (no operator, no tokens) and the bounds are
+// the defaults.
+type DashboardOptions struct {
+	// Operator is the daemon's operator token (see [NewOperatorToken]):
+	// its bearer may ask for a login code. Empty means none.
+	Operator string
+	// Tokens lets a lead's bearer token ask for a login code; the
+	// session it gets ends when that token is revoked. Members may not.
+	Tokens *Tokens
+	// CodeTTL is how long a login code is good for. Zero means
+	// DefaultLoginCodeTTL.
+	CodeTTL time.Duration
+	// SessionTTL is how long a login lasts. Zero means
+	// DefaultDashboardSessionTTL.
+	SessionTTL time.Duration
+	// Version is shown in the page's footer.
+	Version string
+}
+
+// Dashboard serves the fleet's web page and its login. Use [NewDashboard];
+// it is safe for concurrent use. [Dashboard.Authorized] is the hook that
+// lets its cookie into [EventsHandler] (EventsOptions.Authorize).
+type Dashboard struct {
+	o     DashboardOptions
+	rv    *fleetstate.Rendezvous
+	now   func() time.Time // a seam for the tests of expiry
+	tr    *transcripts
+	files http.Handler
+	pages *template.Template
+
+	mu       sync.Mutex
+	codes    []loginCode                  // guarded by mu; oldest first
+	sessions map[[32]byte]*dashboardLogin // guarded by mu; by the SHA-256 of the cookie
+}
+
+// loginCode is a one-time code, its expiry, and the token of the lead
+// that asked for it (empty for the operator), in memory only.
+type loginCode struct {
+	code, lead string
+	expires    time.Time
+}
+
+// dashboardLogin is a session: when it ends, and the lead token it came
+// from, if a lead's (the operator's holds for the daemon's life).
+type dashboardLogin struct {
+	created, expires time.Time
+	lead             string
+}
+
+// NewDashboard returns the dashboard of rv. It reads rv's events from now
+// on for the transcripts of the turns, until [Dashboard.Close] or the
+// rendezvous closes.
+func NewDashboard(rv *fleetstate.Rendezvous, o *DashboardOptions) *Dashboard {
+	d := &Dashboard{rv: rv, now: time.Now, sessions: map[[32]byte]*dashboardLogin{}}
+	if o != nil {
+		d.o = *o
+	}
+	if d.o.CodeTTL <= 0 {
+		d.o.CodeTTL = DefaultLoginCodeTTL
+	}
+	if d.o.SessionTTL <= 0 {
+		d.o.SessionTTL = DefaultDashboardSessionTTL
+	}
+	static, err := fs.Sub(dashboardFiles, "dashboard/static")
+	if err != nil {
+		panic(err) // the embedded files are part of the build: a test covers them
+	}
+	d.pages = template.Must(template.New("").Funcs(template.FuncMap{
+		"age": func(since, now time.Time) string { return now.Sub(since).Truncate(time.Second).String() },
+		"clip": func(s string, n int) string {
+			if r := []rune(s); len(r) > n {
+				return string(r[:n]) + "…"
+			}
+			return s
+		},
+	}).ParseFS(dashboardFiles, "dashboard/*.html"))
+	d.files = http.StripPrefix(DashboardPath+"static/", http.FileServerFS(static))
+	d.tr = watchTranscripts(rv)
+	return d
+}
+
+// Close stops the dashboard's reading of the events and ends every
+// session. It is idempotent.
+func (d *Dashboard) Close() {
+	d.tr.close()
+	d.mu.Lock()
+	clear(d.sessions)
+	d.codes = nil
+	d.mu.Unlock()
+}
+
+// ServeHTTP serves the dashboard's paths under [DashboardPath].
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", dashboardCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	if rebinding(r) {
+		http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
+		return
+	}
+	switch p := r.URL.Path; {
+	case p == DashboardPath+"code":
+		d.serveCode(w, r)
+	case p == DashboardPath+"login":
+		d.serveLogin(w, r)
+	case !d.Authorized(r):
+		d.refuse(w, r)
+	case p == DashboardPath:
+		d.servePage(w, r)
+	case p == DashboardPath+"transcripts":
+		d.serveTranscripts(w, r)
+	case strings.HasPrefix(p, DashboardPath+"static/") && r.Method == http.MethodGet:
+		d.files.ServeHTTP(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// Authorized reports whether r carries the cookie of a live session.
+func (d *Dashboard) Authorized(r *http.Request) bool {
+	c, err := r.Cookie(cookieName(r))
+	if err != nil || c.Value == "" || len(c.Value) > 128 {
+		return false
+	}
+	// Sessions are looked up by the hash of the cookie, so that the
+	// lookup's timing says nothing about the secret.
+	key := sha256.Sum256([]byte(c.Value))
+	d.mu.Lock()
+	s, ok := d.sessions[key]
+	if ok && !d.now().Before(s.expires) {
+		delete(d.sessions, key)
+		ok = false
+	}
+	lead := ""
+	if ok {
+		lead = s.lead
+	}
+	d.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if lead != "" {
+		// A lead's login lasts as long as its token.
+		if d.o.Tokens == nil {
+			return false
+		}
+		id, found := d.o.Tokens.Lookup(lead)
+		return found && id.Role == RoleLead
+	}
+	return true
+}
+
+// cookieName is the session cookie's name for the daemon r reached.
+// Browsers send a cookie of 127.0.0.1 to every port of it, so the name
+// carries the port: two daemons on one machine do not overwrite each
+// other's logins.
+func cookieName(r *http.Request) string {
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
+		if _, port, err := net.SplitHostPort(local.String()); err == nil {
+			return "fleetstate_" + port
+		}
+	}
+	return "fleetstate_dashboard"
+}
+
+// serveCode makes a login code for the operator or a lead.
+func (d *Dashboard) serveCode(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	lead, ok := d.bearer(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
+		http.Error(w, "unauthorized: a login code is for the operator token or a lead's token", http.StatusUnauthorized)
+		return
+	}
+	code, err := randomToken()
+	if err != nil {
+		http.Error(w, "no randomness", http.StatusInternalServerError)
+		return
+	}
+	d.mu.Lock()
+	now := d.now()
+	d.pruneCodes(now)
+	if len(d.codes) >= maxLoginCodes {
+		d.codes = d.codes[1:]
+	}
+	d.codes = append(d.codes, loginCode{code: code, lead: lead, expires: now.Add(d.o.CodeTTL)})
+	d.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"code":         code,
+		"login":        DashboardPath + "login?code=" + code,
+		"expires_in_s": int(d.o.CodeTTL / time.Second),
+	})
+}
+
+// bearer reports whether r carries the operator token or a lead's, and
+// the lead's token if it is one.
+func (d *Dashboard) bearer(r *http.Request) (lead string, ok bool) {
+	token, found := bearerToken(r.Header.Get("Authorization"))
+	if !found {
+		return "", false
+	}
+	if d.o.Operator != "" && subtle.ConstantTimeCompare([]byte(token), []byte(d.o.Operator)) == 1 {
+		return "", true
+	}
+	if d.o.Tokens == nil {
+		return "", false
+	}
+	id, found := d.o.Tokens.Lookup(token)
+	if !found || id.Role != RoleLead {
+		return "", false
+	}
+	return token, true
+}
+
+// pruneCodes drops the expired codes. d.mu must be held.
+func (d *Dashboard) pruneCodes(now time.Time) {
+	live := d.codes[:0]
+	for _, c := range d.codes {
+		if now.Before(c.expires) {
+			live = append(live, c)
+		}
+	}
+	clear(d.codes[len(live):])
+	d.codes = live
+}
+
+// serveLogin redeems a code, once, for a session cookie.
+func (d *Dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		http.Error(w, "use GET", http.StatusMethodNotAllowed)
+		return
+	}
+	given := r.URL.Query().Get("code")
+	lead, ok := d.redeem(given)
+	if !ok {
+		d.page(w, http.StatusUnauthorized, "login", map[string]any{"Refused": true})
+		return
+	}
+	value, err := randomToken()
+	if err != nil {
+		http.Error(w, "no randomness", http.StatusInternalServerError)
+		return
+	}
+	d.mu.Lock()
+	now := d.now()
+	for k, s := range d.sessions {
+		if !now.Before(s.expires) {
+			delete(d.sessions, k)
+		}
+	}
+	if len(d.sessions) >= maxDashboardSessions {
+		var oldest [32]byte
+		first := true
+		for k, s := range d.sessions {
+			if first || s.created.Before(d.sessions[oldest].created) {
+				oldest, first = k, false
+			}
+		}
+		delete(d.sessions, oldest)
+	}
+	expires := now.Add(d.o.SessionTTL)
+	d.sessions[sha256.Sum256([]byte(value))] = &dashboardLogin{created: now, expires: expires, lead: lead}
+	d.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{
+		Name:     cookieName(r),
+		Value:    value,
+		Path:     "/",
+		MaxAge:   int(d.o.SessionTTL / time.Second),
+		HttpOnly: true,
+		SameSite: http.SameSiteStrictMode,
+	})
+	http.Redirect(w, r, DashboardPath, http.StatusSeeOther)
+}
+
+// redeem takes code out of the outstanding codes if it is one of them and
+// has not expired. Every outstanding code is compared, in constant time.
+func (d *Dashboard) redeem(given string) (lead string, ok bool) {
+	if given == "" || len(given) > 128 {
+		return "", false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pruneCodes(d.now())
+	found := -1
+	for i, c := range d.codes {
+		if subtle.ConstantTimeCompare([]byte(c.code), []byte(given)) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return "", false
+	}
+	lead = d.codes[found].lead
+	d.codes = append(d.codes[:found], d.codes[found+1:]...)
+	return lead, true
+}
+
+// refuse answers a request without a live session: a page that says how
+// to log in, and nothing of the fleet.
+func (d *Dashboard) refuse(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != DashboardPath {
+		http.Error(w, "unauthorized: log in with the URL that `fleetstate web` prints", http.StatusUnauthorized)
+		return
+	}
+	d.page(w, http.StatusUnauthorized, "login", map[string]any{"Refused": false})
+}
+
+// servePage serves the dashboard's page, with the fleet as it is now; its
+// script keeps it current from the events.
+func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "use GET", http.StatusMethodNotAllowed)
+		return
+	}
+	snap := d.rv.Snapshot()
+	d.page(w, http.StatusOK, "index", map[string]any{"Snapshot": snap, "Version": d.o.Version, "Now": d.now()})
+}
+
+// page renders the template name.html.
+func (d *Dashboard) page(w http.ResponseWriter, status int, name string, data any) {
+	var b strings.Builder
+	if err := d.pages.ExecuteTemplate(&b, name+".html", data); err != nil {
+		http.Error(w, "template: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// serveTranscripts serves the transcripts of the recent turns as JSON,
+// once the dashboard has read the events up to ?after=SEQ (or
+// transcriptWait has passed).
+func (d *Dashboard) serveTranscripts(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		http.Error(w, "use GET", http.StatusMethodNotAllowed)
+		return
+	}
+	var after uint64
+	if s := r.URL.Query().Get("after"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			http.Error(w, "after: not a sequence number", http.StatusBadRequest)
+			return
+		}
+		after = n
+	}
+	view := d.tr.view(r.Context(), after, transcriptWait)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(view)
+}
+
+// randomToken returns 32 random bytes, URL-safe.
+func randomToken() (string, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(raw[:]), nil
+}

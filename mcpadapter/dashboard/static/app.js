@@ -1,0 +1,279 @@
+// The fleetstate dashboard: the fleet's snapshot from /events, then each
+// event folded into it, as the terminal view does. The transcripts of the
+// turns come from the daemon once per snapshot (it keeps the questions and
+// answers asked before the page opened) and are kept up by the events
+// that follow. Everything untrusted is set as text, never as HTML.
+'use strict';
+(function () {
+  // The same bounds as the daemon's transcripts.
+  const MAX_EVENTS = 50, MAX_TURNS = 200, MAX_ENTRIES = 50, MAX_CONTENT = 4096;
+
+  const members = new Map(); // name -> MemberInfo
+  const tickets = new Map(); // ticket (or turn ID) -> TicketInfo
+  const turns = new Map();   // turn ID -> transcript, oldest first
+  const openTurns = new Set(); // turn IDs whose details the reader opened
+  let events = [];           // the last events, newest first
+  let trSeq = 0;             // the sequence number the transcripts hold
+  let pending = null;        // events that came while the transcripts load
+  let source = null;
+
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v !== undefined && v !== null && v !== '') e.setAttribute(k, v);
+    }
+    for (const c of children) {
+      e.append(c instanceof Node ? c : document.createTextNode(c === undefined || c === null ? '' : String(c)));
+    }
+    return e;
+  }
+
+  function clip(s, n) {
+    s = s || '';
+    return s.length > n ? s.slice(0, n) + '…' : s;
+  }
+
+  function age(since) {
+    if (!since) return '';
+    let s = Math.max(0, Math.floor((Date.now() - Date.parse(since)) / 1000));
+    if (s < 60) return s + 's';
+    const m = Math.floor(s / 60); s %= 60;
+    if (m < 60) return m + 'm' + String(s).padStart(2, '0') + 's';
+    return Math.floor(m / 60) + 'h' + String(m % 60).padStart(2, '0') + 'm';
+  }
+
+  function clock(t) {
+    const d = new Date(t);
+    return isNaN(d) ? '' : d.toLocaleTimeString([], { hour12: false });
+  }
+
+  function setConn(text, cls) {
+    const c = $('conn');
+    c.textContent = text;
+    c.className = 'conn ' + (cls || '');
+  }
+
+  // connect opens the event stream; a fresh one starts with a snapshot.
+  function connect() {
+    if (source) source.close();
+    source = new EventSource('/events');
+    source.addEventListener('snapshot', (m) => onSnapshot(JSON.parse(m.data)));
+    source.addEventListener('event', (m) => onEvent(JSON.parse(m.data)));
+    source.onopen = () => setConn('live', 'live');
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED) {
+        setConn('disconnected: the login may have ended; run fleetstate web for a new one', 'down');
+      } else {
+        setConn('reconnecting…', 'down');
+      }
+    };
+  }
+
+  function ticketKey(t) { return t.ticket || t.turn_id; }
+
+  function onSnapshot(snap) {
+    members.clear();
+    for (const m of snap.members || []) members.set(m.name, m);
+    tickets.clear();
+    for (const t of snap.tickets || []) tickets.set(ticketKey(t), t);
+    setConn('live', 'live');
+    pending = [];
+    fetch('/dashboard/transcripts?after=' + snap.seq, { credentials: 'same-origin', cache: 'no-store' })
+      .then((r) => { if (!r.ok) throw new Error(r.status); return r.json(); })
+      .then((v) => {
+        turns.clear();
+        for (const t of v.turns || []) turns.set(t.turn_id, t);
+        trSeq = v.seq;
+        const later = pending || [];
+        pending = null;
+        for (const e of later) if (e.seq > trSeq) foldTranscript(e);
+        render();
+      })
+      .catch(() => { pending = null; render(); });
+    render();
+  }
+
+  function onEvent(e) {
+    events.unshift(e);
+    if (events.length > MAX_EVENTS) events.length = MAX_EVENTS;
+    if (e.gap > 0) {
+      // The stream lost events: start again from a fresh snapshot.
+      connect();
+      return;
+    }
+    foldState(e);
+    if (pending) pending.push(e);
+    else if (e.seq > trSeq) foldTranscript(e);
+    render();
+  }
+
+  // foldState applies e to the members and tickets, as the rendezvous did.
+  function foldState(e) {
+    const m = members.get(e.member);
+    const key = e.ticket || e.turn_id;
+    const t = key ? tickets.get(key) : undefined;
+    switch (e.kind) {
+      case 'queued':
+        if (m) m.queued++;
+        tickets.set(key, { ticket: e.ticket, turn_id: e.turn_id, lead: e.lead, from: e.member, brief: e.content, created: e.time, state: 'queued', outcome: 'pending' });
+        break;
+      case 'delivered':
+        if (m) { m.queued = Math.max(0, m.queued - 1); m.open_turn = e.turn_id; m.open_since = e.time; }
+        if (t) t.state = 'working';
+        break;
+      case 'status':
+        if (m) m.status = e.status;
+        break;
+      case 'asked':
+        if (t) { t.state = 'question'; t.outcome = 'question'; t.content = e.content; }
+        break;
+      case 'answered':
+      case 'withdrawn':
+        if (t) { t.state = 'working'; t.outcome = 'pending'; t.content = ''; }
+        break;
+      case 'outcome': {
+        const o = e.outcome || {};
+        if (o.outcome === 'pending' || o.outcome === 'question') break;
+        if (t) {
+          if (t.state === 'queued' && m) m.queued = Math.max(0, m.queued - 1);
+          t.state = 'done'; t.outcome = o.outcome; t.reason = o.reason; t.content = o.content;
+        }
+        if (m && m.open_turn === e.turn_id) { m.open_turn = ''; m.open_since = ''; }
+        break;
+      }
+      case 'acked':
+        if (key) tickets.delete(key);
+        break;
+      case 'ready':
+      case 'gone':
+        if (m) m.ready = e.kind === 'ready';
+        break;
+      case 'member_added':
+        if (!m) members.set(e.member, { name: e.member, ready: false, status: '', queued: 0 });
+        break;
+      case 'member_removed':
+        members.delete(e.member);
+        break;
+    }
+  }
+
+  // foldTranscript adds e to its turn's transcript, as the daemon does.
+  function foldTranscript(e) {
+    if (!e.turn_id) return;
+    const entry = { time: e.time, content: e.content };
+    switch (e.kind) {
+      case 'queued': entry.kind = 'brief'; break;
+      case 'asked': entry.kind = 'question'; break;
+      case 'answered': entry.kind = 'answer'; break;
+      case 'withdrawn': entry.kind = 'withdrawn'; break;
+      case 'cancelled': entry.kind = 'cancelled'; break;
+      case 'outcome': {
+        const o = e.outcome || {};
+        if (!o.outcome || o.outcome === 'question' || o.outcome === 'pending') return;
+        entry.kind = 'outcome'; entry.outcome = o.outcome; entry.reason = o.reason; entry.content = o.content;
+        break;
+      }
+      default: return;
+    }
+    if (entry.content && entry.content.length > MAX_CONTENT) {
+      entry.content = entry.content.slice(0, MAX_CONTENT); entry.clipped = true;
+    }
+    let tr = turns.get(e.turn_id);
+    if (!tr) {
+      if (turns.size >= MAX_TURNS) turns.delete(turns.keys().next().value);
+      tr = { turn_id: e.turn_id, ticket: e.ticket, member: e.member, lead: e.lead, opened: e.time, entries: [] };
+      turns.set(e.turn_id, tr);
+    }
+    if (tr.entries.length >= MAX_ENTRIES) tr.entries.splice(1, 1);
+    tr.entries.push(entry);
+  }
+
+  function render() {
+    renderMembers();
+    renderTickets();
+    renderTurns();
+    renderEvents();
+  }
+
+  function renderMembers() {
+    const body = $('members').tBodies[0];
+    const rows = [];
+    for (const m of [...members.values()].sort((a, b) => a.name < b.name ? -1 : 1)) {
+      rows.push(el('tr', { 'data-member': m.name },
+        el('td', {}, m.name),
+        el('td', { class: 'status-' + (m.status || '') }, m.status || '?'),
+        el('td', {}, m.ready ? 'ready' : 'not ready'),
+        el('td', {}, m.queued || 0),
+        el('td', { class: 'mono' }, m.open_turn || ''),
+        el('td', { class: 'age', 'data-since': m.open_turn ? m.open_since : '' }, m.open_turn ? age(m.open_since) : '')));
+    }
+    if (!rows.length) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: 6 }, 'no members')));
+    body.replaceChildren(...rows);
+  }
+
+  function renderTickets() {
+    const body = $('tickets').tBodies[0];
+    const rows = [];
+    for (const t of tickets.values()) {
+      const outcome = (t.outcome || '') + (t.reason ? ' (' + t.reason + ')' : '');
+      rows.push(el('tr', { 'data-ticket': ticketKey(t) },
+        el('td', { class: 'mono' }, t.ticket || ''),
+        el('td', {}, t.from || ''),
+        el('td', {}, t.lead || ''),
+        el('td', {}, clip(t.brief, 120)),
+        el('td', { class: 'state-' + (t.state || '') }, t.state || ''),
+        el('td', { class: 'outcome-' + (t.outcome || '') }, outcome)));
+    }
+    if (!rows.length) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: 6 }, 'no tickets')));
+    body.replaceChildren(...rows);
+  }
+
+  const who = { brief: 'brief', question: 'question', answer: 'answer', withdrawn: 'no answer', cancelled: 'cancelled', outcome: 'outcome' };
+
+  function renderTurns() {
+    const box = $('turns');
+    const items = [];
+    for (const tr of [...turns.values()].reverse()) {
+      const last = tr.entries[tr.entries.length - 1];
+      const brief = tr.entries.length && tr.entries[0].kind === 'brief' ? tr.entries[0].content : '';
+      const where = !last ? '' : last.kind === 'outcome' ? last.outcome : last.kind === 'question' ? 'question' : last.kind === 'cancelled' ? 'cancelled' : 'open';
+      const d = el('details', { class: 'turn', 'data-turn': tr.turn_id },
+        el('summary', {}, clock(tr.opened) + '  ' + (tr.lead || '?') + ' → ' + tr.member + ': ' + clip(brief, 100) + '  [' + where + ']'),
+        el('ol', {}, ...tr.entries.map((e) => el('li', { class: 'entry-' + e.kind },
+          el('span', { class: 'who' }, who[e.kind] || e.kind),
+          (e.kind === 'outcome' ? e.outcome + (e.reason ? ' (' + e.reason + ')' : '') + (e.content ? ': ' : '') : '') +
+          (e.content || '') + (e.clipped ? ' …' : '')))));
+      if (openTurns.has(tr.turn_id)) d.open = true;
+      d.addEventListener('toggle', () => { if (d.open) openTurns.add(tr.turn_id); else openTurns.delete(tr.turn_id); });
+      items.push(d);
+    }
+    if (!items.length) items.push(el('p', { class: 'empty' }, 'no turns yet'));
+    box.replaceChildren(...items);
+  }
+
+  function renderEvents() {
+    const list = $('events');
+    const items = events.map((e) => {
+      let what = e.content || e.status || '';
+      if (e.outcome) what = e.outcome.outcome + (e.outcome.reason ? ' (' + e.outcome.reason + ')' : '') + (e.outcome.content ? ': ' + e.outcome.content : '');
+      return el('li', { 'data-seq': e.seq },
+        clock(e.time) + '  ' + e.kind.padEnd(9) + ' ' + (e.member || '') + (e.turn_id ? ' ' + e.turn_id : '') +
+        (what ? '  ' + clip(what, 160) : '') + (e.gap ? '  (missed ' + e.gap + ')' : ''));
+    });
+    if (!items.length) items.push(el('li', { class: 'empty' }, 'none since the page loaded'));
+    list.replaceChildren(...items);
+  }
+
+  // The ages of the open turns tick in the page; nothing is asked of the
+  // daemon for it.
+  setInterval(() => {
+    for (const td of document.querySelectorAll('td.age')) {
+      const since = td.getAttribute('data-since');
+      if (since) td.textContent = age(since);
+    }
+  }, 1000);
+
+  connect();
+})();
