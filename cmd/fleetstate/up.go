@@ -254,7 +254,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if n > 0 {
 		fmt.Fprintf(stdout, "attach:    tmux -S %s attach -t %s\n", ro.TmuxSocket, ro.TmuxSession)
 	}
-	fmt.Fprintf(stdout, "dashboard: fleetstate web --dir %s\n", dir)
+	fmt.Fprintf(stdout, "dashboard: %s/dashboard/ (log in with the one-time URL of: fleetstate web --dir %s)\n", strings.TrimSuffix(url, "/mcp"), dir)
+	fmt.Fprintf(stdout, "watch:     fleetstate watch --dir %s\n", dir)
 	fmt.Fprintf(stdout, "stop:      fleetstate down %s --dir %s\n", fleetFile, dir)
 	return nil
 }
