@@ -89,7 +89,8 @@ type ownerLock struct {
 func (s *Store) acquireOwner(op, addr string) (*ownerLock, error) {
 	// FleetOwner and Clean of other processes hold the lock for an
 	// instant to look: a short retry keeps such a look from refusing a
-	// process that starts at that moment.
+	// process that starts at that moment. (In memory there are no other
+	// processes.)
 	var l *ownerLock
 	for try := 0; ; try++ {
 		var ok bool
@@ -100,7 +101,7 @@ func (s *Store) acquireOwner(op, addr string) (*ownerLock, error) {
 		if ok {
 			break
 		}
-		if try == ownerRetries {
+		if try == ownerRetries || !s.osFs {
 			return nil, s.ownedError(op)
 		}
 		time.Sleep(ownerRetryPause)

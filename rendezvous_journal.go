@@ -67,9 +67,8 @@ type journal struct {
 	store *Store
 	dir   string // the folder of the slot files
 	owner *ownerLock
-	free  []slot        // slot files holding no turn, for the next ones
-	buf   bytes.Buffer  // the record being written
-	enc   *json.Encoder // into buf
+	free  []slot // slot files holding no turn, for the next ones
+	buf   []byte // the record being written
 	log   func(msg string, args ...any)
 }
 
@@ -105,17 +104,10 @@ func (j *journal) persist(t *turn) error { return j.persistRecord(t, &t.turnReco
 // caller may have released Rendezvous.mu, so rec is a copy, not t's own.
 func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 	const op = "persist turn"
-	// The record, between new lines (the encoder adds the second), is
-	// encoded into the journal's buffer: no allocation per write.
-	if j.enc == nil {
-		j.enc = json.NewEncoder(&j.buf)
-	}
-	j.buf.Reset()
-	j.buf.WriteByte('\n')
-	if err := j.enc.Encode(rec); err != nil {
-		return &Error{Code: CodeInternal, Op: op, Err: err}
-	}
-	line := j.buf.Bytes()
+	// The record, between new lines, is encoded into the journal's
+	// buffer: no allocation, no reflection per write.
+	j.buf = append(appendRecord(append(j.buf[:0], '\n'), rec), '\n')
+	line := j.buf
 	pooled := false
 	if t.slot.path == "" && len(j.free) > 0 {
 		t.slot, pooled = j.free[len(j.free)-1], true

@@ -25,10 +25,51 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		return Message{}, false, newError(CodeNotPermitted, op, "member %s is delivered to through its port", quote(member))
 	}
 	r.setReady(m, true)
-	if t := m.open; t != nil {
-		_ = r.endTurn(m, t, Outcome{Kind: OutcomeTurnDone}, saveNow)
+	// A member asking for work has finished its open turn; the end of that
+	// turn and the delivery of the next message are written together, with
+	// r.mu released, and then made visible together.
+	prev := m.open
+	var head *turn
+	if len(m.queue) > 0 {
+		head = m.queue[0]
+	}
+	var prevRec, headRec turnRecord
+	var prevErr, headErr error
+	if prev != nil {
+		prevRec, _ = prev.recorded(Outcome{Kind: OutcomeTurnDone})
+	}
+	if head != nil {
+		headRec = head.delivered()
+	}
+	if prev != nil || head != nil {
+		_ = r.write(func() error {
+			if prev != nil {
+				prevErr = r.j.persistRecord(prev, &prevRec)
+			}
+			if head != nil {
+				headErr = r.j.persistRecord(head, &headRec)
+			}
+			return nil
+		})
+	}
+	if prev != nil {
+		if prevErr != nil {
+			// As a save: the state in memory stays right.
+			r.log.Error("fleetstate: persist turn", "turn", prev.ID, "err", prevErr)
+		}
+		_ = r.endTurn(m, prev, Outcome{Kind: OutcomeTurnDone}, writeAfter)
 	}
 	m.cancelled = ""
+	if head != nil {
+		if headErr != nil {
+			r.unlockW()
+			return Message{}, false, headErr
+		}
+		r.opened(m, head, headRec)
+		m.queue = m.queue[1:]
+		r.unlockW()
+		return Message{TurnID: head.ID, From: head.Lead, Content: head.Brief}, true, nil
+	}
 	for {
 		if len(m.queue) > 0 {
 			t := m.queue[0]
@@ -65,20 +106,32 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 // queued: the message does not leave. The caller takes t off the FIFO.
 // r.mu and r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) open(m *member, t *turn) error {
-	next := t.turnRecord
-	opened := time.Now().UTC()
-	next.State, next.Opened = TicketWorking, &opened
+	next := t.delivered()
 	// Written with r.mu released: only writers, kept out by r.wmu, change
 	// the FIFO, so t stays its head meanwhile.
 	if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
 		return err
 	}
+	r.opened(m, t, next)
+	return nil
+}
+
+// delivered returns t's record once it is delivered.
+func (t *turn) delivered() turnRecord {
+	next := t.turnRecord
+	opened := time.Now().UTC()
+	next.State, next.Opened = TicketWorking, &opened
+	return next
+}
+
+// opened makes t, whose record next says delivered and is written, m's
+// open turn. The caller takes t off the FIFO. r.mu must be held.
+func (r *Rendezvous) opened(m *member, t *turn, next turnRecord) {
 	t.turnRecord = next
 	t.stopReadyTimer()
 	m.open, m.cancelled = t, ""
 	r.publishTurn(EventDelivered, t, "")
 	r.changed(t.Lead)
-	return nil
 }
 
 // endTurn ends m's open turn t with a terminal outcome, releasing a

@@ -163,8 +163,8 @@ const (
 	// writeFirst writes before the change, with r.mu released (r.wmu
 	// held), and refuses the change if the write fails.
 	writeFirst
-	// writeAfter writes nothing: the caller writes once r.mu can be
-	// released, with r.wmu still held.
+	// writeAfter writes nothing: the caller writes, before (the record
+	// t.recorded makes) or once r.mu can be released, with r.wmu held.
 	writeAfter
 )
 
@@ -172,12 +172,7 @@ const (
 // fails nothing changes and the error is returned, so that the caller can
 // refuse what it cannot keep.
 func (r *Rendezvous) record(t *turn, o Outcome, mode writeMode) error {
-	o.TurnID, o.From = t.ID, t.Member
-	next := t.turnRecord
-	if o.terminal() {
-		held := o
-		next.State, next.Held, next.Question = TicketDone, &held, ""
-	}
+	next, o := t.recorded(o)
 	if mode == writeFirst {
 		if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
 			return err
@@ -220,6 +215,17 @@ func (r *Rendezvous) record(t *turn, o Outcome, mode writeMode) error {
 		r.queueNudge(t)
 	}
 	return nil
+}
+
+// recorded returns t's record once o is recorded, and o as recorded.
+func (t *turn) recorded(o Outcome) (turnRecord, Outcome) {
+	o.TurnID, o.From = t.ID, t.Member
+	next := t.turnRecord
+	if o.terminal() {
+		held := o
+		next.State, next.Held, next.Question = TicketDone, &held, ""
+	}
+	return next, o
 }
 
 // hand notes that a call of t's lead returns t's outcome. r.mu must be held.

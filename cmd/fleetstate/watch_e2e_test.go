@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -17,8 +18,9 @@ import (
 // watchPane is `fleetstate watch` running in a tmux pane on a private
 // socket.
 type watchPane struct {
-	t    *testing.T
-	sock string
+	t      *testing.T
+	sock   string
+	status string // the file the pane's shell writes the watch's exit status to
 }
 
 // startWatch runs `fleetstate watch args…` in a detached 160×50 tmux
@@ -26,13 +28,16 @@ type watchPane struct {
 // status can be read. The socket's cleanup kills the server.
 func startWatch(t *testing.T, env []string, args ...string) *watchPane {
 	t.Helper()
-	p := &watchPane{t: t, sock: fleettest.TmuxSocket(t)}
+	p := &watchPane{t: t, sock: fleettest.TmuxSocket(t), status: filepath.Join(t.TempDir(), "status")}
 	tmuxArgs := []string{"-f", "/dev/null", "new-session", "-d", "-x", "160", "-y", "50", "-s", "w"}
 	for _, e := range env {
 		tmuxArgs = append(tmuxArgs, "-e", e)
 	}
+	// The shell writes the exit status to a file: tmux's own record of it
+	// comes only once tmux has reaped the process, which it may do late.
 	cmd := append([]string{binary, "watch"}, args...)
-	p.tmux(append(tmuxArgs, strings.Join(cmd, " "), ";", "set-option", "-w", "-t", "w", "remain-on-exit", "on")...)
+	line := strings.Join(cmd, " ") + "; echo $? > " + p.status
+	p.tmux(append(tmuxArgs, line, ";", "set-option", "-w", "-t", "w", "remain-on-exit", "on")...)
 	return p
 }
 
@@ -66,12 +71,9 @@ func (p *watchPane) exited() string {
 	p.t.Helper()
 	var status string
 	if !fleettest.Until(10*time.Second, 50*time.Millisecond, func() bool {
-		f := strings.Fields(p.tmux("display-message", "-p", "-t", "w", "#{pane_dead} #{pane_dead_status}"))
-		if len(f) == 2 && f[0] == "1" {
-			status = f[1]
-			return true
-		}
-		return false
+		data, err := os.ReadFile(p.status)
+		status = strings.TrimSpace(string(data))
+		return err == nil && status != ""
 	}) {
 		p.t.Fatalf("the watch did not exit:\n%s", p.screen())
 	}
