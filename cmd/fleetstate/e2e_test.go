@@ -42,13 +42,24 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// daemon is a running `fleetstate serve`.
+// daemon is a running `fleetstate serve`, its standard error kept line by
+// line.
 type daemon struct {
-	cmd *exec.Cmd
-	url string
+	cmd  *exec.Cmd
+	url  string
+	mu   sync.Mutex
+	logs []string // guarded by mu
 }
 
-var urlRE = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/mcp)`)
+// lines returns what the daemon logged so far.
+func (d *daemon) lines() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.logs...)
+}
+
+// urlRE finds the daemon's address in its log, text or JSON.
+var urlRE = regexp.MustCompile(`"?url"?[=:]"?(http://127\.0\.0\.1:\d+/mcp)`)
 
 // startDaemon runs `fleetstate serve` on a free loopback port and waits for
 // it to listen. The test's cleanup kills it.
@@ -68,6 +79,9 @@ func startDaemon(t *testing.T, dir string, args ...string) *daemon {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			d.mu.Lock()
+			d.logs = append(d.logs, sc.Text())
+			d.mu.Unlock()
 			if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case found <- m[1]:

@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,64 +15,6 @@ import (
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
-
-// loggingDaemon is a `fleetstate serve` whose standard error is kept, line
-// by line.
-type loggingDaemon struct {
-	url  string
-	base string // http://127.0.0.1:PORT
-	mu   sync.Mutex
-	logs []string
-}
-
-func (d *loggingDaemon) lines() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]string(nil), d.logs...)
-}
-
-func startLoggingDaemon(t *testing.T, dir string, args ...string) *loggingDaemon {
-	t.Helper()
-	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--dir", dir}, args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	d := &loggingDaemon{}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			d.mu.Lock()
-			d.logs = append(d.logs, line)
-			d.mu.Unlock()
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) == nil {
-				if u, ok := rec["url"].(string); ok {
-					select {
-					case found <- u:
-					default:
-					}
-				}
-			}
-		}
-	}()
-	select {
-	case d.url = <-found:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the daemon did not report its address: %v", d.lines())
-	}
-	d.base = strings.TrimSuffix(d.url, "/mcp")
-	return d
-}
 
 // sseReader reads server-sent events: (event, data) pairs.
 type sseReader struct{ sc *bufio.Scanner }
@@ -113,11 +52,11 @@ func openEvents(t *testing.T, base, token string) (*http.Response, error) {
 func TestDaemonEventsStreamAndLog(t *testing.T) {
 	dir := t.TempDir()
 	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "scout": "member"})
-	d := startLoggingDaemon(t, dir, "--log-format", "json")
+	d := startDaemon(t, dir, "--log-format", "json")
 	bg := context.Background()
 
 	for who, tok := range map[string]string{"member": tokens["scout"], "stranger": "fst_nope", "nobody": ""} {
-		resp, err := openEvents(t, d.base, tok)
+		resp, err := openEvents(t, strings.TrimSuffix(d.url, "/mcp"), tok)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +77,7 @@ func TestDaemonEventsStreamAndLog(t *testing.T) {
 		t.Fatalf("operator token file: %v, %v; want owner-only", fi, err)
 	}
 	for who, tok := range map[string]string{"lead": tokens["lead"], "operator": operator} {
-		resp, err := openEvents(t, d.base, tok)
+		resp, err := openEvents(t, strings.TrimSuffix(d.url, "/mcp"), tok)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +117,7 @@ func TestDaemonNotifyCommand(t *testing.T) {
 	dir := t.TempDir()
 	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "scout": "member"})
 	out := filepath.Join(t.TempDir(), "notified")
-	d := startLoggingDaemon(t, dir, "--log-format", "json", "--notify", "cat >> "+out+"; echo >> "+out)
+	d := startDaemon(t, dir, "--log-format", "json", "--notify", "cat >> "+out+"; echo >> "+out)
 	bg := context.Background()
 	lead := connectHTTP(t, d.url, tokens["lead"])
 	scout := connectHTTP(t, d.url, tokens["scout"])
