@@ -183,6 +183,18 @@ func (f *fleet) restart(opts *fleetstate.RendezvousOptions, members ...string) {
 	}
 }
 
+// working sends brief to member, detached, and has the member take it:
+// the turn is open.
+func (f *fleet) working(member, brief string) fleetstate.Outcome {
+	f.t.Helper()
+	o, err := f.r.SendDetached("lead", member, brief)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.next(member)
+	return o
+}
+
 func (f *fleet) poll(ticket string) fleetstate.Outcome {
 	f.t.Helper()
 	o, err := f.r.Poll(context.Background(), "lead", ticket, 0)
@@ -200,8 +212,7 @@ func TestRestoredTurnsOfAMemberThatNeverComesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, nil)
 		f.pull("scout")
-		open, _ := f.r.SendDetached("lead", "scout", "long task")
-		f.next("scout")
+		open := f.working("scout", "long task")
 		queued, _ := f.r.SendDetached("lead", "scout", "after it")
 		opts := &fleetstate.RendezvousOptions{RejoinTimeout: 30 * time.Second, ReadyTimeout: 10 * time.Second}
 		f.restart(opts, "scout")
@@ -233,8 +244,7 @@ func TestRestoredTurnKeptByAMemberThatComesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, nil)
 		f.pull("scout")
-		open, _ := f.r.SendDetached("lead", "scout", "long task")
-		f.next("scout")
+		open := f.working("scout", "long task")
 		f.restart(&fleetstate.RendezvousOptions{RejoinTimeout: 30 * time.Second}, "scout")
 		settle(10 * time.Second)
 		if err := f.r.SetReady("scout", true); err != nil { // its stream reopened
@@ -257,8 +267,7 @@ func TestRestoredTurnsOfAnUnregisteredMemberEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, nil)
 		f.pull("scout")
-		open, _ := f.r.SendDetached("lead", "scout", "task")
-		f.next("scout")
+		open := f.working("scout", "task")
 		queued, _ := f.r.SendDetached("lead", "scout", "next")
 		f.restart(&fleetstate.RendezvousOptions{RejoinTimeout: 5 * time.Second, ReadyTimeout: 5 * time.Second})
 		settle(11 * time.Second)
@@ -277,8 +286,7 @@ func TestRestoredQuestionCanBeAnswered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, nil)
 		f.pull("scout")
-		o, _ := f.r.SendDetached("lead", "scout", "task")
-		f.next("scout")
+		o := f.working("scout", "task")
 		asked := make(chan error, 1)
 		go func() {
 			_, _, err := f.r.Ask(context.Background(), "scout", "which way?", "left")
@@ -317,8 +325,7 @@ func TestRestoredQuestionWindowEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, nil)
 		f.pull("scout")
-		o, _ := f.r.SendDetached("lead", "scout", "task")
-		f.next("scout")
+		o := f.working("scout", "task")
 		go f.r.Ask(context.Background(), "scout", "which way?", "left")
 		settle(20 * time.Second)
 		f.restart(nil, "scout")
@@ -571,8 +578,7 @@ func TestRemoveRestoredMember(t *testing.T) {
 		f := newFleet(t, nil)
 		f.pull("scout")
 		f.pull("miner")
-		open, _ := f.r.SendDetached("lead", "scout", "task")
-		f.next("scout")
+		open := f.working("scout", "task")
 		queued, _ := f.r.SendDetached("lead", "scout", "next")
 		f.r.SendDetached("lead", "miner", "keep")
 		f.restart(nil, "miner")
