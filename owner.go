@@ -77,8 +77,6 @@ func (e *OwnedError) Error() string {
 
 // ownerLock is a held ownership of a state directory.
 type ownerLock struct {
-	fs   afero.Fs
-	path string
 	file *os.File // the locked descriptor on the operating system's file system
 	key  ownerKey // on other file systems: the entry in memOwners
 }
@@ -106,8 +104,7 @@ func (s *Store) acquireOwner(op, addr string) (*ownerLock, error) {
 		}
 		time.Sleep(ownerRetryPause)
 	}
-	info, _ := json.Marshal(Owner{PID: os.Getpid(), Addr: addr, Since: time.Now().UTC()})
-	if err := l.describe(info); err != nil {
+	if err := l.describe(Owner{PID: os.Getpid(), Addr: addr, Since: time.Now().UTC()}); err != nil {
 		l.release()
 		return nil, s.ioError(op, err)
 	}
@@ -117,7 +114,7 @@ func (s *Store) acquireOwner(op, addr string) (*ownerLock, error) {
 // tryOwner takes ownership if nobody holds it, without describing the
 // owner: Clean holds it this way while it removes the rendezvous state.
 func (s *Store) tryOwner(op string) (l *ownerLock, ok bool, err error) {
-	l = &ownerLock{fs: s.fs, path: s.path(privateDir, ownerFile)}
+	l = &ownerLock{}
 	if !s.osFs {
 		l.key = ownerKey{s.fs, s.dir}
 		if _, taken := memOwners.LoadOrStore(l.key, Owner{}); taken {
@@ -125,7 +122,7 @@ func (s *Store) tryOwner(op string) (l *ownerLock, ok bool, err error) {
 		}
 		return l, true, nil
 	}
-	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, filePerm)
+	f, err := os.OpenFile(s.path(privateDir, ownerFile), os.O_RDWR|os.O_CREATE, filePerm)
 	if err != nil {
 		return nil, false, s.ioError(op, err)
 	}
@@ -140,18 +137,20 @@ func (s *Store) tryOwner(op string) (l *ownerLock, ok bool, err error) {
 	return l, true, nil
 }
 
-// describe writes the owner's description into the lock file.
-func (l *ownerLock) describe(info []byte) error {
+// describe records who the owner is: in the lock file, or in memOwners.
+func (l *ownerLock) describe(o Owner) error {
 	if l.file == nil {
-		var o Owner
-		_ = json.Unmarshal(info, &o)
 		memOwners.Store(l.key, o)
 		return nil
+	}
+	info, err := json.Marshal(o)
+	if err != nil {
+		return err
 	}
 	if err := l.file.Truncate(0); err != nil {
 		return err
 	}
-	_, err := l.file.WriteAt(info, 0)
+	_, err = l.file.WriteAt(info, 0)
 	return err
 }
 

@@ -178,7 +178,7 @@ func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 		if t.access == leadOnly && a.conns != nil && t.name != "fleet_poll" {
 			// A poll shows what was returned, and keeps it: a lead that
 			// lost a response looks for it there.
-			if receipt = receiptKey(ctx); receipt != "" {
+			if receipt = sessionID(ctx); receipt != "" {
 				a.conns.received(receipt, id.Agent)
 			}
 		}

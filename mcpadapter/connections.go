@@ -70,10 +70,6 @@ func newConnections(rv *fleetstate.Rendezvous) *connections {
 // the MCP session; calls without one cannot be told apart, and what they
 // were returned stays for the hold.
 
-// receiptKey names the connection of a lead's call, or "" for a call
-// without one.
-func receiptKey(ctx context.Context) string { return sessionID(ctx) }
-
 // returnedTo notes that the call on connection key returned o.
 func (c *connections) returnedTo(key string, o fleetstate.Outcome) {
 	switch o.Kind {

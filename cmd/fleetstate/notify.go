@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,14 +98,9 @@ func notify(ctx context.Context, log *slog.Logger, command string, sub *fleetsta
 }
 
 func lastLine(s string) string {
-	s = string(bytes.TrimSpace([]byte(s)))
-	if i := bytes.LastIndexByte([]byte(s), '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
+	s = strings.TrimSpace(s)
+	s = s[strings.LastIndexByte(s, '\n')+1:]
+	return s[:min(len(s), 200)]
 }
 
 // newLogger returns the daemon's logger on w: level debug, info, warn or
