@@ -33,6 +33,8 @@ const (
 	CodePathConflict Code = "ERR_PATH_CONFLICT"
 	// CodePathEscape: a path inside the state directory is a symbolic link; the store does not follow links.
 	CodePathEscape Code = "ERR_PATH_ESCAPE"
+	// CodeUnavailable: the engine that keeps the fleet's state (NATS JetStream) could not be reached in time, or this process lost its place in it: nothing was changed, or the change is not known to have been made. Retry, or reach the fleet through another daemon. The file backend never returns it.
+	CodeUnavailable Code = "ERR_UNAVAILABLE"
 	// CodeInternal: an unexpected failure, usually of the file system. It is also what [CodeOf] reports for errors that carry no code.
 	CodeInternal Code = "ERR_INTERNAL"
 )
@@ -85,6 +87,7 @@ var (
 	ErrContentTooLarge      = &Error{Code: CodeContentTooLarge}
 	ErrPathConflict         = &Error{Code: CodePathConflict}
 	ErrPathEscape           = &Error{Code: CodePathEscape}
+	ErrUnavailable          = &Error{Code: CodeUnavailable}
 	ErrInternal             = &Error{Code: CodeInternal}
 	ErrUnknownMember        = &Error{Code: CodeUnknownMember}
 	ErrUnknownTurn          = &Error{Code: CodeUnknownTurn}
@@ -117,6 +120,7 @@ var codeTexts = map[Code]string{
 	CodeContentTooLarge:      "content too large",
 	CodePathConflict:         "path conflicts with an existing file or directory",
 	CodePathEscape:           "symbolic link inside the state directory",
+	CodeUnavailable:          "the fleet's backend is unavailable",
 	CodeInternal:             "internal error",
 	CodeUnknownMember:        "unknown member",
 	CodeUnknownTurn:          "unknown turn",

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,6 +100,11 @@ type Store struct {
 	// sessionMu serialises session changes within the process; a file lock
 	// does it across processes.
 	sessionMu sync.Mutex
+
+	// backend, when not nil, keeps the sessions and files instead of fs
+	// (see OpenBackend).
+	backend        Backend
+	backendTimeout time.Duration
 }
 
 // DefaultDir returns the state directory used when none is given: the value
@@ -220,6 +224,9 @@ func (s *Store) Put(agent, name string, content []byte, overwrite bool) (FileID,
 		return FileID{}, err
 	}
 	id := FileID{session: sess.ID, agent: agent, name: name}
+	if s.backend != nil {
+		return s.backendPut(op, id, content, overwrite)
+	}
 	parts := id.parts()
 	depth, info, err := s.existing(op, parts)
 	if err != nil {
@@ -318,6 +325,9 @@ func (s *Store) Get(id FileID) ([]byte, error) {
 	if !id.IsValid() {
 		return nil, newError(CodeCanOnlyRetrieveFiles, op, "zero file ID")
 	}
+	if s.backend != nil {
+		return s.backendGet(op, id)
+	}
 	if data, ok, err := s.getDirect(op, id); ok {
 		return data, err
 	}
@@ -412,6 +422,9 @@ func (s *Store) List(session, agent string) ([]FileInfo, error) {
 	} else if !isSessionID(session) {
 		return nil, newError(CodeSessionNotValid, op, "%s is not a lower-case UUID", quote(session))
 	}
+	if s.backend != nil {
+		return s.backendList(op, session, agent, isCurrent)
+	}
 	depth, info, err := s.inspect(op, []string{session})
 	if err != nil {
 		return nil, err
@@ -452,12 +465,7 @@ func (s *Store) List(session, agent string) ([]FileInfo, error) {
 			return nil, s.ioError(op, err)
 		}
 	}
-	slices.SortFunc(files, func(a, b FileInfo) int {
-		if c := strings.Compare(a.ID.agent, b.ID.agent); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID.name, b.ID.name)
-	})
+	sortFiles(files)
 	return files, nil
 }
 

@@ -35,6 +35,9 @@ func (s *Store) NewSession(name string) (Session, error) {
 		return Session{}, &Error{Code: CodeInvalidSessionName, Op: op, Err: errors.New(quote(name) + ": " + err.Error())}
 	}
 	sess := Session{ID: uuid.NewString(), Name: name}
+	if s.backend != nil {
+		return s.backendNewSession(op, sess)
+	}
 	unlock, err := s.lock(op)
 	if err != nil {
 		return Session{}, err
@@ -65,6 +68,9 @@ func (s *Store) NewSession(name string) (Session, error) {
 func (s *Store) CurrentSession() (Session, error) { return s.current("get session") }
 
 func (s *Store) current(op string) (Session, error) {
+	if s.backend != nil {
+		return s.backendCurrent(op)
+	}
 	data, err := afero.ReadFile(s.fs, s.path(currentRunFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -91,6 +97,9 @@ func (s *Store) current(op string) (Session, error) {
 // through [Rendezvous.Clean], which ends the fleet's turns too.
 func (s *Store) Clean() error {
 	const op = "clean sessions"
+	if s.backend != nil {
+		return s.clean(op)
+	}
 	unlock, err := s.lock(op)
 	if err != nil {
 		return err
@@ -109,6 +118,9 @@ func (s *Store) Clean() error {
 
 // clean is Clean with the session lock and the fleet's ownership held.
 func (s *Store) clean(op string) error {
+	if s.backend != nil {
+		return s.backendClean(op)
+	}
 	entries, err := s.readDir(s.dir)
 	if err != nil {
 		return s.ioError(op, err)

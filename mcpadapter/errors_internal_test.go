@@ -84,6 +84,7 @@ func TestErrorResultEveryCode(t *testing.T) {
 		{fleetstate.CodeContentTooLarge, "ERR_CONTENT_TOO_LARGE"},
 		{fleetstate.CodePathConflict, "ERR_PATH_CONFLICT"},
 		{fleetstate.CodePathEscape, "ERR_PATH_ESCAPE"},
+		{fleetstate.CodeUnavailable, "ERR_UNAVAILABLE"},
 		{fleetstate.CodeInternal, "ERR_INTERNAL"},
 		{fleetstate.CodeUnknownMember, "ERR_UNKNOWN_MEMBER"},
 		{fleetstate.CodeUnknownTurn, "ERR_UNKNOWN_TURN"},
