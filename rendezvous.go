@@ -115,6 +115,12 @@ type RendezvousOptions struct {
 	// URL. It is written beside the ownership of the state directory, so
 	// that a second process refused with ErrFleetOwned can name it.
 	Addr string
+	// Journal, when not nil, keeps the turns instead of the store's state
+	// directory, and makes this rendezvous the fleet's owner in its stead
+	// (the caller obtained it as the owner; Addr is then not used). Close
+	// closes it. Use it with a store opened with [OpenBackend] on the same
+	// engine, so that the fleet's whole state lives there.
+	Journal Journal
 	// Logger receives what the rendezvous cannot return to a caller, such
 	// as a failure to persist a state change. Nil means slog.Default().
 	Logger *slog.Logger
@@ -411,8 +417,13 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 		}
 		r.exhaust = append(r.exhaust, re)
 	}
-	j, err := openJournal(store, o.Addr, r.log.Error)
-	if err != nil {
+	var (
+		j   *journal
+		err error
+	)
+	if o.Journal != nil {
+		j = openRemoteJournal(store, o.Journal, r.log.Error)
+	} else if j, err = openJournal(store, o.Addr, r.log.Error); err != nil {
 		return nil, err
 	}
 	r.j = j
@@ -533,7 +544,9 @@ func (r *Rendezvous) shutdown(crashed bool) error {
 		r.unsubscribe(s)
 	}
 	if crashed {
-		r.j.owner.release()
+		if r.j.owner != nil {
+			r.j.owner.release()
+		}
 	} else {
 		r.j.close()
 	}

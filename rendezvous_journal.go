@@ -70,6 +70,11 @@ type journal struct {
 	free  []slot // slot files holding no turn, for the next ones
 	buf   []byte // the record being written
 	log   func(msg string, args ...any)
+
+	// remote, when not nil, keeps the turns instead of slot files (see
+	// Journal), and released holds the turns to forget at the next settle.
+	remote   Journal
+	released []string
 }
 
 // openJournal takes ownership of store's fleet and opens its journal. addr,
@@ -84,12 +89,19 @@ func openJournal(store *Store, addr string, logErr func(string, ...any)) (*journ
 
 // close removes the free slots and gives up ownership.
 func (j *journal) close() {
+	if j.remote != nil {
+		j.remoteClose()
+		return
+	}
 	j.removeFreeSlots()
 	j.owner.release()
 }
 
 // reset removes every turn's record.
 func (j *journal) reset() error {
+	if j.remote != nil {
+		return j.remoteReset()
+	}
 	j.free = nil
 	if err := j.store.fs.RemoveAll(j.dir); err != nil {
 		return j.store.ioError("reset", err)
@@ -104,6 +116,9 @@ func (j *journal) persist(t *turn) error { return j.persistRecord(t, &t.turnReco
 // caller may have released Rendezvous.mu, so rec is a copy, not t's own.
 func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 	const op = "persist turn"
+	if j.remote != nil {
+		return j.remotePersist(t, rec)
+	}
 	// The record, between new lines, is encoded into the journal's
 	// buffer: no allocation, no reflection per write.
 	j.buf = append(appendRecord(append(j.buf[:0], '\n'), rec), '\n')
@@ -200,6 +215,10 @@ func (j *journal) newSlot(rec []byte) (slot, error) {
 // release frees the slot of a turn whose outcome reached the lead, for
 // reuse (its free mark waits for settle), or removes it if it grew large.
 func (j *journal) release(t *turn) {
+	if j.remote != nil {
+		j.released = append(j.released, t.ID)
+		return
+	}
 	s := t.slot
 	t.slot = slot{}
 	if s.path == "" {
@@ -217,6 +236,10 @@ func (j *journal) release(t *turn) {
 // its old turn's record, so that a crash does not bring that turn back. A
 // slot the mark cannot be written to is removed instead.
 func (j *journal) settle() {
+	if j.remote != nil {
+		j.remoteSettle()
+		return
+	}
 	kept := j.free[:0]
 	for _, s := range j.free {
 		if s.live {
@@ -288,6 +311,9 @@ func (rec *turnRecord) valid() bool {
 // load reads the turns an earlier rendezvous left on disk, oldest first.
 func (j *journal) load() ([]*turn, error) {
 	const op = "restore rendezvous"
+	if j.remote != nil {
+		return j.remoteLoad()
+	}
 	entries, err := j.store.readDir(j.dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
