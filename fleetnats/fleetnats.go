@@ -1,0 +1,263 @@
+// Package fleetnats keeps a fleet's whole state in NATS JetStream, so that
+// any number of fleetstate daemons, on one machine or many, serve one
+// fleet: the store's sessions and files ([Fleet.Store], a
+// [fleetstate.Backend]), the rendezvous's turns ([Fleet.Own], a
+// [fleetstate.Journal] held by the one daemon that owns the fleet), and
+// the server's tokens.
+//
+// Every bucket and stream of a fleet is named after it ("NAME-files",
+// "NAME-turns", ...), created on first use with the fleet's replication
+// factor. Nothing is cached that another daemon could change: each call
+// reads JetStream, and each change is a compare-and-swap on a revision, so
+// two daemons never both win a race.
+package fleetnats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultFleet is the fleet's name when [Options.Fleet] is empty.
+const DefaultFleet = "fleetstate"
+
+// DefaultTimeout bounds each call to JetStream when [Options.Timeout] is
+// zero.
+const DefaultTimeout = 10 * time.Second
+
+// Options configure [Connect].
+type Options struct {
+	// URL is one NATS server URL or several, comma-separated
+	// ("nats://a:4222,nats://b:4222"). User and password or a token may
+	// be in a URL; tls:// URLs connect with TLS.
+	URL string
+	// Conn, when not nil, is used instead of dialling URL (an embedded
+	// server's in-process connection, say). Close does not close it.
+	Conn *nats.Conn
+	// Fleet names the fleet: daemons with the same servers and the same
+	// name serve the same fleet. Letters, digits, '-' and '_', at most 32.
+	// Empty means DefaultFleet.
+	Fleet string
+	// CredsFile is a NATS credentials file (user JWT and seed).
+	CredsFile string
+	// Replicas is the replication factor of the buckets this fleet
+	// creates. Zero means 3 when the cluster has at least 3 servers, else
+	// 1. Buckets that exist keep theirs.
+	Replicas int
+	// Timeout bounds each call to JetStream. Zero means DefaultTimeout.
+	Timeout time.Duration
+	// Name is the NATS connection's name, as the servers' monitoring shows
+	// it.
+	Name string
+	// Logger receives what a call cannot return. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Fleet is a connection to one fleet's state in JetStream. It is safe for
+// concurrent use.
+type Fleet struct {
+	nc       *nats.Conn
+	ownConn  bool
+	js       jetstream.JetStream
+	name     string
+	replicas int
+	timeout  time.Duration
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	buckets map[string]jetstream.KeyValue
+	objects map[string]jetstream.ObjectStore
+}
+
+var fleetName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ValidateFleetName reports whether name can name a fleet.
+func ValidateFleetName(name string) error {
+	if !fleetName.MatchString(name) {
+		return fmt.Errorf("fleetnats: fleet name %q: use 1 to 32 letters, digits, '-' or '_'", name)
+	}
+	return nil
+}
+
+// Connect connects to the fleet's NATS servers. It fails when none can be
+// reached within the timeout or JetStream is not enabled there.
+func Connect(ctx context.Context, opts Options) (*Fleet, error) {
+	if opts.Fleet == "" {
+		opts.Fleet = DefaultFleet
+	}
+	if err := ValidateFleetName(opts.Fleet); err != nil {
+		return nil, err
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	f := &Fleet{
+		nc:       opts.Conn,
+		name:     opts.Fleet,
+		replicas: opts.Replicas,
+		timeout:  opts.Timeout,
+		log:      opts.Logger,
+		buckets:  map[string]jetstream.KeyValue{},
+		objects:  map[string]jetstream.ObjectStore{},
+	}
+	if f.nc == nil {
+		if opts.URL == "" {
+			return nil, errors.New("fleetnats: no NATS server URL")
+		}
+		no := []nats.Option{
+			nats.Timeout(opts.Timeout),
+			nats.MaxReconnects(-1),
+			nats.ReconnectWait(250 * time.Millisecond),
+			nats.RetryOnFailedConnect(false),
+		}
+		if opts.Name != "" {
+			no = append(no, nats.Name(opts.Name))
+		}
+		if opts.CredsFile != "" {
+			no = append(no, nats.UserCredentials(opts.CredsFile))
+		}
+		nc, err := nats.Connect(opts.URL, no...)
+		if err != nil {
+			return nil, fmt.Errorf("fleetnats: connect to %s: %w", redact(opts.URL), err)
+		}
+		f.nc, f.ownConn = nc, true
+	}
+	js, err := jetstream.New(f.nc)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fleetnats: %w", err)
+	}
+	f.js = js
+	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	if _, err := js.AccountInfo(cctx); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fleetnats: JetStream at %s: %w", redact(f.nc.ConnectedUrlRedacted()), err)
+	}
+	if f.replicas <= 0 {
+		f.replicas = 1
+		if len(f.nc.Servers()) >= 3 {
+			f.replicas = 3
+		}
+	}
+	return f, nil
+}
+
+// redact hides the passwords and tokens of URLs.
+func redact(urls string) string {
+	var out []string
+	for _, u := range strings.Split(urls, ",") {
+		if at := strings.LastIndex(u, "@"); at >= 0 {
+			if i := strings.Index(u, "://"); i >= 0 && i < at {
+				u = u[:i+3] + "***" + u[at:]
+			} else {
+				u = "***" + u[at:]
+			}
+		}
+		out = append(out, u)
+	}
+	return strings.Join(out, ",")
+}
+
+// Name returns the fleet's name.
+func (f *Fleet) Name() string { return f.name }
+
+// Replicas returns the replication factor of the buckets the fleet creates.
+func (f *Fleet) Replicas() int { return f.replicas }
+
+// Conn returns the NATS connection.
+func (f *Fleet) Conn() *nats.Conn { return f.nc }
+
+// JetStream returns the JetStream context.
+func (f *Fleet) JetStream() jetstream.JetStream { return f.js }
+
+// Close closes the connection, unless it was given in [Options.Conn].
+func (f *Fleet) Close() {
+	if f.ownConn {
+		f.nc.Close()
+	}
+}
+
+// ctx returns the context of one call to JetStream.
+func (f *Fleet) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	return context.WithTimeout(parent, f.timeout)
+}
+
+// bucketName returns the name of the fleet's bucket or stream of kind.
+func (f *Fleet) bucketName(kind string) string { return f.name + "-" + kind }
+
+// kv returns the fleet's key-value bucket of kind, created with cfg (its
+// name and replicas filled in) if it does not exist.
+func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	f.mu.Lock()
+	kv, ok := f.buckets[kind]
+	f.mu.Unlock()
+	if ok {
+		return kv, nil
+	}
+	cfg.Bucket = f.bucketName(kind)
+	if cfg.Replicas == 0 {
+		cfg.Replicas = f.replicas
+	}
+	kv, err := f.js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = f.js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			kv, err = f.js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, unavailable("open bucket "+cfg.Bucket, err)
+	}
+	f.mu.Lock()
+	f.buckets[kind] = kv
+	f.mu.Unlock()
+	return kv, nil
+}
+
+// objects returns the fleet's object store of kind, created if it does
+// not exist.
+func (f *Fleet) objectStore(ctx context.Context, kind string) (jetstream.ObjectStore, error) {
+	f.mu.Lock()
+	os, ok := f.objects[kind]
+	f.mu.Unlock()
+	if ok {
+		return os, nil
+	}
+	name := f.bucketName(kind)
+	os, err := f.js.ObjectStore(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		os, err = f.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: name, Replicas: f.replicas})
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			os, err = f.js.ObjectStore(ctx, name)
+		}
+	}
+	if err != nil {
+		return nil, unavailable("open object store "+name, err)
+	}
+	f.mu.Lock()
+	f.objects[kind] = os
+	f.mu.Unlock()
+	return os, nil
+}
+
+// unavailable reports a failure to reach JetStream as
+// [fleetstate.CodeUnavailable].
+func unavailable(op string, err error) error {
+	return &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: op, Err: err}
+}
