@@ -1,0 +1,178 @@
+package fleetnats_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetnats"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// leaseServer starts a JetStream server on loopback for one test.
+func leaseServer(t *testing.T) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s.ClientURL()
+}
+
+func connect(t *testing.T, url string) *fleetnats.Fleet {
+	t.Helper()
+	f, err := fleetnats.Connect(context.Background(), fleetnats.Options{URL: url, Fleet: "lease", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+// TestOwnOneOwner: of two daemons the second is refused, named the first's
+// address, until the first gives the fleet up.
+func TestOwnOneOwner(t *testing.T) {
+	url := leaseServer(t)
+	a, b := connect(t, url), connect(t, url)
+	ctx := context.Background()
+	oa, err := a.Own(ctx, fleetnats.OwnOptions{Addr: "http://127.0.0.1:1/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Own(ctx, fleetnats.OwnOptions{Addr: "http://127.0.0.1:2/mcp"})
+	var owned *fleetstate.OwnedError
+	if !errors.Is(err, fleetstate.ErrFleetOwned) || !errors.As(err, &owned) || owned.Owner.Addr != "http://127.0.0.1:1/mcp" {
+		t.Fatalf("second Own: %v; want ErrFleetOwned naming the first", err)
+	}
+	if rec, ok, err := b.Owner(ctx); err != nil || !ok || rec.ID != oa.Record().ID {
+		t.Fatalf("Owner() = %+v, %v, %v; want the first's record", rec, ok, err)
+	}
+	if err := oa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := b.Own(ctx, fleetnats.OwnOptions{Addr: "http://127.0.0.1:2/mcp"})
+	if err != nil {
+		t.Fatalf("Own after Close: %v", err)
+	}
+	ob.Close()
+}
+
+// TestOwnFencesTheOldOwner: when the lease passes while the old owner still
+// believes it holds it, the old owner's writes fail and never land.
+func TestOwnFencesTheOldOwner(t *testing.T) {
+	url := leaseServer(t)
+	a, b := connect(t, url), connect(t, url)
+	ctx := context.Background()
+	oa, err := a.Own(ctx, fleetnats.OwnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oa.Close()
+	if err := oa.Save(ctx, "turn-1", []byte(`{"id":"turn-1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The lease disappears as it would had a's renewals been cut off.
+	kv, err := b.JetStream().KeyValue(ctx, "lease-owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := b.Own(ctx, fleetnats.OwnOptions{})
+	if err != nil {
+		t.Fatalf("Own after the lease went: %v", err)
+	}
+	defer ob.Close()
+	err = oa.Save(ctx, "turn-1", []byte(`{"id":"turn-1","stale":true}`))
+	if fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
+		t.Fatalf("old owner's Save: %v; want ERR_UNAVAILABLE", err)
+	}
+	recs, err := ob.Load(ctx)
+	if err != nil || len(recs) != 1 || string(recs[0]) != `{"id":"turn-1"}` {
+		t.Fatalf("new owner's Load = %q, %v; want the record before the takeover", recs, err)
+	}
+	if err := ob.Save(ctx, "turn-1", []byte(`{"id":"turn-1","new":true}`)); err != nil {
+		t.Fatalf("new owner's Save: %v", err)
+	}
+}
+
+// TestJournalSaveReleaseReset: the last record of each live turn loads.
+func TestJournalSaveReleaseReset(t *testing.T) {
+	url := leaseServer(t)
+	a := connect(t, url)
+	ctx := context.Background()
+	o, err := a.Own(ctx, fleetnats.OwnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	for _, step := range []struct{ id, rec string }{{"t1", "a"}, {"t2", "b"}, {"t1", "c"}} {
+		if err := o.Save(ctx, step.id, []byte(step.rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.Release(ctx, "t2"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := o.Load(ctx)
+	if err != nil || len(recs) != 1 || string(recs[0]) != "c" {
+		t.Fatalf("Load = %q, %v; want [c]", recs, err)
+	}
+	if err := o.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := o.Load(ctx); err != nil || len(recs) != 0 {
+		t.Fatalf("Load after Reset = %q, %v; want none", recs, err)
+	}
+	if err := o.Save(ctx, "bad.id", nil); fleetstate.CodeOf(err) != fleetstate.CodeInvalidArgument {
+		t.Fatalf("Save of a dotted ID: %v; want ERR_INVALID_ARGUMENT", err)
+	}
+}
+
+// TestOwnLeaseExpires: a crashed owner's lease (never renewed, never given
+// up) passes to the next daemon once its TTL runs out, and the lost
+// owner's Lost closes.
+func TestOwnLeaseExpires(t *testing.T) {
+	url := leaseServer(t)
+	a, b := connect(t, url), connect(t, url)
+	ctx := context.Background()
+	ttl := 600 * time.Millisecond
+	oa, err := a.Own(ctx, fleetnats.OwnOptions{LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oa.Close()
+	// a stops renewing as a stopped process would: its connection goes.
+	a.Conn().Close()
+	deadline := time.Now().Add(10 * ttl)
+	var ob *fleetnats.Ownership
+	for ob == nil {
+		ob, err = b.Own(ctx, fleetnats.OwnOptions{LeaseTTL: ttl})
+		if err != nil && !errors.Is(err, fleetstate.ErrFleetOwned) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never passed")
+		}
+		if ob == nil {
+			time.Sleep(ttl / 10)
+		}
+	}
+	defer ob.Close()
+	select {
+	case <-oa.Lost():
+	case <-time.After(10 * ttl):
+		t.Fatal("the old owner never learnt it lost the fleet")
+	}
+}
