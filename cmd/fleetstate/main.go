@@ -77,6 +77,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runServe(ctx, args, stdout, stderr, log)
 	case "token":
 		return runToken(args, stdout, stderr)
+	case "nats":
+		return runNATS(ctx, args, stdout, stderr, log)
 	case "status":
 		return runStatus(ctx, args, stdin, stdout, stderr)
 	case "demo":

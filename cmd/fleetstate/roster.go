@@ -371,23 +371,14 @@ func (ro *Roster) patterns(a RosterAgent) *tmux.Patterns {
 // apply registers the roster's agents with the rendezvous and returns the
 // panes by agent name, for the hooks' status reports.
 func (ro *Roster) apply(rv *fleetstate.Rendezvous) (map[string]*tmux.Pane, error) {
-	panes := map[string]*tmux.Pane{}
-	var srv *tmux.Server
-	for i, a := range ro.Agents {
-		role, err := mcpadapter.ParseRole(a.Role)
-		if err != nil {
-			return nil, fmt.Errorf("roster: agents[%d].role: %w", i, err)
-		}
+	panes, err := ro.panes()
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range ro.Agents {
+		role, _ := mcpadapter.ParseRole(a.Role) // panes checked it
 		var port fleetstate.Member
-		if target := ro.target(a); target != "" {
-			if srv == nil {
-				srv = tmux.NewServer(ro.TmuxSocket)
-			}
-			p, err := tmux.NewPane(srv, target, &tmux.PaneOptions{Patterns: ro.patterns(a)})
-			if err != nil {
-				return nil, fmt.Errorf("roster: agents[%d]: %w", i, err)
-			}
-			panes[a.Name] = p
+		if p := panes[a.Name]; p != nil {
 			port = p
 		}
 		switch {
@@ -398,6 +389,28 @@ func (ro *Roster) apply(rv *fleetstate.Rendezvous) (map[string]*tmux.Pane, error
 		}
 		if err != nil {
 			return nil, err
+		}
+	}
+	return panes, nil
+}
+
+// panes returns the roster's tmux panes by agent name.
+func (ro *Roster) panes() (map[string]*tmux.Pane, error) {
+	panes := map[string]*tmux.Pane{}
+	var srv *tmux.Server
+	for i, a := range ro.Agents {
+		if _, err := mcpadapter.ParseRole(a.Role); err != nil {
+			return nil, fmt.Errorf("roster: agents[%d].role: %w", i, err)
+		}
+		if target := ro.target(a); target != "" {
+			if srv == nil {
+				srv = tmux.NewServer(ro.TmuxSocket)
+			}
+			p, err := tmux.NewPane(srv, target, &tmux.PaneOptions{Patterns: ro.patterns(a)})
+			if err != nil {
+				return nil, fmt.Errorf("roster: agents[%d]: %w", i, err)
+			}
+			panes[a.Name] = p
 		}
 	}
 	return panes, nil

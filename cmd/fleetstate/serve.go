@@ -180,6 +180,8 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the caller's agent name (default $FLEET_AGENT)")
 	role := fs.String("role", os.Getenv("FLEET_ROLE"), "the caller's role, lead or member (default $FLEET_ROLE)")
 	connect := fs.String("connect", "", "forward every tool to the daemon at this URL, authenticated by $FLEET_TOKEN")
+	var nf natsFlags
+	nf.add(fs, false)
 	rvOpts := rendezvousFlags(fs)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
@@ -205,6 +207,20 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return serveStdio(ctx, p.Server(), mcpadapter.Identity{}, stdin, stdout, stderr)
 	}
 	id := mcpadapter.Identity{}
+	if nf.url != "" {
+		if *dir != "" {
+			return errors.New("mcp: --dir and --nats: a fleet on NATS keeps its files there; give one or the other")
+		}
+		if err := nf.check(); err != nil {
+			return err
+		}
+		st, closeFleet, err := natsStdio(ctx, &nf, log)
+		if err != nil {
+			return err
+		}
+		defer closeFleet()
+		return serveStdio(ctx, st.adapter.NewServer("fleetstate", version), id, stdin, stdout, stderr)
+	}
 	if *agent != "" || *role != "" {
 		r, err := mcpadapter.ParseRole(*role)
 		if err != nil {
@@ -269,30 +285,42 @@ func serveStdio(ctx context.Context, srv *server.MCPServer, id mcpadapter.Identi
 	return err
 }
 
+// serveConfig is what the flags of serve say.
+type serveConfig struct {
+	addr, dir, rosterPath, notifyCmd    string
+	anonymous                           bool
+	idle, header, sessionTTL, tokenPoll time.Duration
+	conns, perToken, sessions           int
+	rvOpts                              *fleetstate.RendezvousOptions
+	nats                                natsFlags
+}
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fs := newFlagSet("serve")
-	addr := fs.String("addr", "127.0.0.1:7333", "address to listen on (loopback unless told otherwise)")
-	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
-	anonymous := fs.Bool("anonymous", false, "let callers without a token use the store tools (never the fleet tools)")
-	rosterPath := fs.String("roster", "", "a roster file naming the fleet's agents and their tmux panes")
-	idle := fs.Duration("idle-timeout", idleTimeout, "close a keep-alive connection idle this long")
-	header := fs.Duration("header-timeout", headerTimeout, "bound on reading a request's headers")
-	conns := fs.Int("max-conns", maxConns, "connections served at once; more wait for one to close (0: no limit)")
-	perToken := fs.Int("max-sessions-per-token", mcpadapter.DefaultMaxSessionsPerToken, "live MCP sessions per token holder (anonymous callers share one count; -1: no limit)")
-	sessions := fs.Int("max-sessions", mcpadapter.DefaultMaxSessions, "live MCP sessions in all (-1: no limit)")
-	sessionTTL := fs.Duration("session-ttl", sessionIdleTTL, "forget an MCP session idle this long")
-	tokenPoll := fs.Duration("token-poll", mcpadapter.DefaultTokenPoll, "how often the token file is looked at for added and revoked tokens")
+	var c serveConfig
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:7333", "address to listen on (loopback unless told otherwise)")
+	fs.StringVar(&c.dir, "dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
+	fs.BoolVar(&c.anonymous, "anonymous", false, "let callers without a token use the store tools (never the fleet tools)")
+	fs.StringVar(&c.rosterPath, "roster", "", "a roster file naming the fleet's agents and their tmux panes")
+	fs.DurationVar(&c.idle, "idle-timeout", idleTimeout, "close a keep-alive connection idle this long")
+	fs.DurationVar(&c.header, "header-timeout", headerTimeout, "bound on reading a request's headers")
+	fs.IntVar(&c.conns, "max-conns", maxConns, "connections served at once; more wait for one to close (0: no limit)")
+	fs.IntVar(&c.perToken, "max-sessions-per-token", mcpadapter.DefaultMaxSessionsPerToken, "live MCP sessions per token holder (anonymous callers share one count; -1: no limit)")
+	fs.IntVar(&c.sessions, "max-sessions", mcpadapter.DefaultMaxSessions, "live MCP sessions in all (-1: no limit)")
+	fs.DurationVar(&c.sessionTTL, "session-ttl", sessionIdleTTL, "forget an MCP session idle this long")
+	fs.DurationVar(&c.tokenPoll, "token-poll", mcpadapter.DefaultTokenPoll, "how often the token file is looked at for added and revoked tokens")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
-	notifyCmd := fs.String("notify", "", "a shell command run with the event as JSON on its standard input when a member asks, turns BLOCKED, a detached ticket finishes or a turn fails")
-	rvOpts := rendezvousFlags(fs)
+	fs.StringVar(&c.notifyCmd, "notify", "", "a shell command run with the event as JSON on its standard input when a member asks, turns BLOCKED, a detached ticket finishes or a turn fails")
+	c.rvOpts = rendezvousFlags(fs)
+	c.nats.add(fs, true)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q: serve takes flags only", fs.Arg(0))
 	}
-	for name, d := range map[string]time.Duration{"--idle-timeout": *idle, "--header-timeout": *header, "--session-ttl": *sessionTTL, "--token-poll": *tokenPoll} {
+	for name, d := range map[string]time.Duration{"--idle-timeout": c.idle, "--header-timeout": c.header, "--session-ttl": c.sessionTTL, "--token-poll": c.tokenPoll} {
 		if d <= 0 {
 			return fmt.Errorf("%s %v: must be positive", name, d)
 		}
@@ -301,33 +329,42 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	if log, err = newLogger(stderr, *logLevel, *logFormat); err != nil {
 		return err
 	}
-	if *conns < 0 {
-		return fmt.Errorf("--max-conns %d: must be positive, or 0 for no limit", *conns)
+	if c.conns < 0 {
+		return fmt.Errorf("--max-conns %d: must be positive, or 0 for no limit", c.conns)
 	}
-	for name, n := range map[string]int{"--max-sessions-per-token": *perToken, "--max-sessions": *sessions} {
+	for name, n := range map[string]int{"--max-sessions-per-token": c.perToken, "--max-sessions": c.sessions} {
 		if n == 0 || n < -1 {
 			return fmt.Errorf("%s %d: must be positive, or -1 for no limit", name, n)
 		}
 	}
+	if c.nats.url != "" && c.dir != "" {
+		return errors.New("serve: --dir and --nats: a fleet on NATS keeps its whole state there; give one or the other")
+	}
+	if err := c.nats.check(); err != nil {
+		return err
+	}
 	// Listen first, so that the ownership of the directory can say where
 	// the fleet is served.
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
 	}
-	if *conns > 0 {
-		ln = newLimitListener(ln, *conns, log)
+	if c.conns > 0 {
+		ln = newLimitListener(ln, c.conns, log)
+	}
+	if c.nats.url != "" {
+		return serveNATS(ctx, c, ln, log)
 	}
 	url := "http://" + ln.Addr().String() + "/mcp"
-	rvOpts.Addr = url
-	st, err := openState(*dir, log, rvOpts)
+	c.rvOpts.Addr = url
+	st, err := openState(c.dir, log, c.rvOpts)
 	if err != nil {
 		ln.Close()
 		return ownedHint(err)
 	}
 	panes := map[string]*tmux.Pane{}
-	if *rosterPath != "" {
-		ro, err := loadRoster(*rosterPath, st.store.Dir())
+	if c.rosterPath != "" {
+		ro, err := loadRoster(c.rosterPath, st.store.Dir())
 		if err == nil {
 			panes, err = ro.apply(st.rv)
 		}
@@ -337,75 +374,98 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 			return err
 		}
 	}
-	pruneMembers(st.rv)
-	// The token file is the roster of identities, read live: a token added
-	// makes a member at once (with its roster pane, if it has one), a
-	// token revoked ends its holder's streams, sessions and turns.
-	members, err := mcpadapter.WatchMembership(st.tokens, st.rv, &mcpadapter.MembershipOptions{
-		Poll:   *tokenPoll,
-		Logger: log,
-		Port: func(agent string) fleetstate.Member {
-			if p := panes[agent]; p != nil {
-				return p
-			}
-			return nil
-		},
-	})
+	fh, err := startFleetHTTP(ctx, st, c, log, func(agent string) fleetstate.Member {
+		if p := panes[agent]; p != nil {
+			return p
+		}
+		return nil
+	}, reportTo(st.rv, panes))
 	if err != nil {
-		st.rv.Close()
 		ln.Close()
 		return err
 	}
-	srv := st.adapter.NewServer("fleetstate", version)
-	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: *anonymous,
-		OnStatus: reportTo(st.rv, panes), SessionIdleTTL: *sessionTTL,
-		MaxSessionsPerToken: *perToken, MaxSessions: *sessions, Membership: members})
-	// What happens in the fleet: one structured log line per event, the
-	// notification command, and the event stream for views.
-	operator, err := mcpadapter.NewOperatorToken(st.store)
-	if err != nil {
-		members.Close()
-		st.rv.Close()
-		ln.Close()
-		return err
-	}
-	logSub, _ := st.rv.Subscribe(4096)
-	go logEvents(log, logSub)
-	if *notifyCmd != "" {
-		notifySub, _ := st.rv.Subscribe(256)
-		go notify(ctx, log, *notifyCmd, notifySub)
-	}
-	dash := mcpadapter.NewDashboard(st.rv, &mcpadapter.DashboardOptions{Operator: operator, Tokens: st.tokens, Version: version})
-	defer dash.Close()
-	mux := http.NewServeMux()
-	mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator, Authorize: dash.Authorized}))
-	mux.Handle(mcpadapter.DashboardPath, dash)
-	mux.Handle("/", handler)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: *header, IdleTimeout: *idle,
+	hs := &http.Server{Handler: fh.mux, ReadHeaderTimeout: c.header, IdleTimeout: c.idle,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	log.Info("fleetstate: serving MCP", "url", url, "dir", st.store.Dir(), "anonymous", *anonymous)
+	log.Info("fleetstate: serving MCP", "url", url, "dir", st.store.Dir(), "anonymous", c.anonymous)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
 	case err := <-served:
-		members.Close()
-		st.rv.Close()
+		fh.close()
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("fleetstate: shutting down")
-	// The membership stops first, so that nothing is added or removed
-	// while the rest closes. Closing the rendezvous then returns every
-	// blocked call (a lead's send with its ticket), and closing the
-	// handler ends the listening streams, so the HTTP shutdown does not
-	// wait on them.
-	members.Close()
-	st.rv.Close()
-	handler.Close()
+	fh.close()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()
 	}
 	return nil
+}
+
+// fleetHTTP is what serves one rendezvous over HTTP: the MCP handler with
+// its membership, the event stream, the dashboard, the event log and the
+// notifications.
+type fleetHTTP struct {
+	mux     *http.ServeMux
+	st      *state
+	members *mcpadapter.Membership
+	handler *mcpadapter.Handler
+	dash    *mcpadapter.Dashboard
+}
+
+// startFleetHTTP serves st's rendezvous. port gives the member port of an
+// agent whose token appears; onStatus takes the status reports of hooks.
+// On an error it closes st's rendezvous.
+func startFleetHTTP(ctx context.Context, st *state, c serveConfig, log *slog.Logger, port func(string) fleetstate.Member, onStatus func(mcpadapter.Identity, fleetstate.Status) error) (*fleetHTTP, error) {
+	pruneMembers(st.rv)
+	// The token file is the roster of identities, read live: a token added
+	// makes a member at once (with its roster pane, if it has one), a
+	// token revoked ends its holder's streams, sessions and turns.
+	members, err := mcpadapter.WatchMembership(st.tokens, st.rv, &mcpadapter.MembershipOptions{
+		Poll: c.tokenPoll, Logger: log, Port: port,
+	})
+	if err != nil {
+		st.rv.Close()
+		return nil, err
+	}
+	srv := st.adapter.NewServer("fleetstate", version)
+	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: c.anonymous,
+		OnStatus: onStatus, SessionIdleTTL: c.sessionTTL,
+		MaxSessionsPerToken: c.perToken, MaxSessions: c.sessions, Membership: members})
+	// What happens in the fleet: one structured log line per event, the
+	// notification command, and the event stream for views.
+	operator, err := mcpadapter.NewOperatorToken(st.store)
+	if err != nil {
+		members.Close()
+		st.rv.Close()
+		handler.Close()
+		return nil, err
+	}
+	logSub, _ := st.rv.Subscribe(4096)
+	go logEvents(log, logSub)
+	if c.notifyCmd != "" {
+		notifySub, _ := st.rv.Subscribe(256)
+		go notify(ctx, log, c.notifyCmd, notifySub)
+	}
+	dash := mcpadapter.NewDashboard(st.rv, &mcpadapter.DashboardOptions{Operator: operator, Tokens: st.tokens, Version: version})
+	mux := http.NewServeMux()
+	mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator, Authorize: dash.Authorized}))
+	mux.Handle(mcpadapter.DashboardPath, dash)
+	mux.Handle("/", handler)
+	return &fleetHTTP{mux: mux, st: st, members: members, handler: handler, dash: dash}, nil
+}
+
+// close stops serving the rendezvous and closes it. The membership stops
+// first, so that nothing is added or removed while the rest closes.
+// Closing the rendezvous then returns every blocked call (a lead's send
+// with its ticket), and closing the handler ends the listening streams, so
+// that an HTTP shutdown does not wait on them.
+func (fh *fleetHTTP) close() {
+	fh.members.Close()
+	fh.st.rv.Close()
+	fh.handler.Close()
+	fh.dash.Close()
 }

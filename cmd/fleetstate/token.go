@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	agent := fs.String("agent", "", "the agent's name (add, revoke)")
 	role := fs.String("role", "", "lead or member (add)")
+	var nf natsFlags
+	nf.add(fs, false)
 	// Everything is checked before the state directory is opened, which
 	// creates it: a mistake writes nothing.
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -52,6 +55,28 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("token add: --role: %q is not lead or member", *role)
 		}
 	}
+	if nf.url != "" {
+		if *dir != "" {
+			return fmt.Errorf("token %s: --dir and --nats: a fleet on NATS keeps its tokens there; give one or the other", sub)
+		}
+		if err := nf.check(); err != nil {
+			return err
+		}
+		// The command may run more than once (see natsTokens): what it
+		// prints is kept, and printed from its last run only.
+		var out, errOut bytes.Buffer
+		err := natsTokens(&nf, sub != "list", func(tokens *mcpadapter.Tokens) error {
+			out.Reset()
+			errOut.Reset()
+			return tokenCommand(sub, tokens, *agent, r, &out, &errOut)
+		})
+		if err != nil {
+			return err
+		}
+		_, _ = stdout.Write(out.Bytes())
+		_, _ = stderr.Write(errOut.Bytes())
+		return nil
+	}
 	d, err := stateDirFlag(*dir)
 	if err != nil {
 		return err
@@ -60,21 +85,26 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return tokenCommand(sub, tokens, *agent, r, stdout, stderr)
+}
+
+// tokenCommand runs the token subcommand sub on tokens.
+func tokenCommand(sub string, tokens *mcpadapter.Tokens, agent string, r mcpadapter.Role, stdout, stderr io.Writer) error {
 	switch sub {
 	case "add":
-		token, err := tokens.Add(*agent, r)
+		token, err := tokens.Add(agent, r)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, token)
-		fmt.Fprintf(stderr, "fleetstate: token for %s %s added; it is shown only this once\n", r, *agent)
+		fmt.Fprintf(stderr, "fleetstate: token for %s %s added; it is shown only this once\n", r, agent)
 		return nil
 	case "revoke":
-		n, err := tokens.Revoke(*agent)
+		n, err := tokens.Revoke(agent)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "fleetstate: revoked %d token(s) of %s\n", n, *agent)
+		fmt.Fprintf(stderr, "fleetstate: revoked %d token(s) of %s\n", n, agent)
 		return nil
 	case "list":
 		for _, r := range []mcpadapter.Role{mcpadapter.RoleLead, mcpadapter.RoleMember} {

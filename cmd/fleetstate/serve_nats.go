@@ -1,0 +1,454 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetnats"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/fleetstate/fleetstate/tmux"
+	"github.com/spf13/afero"
+)
+
+// How a daemon serves a fleet on NATS JetStream (serve --nats).
+//
+// Every daemon of the fleet listens and answers; one of them, the holder
+// of the fleet's lease (fleetnats.Fleet.Own), runs the rendezvous, whose
+// turns are in JetStream, and serves the fleet's MCP endpoint itself. The
+// others forward every request to it, over HTTP to the address its lease
+// names, and watch the lease: when it goes (the owner stopped or died),
+// one of them wins it, takes the turns up from JetStream and serves. A
+// daemon that cannot reach NATS answers ERR_UNAVAILABLE rather than
+// anything it might have kept: the owner gives its lease up first (its
+// renewals fail), so no daemon serves a fleet it no longer owns.
+
+// natsFlags are the flags that put a command on a fleet in NATS.
+type natsFlags struct {
+	url, fleet, creds, advertise string
+	replicas                     int
+	lease                        time.Duration
+}
+
+func (n *natsFlags) add(fs *flag.FlagSet, daemon bool) {
+	fs.StringVar(&n.url, "nats", os.Getenv("FLEET_NATS"), "keep the fleet in NATS JetStream at these server URLs, comma-separated (default $FLEET_NATS)")
+	fs.StringVar(&n.fleet, "fleet", envOr("FLEET_NAME", fleetnats.DefaultFleet), "with --nats: the fleet's name; daemons with the same --nats and --fleet serve one fleet")
+	fs.StringVar(&n.creds, "nats-creds", "", "with --nats: a NATS credentials file")
+	fs.IntVar(&n.replicas, "replicas", 0, "with --nats: replication factor of the fleet's streams and buckets when they are created (default 3 on a cluster of 3 or more servers, else 1)")
+	if daemon {
+		fs.StringVar(&n.advertise, "advertise", "", "with --nats: the URL other daemons reach this one at (default http://ADDR/mcp)")
+		fs.DurationVar(&n.lease, "lease", fleetnats.DefaultLeaseTTL, "with --nats: how long a dead owner's lease outlives it, before another daemon takes the fleet over")
+	}
+}
+
+func (n *natsFlags) check() error {
+	if n.url == "" {
+		return nil
+	}
+	if err := fleetnats.ValidateFleetName(n.fleet); err != nil {
+		return fmt.Errorf("--fleet: %v", err)
+	}
+	if n.replicas < 0 || n.replicas > 5 {
+		return fmt.Errorf("--replicas %d: want 1 to 5", n.replicas)
+	}
+	if n.lease < 0 {
+		return fmt.Errorf("--lease %v: must be positive", n.lease)
+	}
+	if n.advertise != "" {
+		u, err := url.Parse(n.advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--advertise %q: want an http:// or https:// URL", n.advertise)
+		}
+	}
+	return nil
+}
+
+// connect connects to the fleet.
+func (n *natsFlags) connect(ctx context.Context, log *slog.Logger, name string) (*fleetnats.Fleet, error) {
+	return fleetnats.Connect(ctx, fleetnats.Options{URL: n.url, Fleet: n.fleet, CredsFile: n.creds,
+		Replicas: n.replicas, Logger: log, Name: name})
+}
+
+// natsStoreTimeout bounds each store call on NATS in a daemon: a daemon
+// cut off from the cluster answers ERR_UNAVAILABLE within it.
+const natsStoreTimeout = 5 * time.Second
+
+// openNATSStore opens the fleet's store and its tokens: the tokens live in
+// the fleet's configuration bucket and are copied, on every change, into
+// the store's private in-memory file system, where the adapter's token
+// table reads them.
+func openNATSStore(ctx context.Context, f *fleetnats.Fleet, log *slog.Logger) (*fleetstate.Store, *mcpadapter.Tokens, func(), error) {
+	store := fleetstate.OpenBackend(f.Store(), &fleetstate.BackendOptions{Timeout: natsStoreTimeout})
+	path := mcpadapter.TokenPath(store)
+	write := func(data []byte) error {
+		if data == nil {
+			err := store.Fs().Remove(path)
+			if errors.Is(err, os.ErrNotExist) {
+				err = nil
+			}
+			return err
+		}
+		return afero.WriteFile(store.Fs(), path, data, 0o600)
+	}
+	first := make(chan error, 1)
+	var once sync.Once
+	stop, err := f.WatchConfig(ctx, tokenConfig, func(data []byte) {
+		err := write(data)
+		once.Do(func() { first <- err })
+		if err != nil {
+			log.Error("fleetstate: copy the fleet's tokens", "err", err)
+		}
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	select {
+	case err = <-first:
+	case <-time.After(natsStoreTimeout):
+		err = &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "read the fleet's tokens", Err: errors.New("no answer from NATS")}
+	}
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	tokens, err := mcpadapter.OpenTokens(store)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return store, tokens, stop, nil
+}
+
+// tokenConfig is the key of the tokens in the fleet's configuration.
+const tokenConfig = "tokens"
+
+// serveNATS runs the daemon of a fleet on NATS until ctx is done.
+func serveNATS(ctx context.Context, c serveConfig, ln net.Listener, log *slog.Logger) error {
+	self := c.nats.advertise
+	if self == "" {
+		self = "http://" + ln.Addr().String() + "/mcp"
+	}
+	f, err := c.nats.connect(ctx, log, "fleetstate daemon "+self)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer f.Close()
+	d := &natsDaemon{c: c, f: f, log: log, self: self}
+	d.handler.Store(&httpHandler{unavailableHandler("this daemon has not joined the fleet yet")})
+	hs := &http.Server{Handler: d, ReadHeaderTimeout: c.header, IdleTimeout: c.idle,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("fleetstate: serving MCP", "url", self, "nats", fleetnatsRedact(c.nats.url), "fleet", f.Name(), "replicas", f.Replicas())
+	runErr := make(chan error, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	go func() { runErr <- d.run(rctx) }()
+	var result error
+	select {
+	case result = <-served:
+		cancel()
+		<-runErr
+	case result = <-runErr:
+		cancel()
+	case <-ctx.Done():
+		cancel()
+		<-runErr
+	}
+	log.Info("fleetstate: shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	if errors.Is(result, http.ErrServerClosed) || errors.Is(result, context.Canceled) {
+		result = nil
+	}
+	return result
+}
+
+func fleetnatsRedact(u string) string {
+	var out []string
+	for _, s := range strings.Split(u, ",") {
+		if p, err := url.Parse(s); err == nil && p.User != nil {
+			p.User = url.User("***")
+			s = p.String()
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ",")
+}
+
+// httpHandler boxes a handler for an atomic.Pointer.
+type httpHandler struct{ http.Handler }
+
+// natsDaemon is one daemon of a fleet on NATS: owner or forwarder.
+type natsDaemon struct {
+	c       serveConfig
+	f       *fleetnats.Fleet
+	log     *slog.Logger
+	self    string
+	handler atomic.Pointer[httpHandler]
+}
+
+func (d *natsDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.handler.Load().ServeHTTP(w, r)
+}
+
+// run contends for the fleet and serves it in whichever role the lease
+// gives, until ctx is done.
+func (d *natsDaemon) run(ctx context.Context) error {
+	panes, err := d.localPanes()
+	if err != nil {
+		return err
+	}
+	poll := d.c.nats.lease / 5
+	if poll <= 0 {
+		poll = fleetnats.DefaultLeaseTTL / 5
+	}
+	var forwardingTo string
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		own, err := d.f.Own(ctx, fleetnats.OwnOptions{Addr: d.self, LeaseTTL: d.c.nats.lease})
+		switch {
+		case err == nil:
+			forwardingTo = ""
+			if err := d.serveAsOwner(ctx, own, panes); err != nil {
+				d.log.Error("fleetstate: serving the fleet ended", "err", err)
+				d.handler.Store(&httpHandler{unavailableHandler(err.Error())})
+			}
+			continue
+		case fleetstate.CodeOf(err) == fleetstate.CodeFleetOwned:
+			var owned *fleetstate.OwnedError
+			if errors.As(err, &owned) && owned.Owner.Addr != "" && owned.Owner.Addr != forwardingTo {
+				h, perr := forwardTo(owned.Owner.Addr, d.log)
+				if perr != nil {
+					d.handler.Store(&httpHandler{unavailableHandler(perr.Error())})
+				} else {
+					d.handler.Store(&httpHandler{h})
+					forwardingTo = owned.Owner.Addr
+					d.log.Info("fleetstate: forwarding to the fleet's owner", "owner", owned.Owner.Addr)
+				}
+			}
+		default:
+			forwardingTo = ""
+			d.handler.Store(&httpHandler{unavailableHandler("NATS: " + err.Error())})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(poll):
+		}
+	}
+}
+
+// localPanes reads the roster: the panes on this machine, served to the
+// owner over NATS whoever it is.
+func (d *natsDaemon) localPanes() (map[string]*tmux.Pane, error) {
+	if d.c.rosterPath == "" {
+		return map[string]*tmux.Pane{}, nil
+	}
+	ro, err := loadRoster(d.c.rosterPath, "")
+	if err != nil {
+		return nil, err
+	}
+	return ro.panes()
+}
+
+// serveAsOwner runs the fleet's rendezvous until ctx is done or the
+// ownership is lost.
+func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership, panes map[string]*tmux.Pane) error {
+	store, tokens, stopTokens, err := openNATSStore(ctx, d.f, d.log)
+	if err != nil {
+		own.Close()
+		return err
+	}
+	defer stopTokens()
+	opts := *d.c.rvOpts
+	opts.Journal = own
+	opts.Logger = d.log
+	opts.AddOnReady = true
+	if opts.HoldReturned <= 0 {
+		opts.HoldReturned = holdReturned
+	}
+	rv, err := fleetstate.NewRendezvous(store, &opts)
+	if err != nil {
+		own.Close()
+		return err
+	}
+	for _, name := range tokens.Agents(mcpadapter.RoleMember) {
+		port := fleetstate.Member(nil)
+		if p := panes[name]; p != nil {
+			port = p
+		}
+		if err := rv.AddMember(name, port); err != nil {
+			rv.Close()
+			return err
+		}
+	}
+	st := &state{store: store, rv: rv, tokens: tokens}
+	st.adapter = mcpadapter.New(store, rv, &mcpadapter.Options{
+		RolesConfigured: func() bool { return tokens.Len() > 0 },
+		MarkReady:       true,
+	})
+	fh, err := startFleetHTTP(ctx, st, d.c, d.log, func(agent string) fleetstate.Member {
+		if p := panes[agent]; p != nil {
+			return p
+		}
+		return nil
+	}, reportTo(rv, panes))
+	if err != nil {
+		return err
+	}
+	d.handler.Store(&httpHandler{fh.mux})
+	d.log.Info("fleetstate: this daemon owns the fleet", "fleet", d.f.Name(), "url", d.self)
+	var lost error
+	select {
+	case <-ctx.Done():
+	case <-own.Lost():
+		lost = own.Err()
+		d.log.Error("fleetstate: lost the fleet", "err", lost)
+	}
+	// Stop answering for the fleet before the rendezvous closes, so that
+	// no caller sees what it kept once it is not the owner.
+	d.handler.Store(&httpHandler{unavailableHandler("this daemon gave the fleet up")})
+	fh.close()
+	return lost
+}
+
+// forwardTo returns a handler that forwards every request to the owner at
+// ownerURL (its MCP endpoint; the other paths are beside it), streams
+// included.
+func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
+	u, err := url.Parse(ownerURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("the fleet's owner gives no usable address (%q)", ownerURL)
+	}
+	target := &url.URL{Scheme: u.Scheme, Host: u.Host}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+		},
+		FlushInterval: -1, // event streams pass at once
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("fleetstate: forward to the fleet's owner", "owner", ownerURL, "err", err)
+			unavailableHandler("the fleet's owner at "+ownerURL+" did not answer").ServeHTTP(w, r)
+		},
+	}
+	return rp, nil
+}
+
+// unavailableHandler answers every request with ERR_UNAVAILABLE: a tool
+// call gets a tool error in the adapter's shape, another JSON-RPC request
+// a JSON-RPC error, anything else HTTP 503.
+func unavailableHandler(why string) http.Handler {
+	msg := string(fleetstate.CodeUnavailable) + ": " + why + "; retry, or reach the fleet through another daemon"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if r.Method != http.MethodPost || json.Unmarshal(bytes.TrimSpace(body), &req) != nil || len(req.ID) == 0 {
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
+		var resp any
+		if req.Method == "tools/call" {
+			detail, _ := json.Marshal(map[string]string{"error": string(fleetstate.CodeUnavailable), "message": msg})
+			resp = map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{
+				"content":           []map[string]string{{"type": "text", "text": string(detail)}},
+				"structuredContent": map[string]string{"error": string(fleetstate.CodeUnavailable), "message": msg},
+				"isError":           true,
+			}}
+		} else {
+			resp = map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
+				"code": -32000, "message": msg, "data": map[string]string{"error": string(fleetstate.CodeUnavailable)},
+			}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(resp)
+	})
+}
+
+// natsTokens runs fn on the tokens of the fleet on NATS. With write, what
+// fn changed is written back in one compare-and-swap: fn runs again if
+// another process changed the tokens meanwhile.
+func natsTokens(n *natsFlags, write bool, fn func(*mcpadapter.Tokens) error) error {
+	ctx := context.Background()
+	f, err := n.connect(ctx, slog.New(slog.DiscardHandler), "fleetstate token")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if !write {
+		data, err := f.ReadConfig(ctx, tokenConfig)
+		if err != nil {
+			return err
+		}
+		_, err = tokensOf(data, fn)
+		return err
+	}
+	return f.UpdateConfig(ctx, tokenConfig, func(old []byte) ([]byte, error) {
+		return tokensOf(old, fn)
+	})
+}
+
+// tokensOf runs fn on the token file data and returns the file after it.
+func tokensOf(old []byte, fn func(*mcpadapter.Tokens) error) ([]byte, error) {
+	store := fleetstate.OpenBackend(nil, nil)
+	path := mcpadapter.TokenPath(store)
+	if old != nil {
+		if err := afero.WriteFile(store.Fs(), path, old, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	tokens, err := mcpadapter.OpenTokens(store)
+	if err != nil {
+		return nil, err
+	}
+	if err := fn(tokens); err != nil {
+		return nil, err
+	}
+	data, err := afero.ReadFile(store.Fs(), path)
+	if errors.Is(err, os.ErrNotExist) {
+		return old, nil
+	}
+	return data, err
+}
+
+// natsStdio is the stdio server of a fleet on NATS: the store, on NATS;
+// the fleet tools answer where the fleet's owner is.
+func natsStdio(ctx context.Context, n *natsFlags, log *slog.Logger) (*state, func(), error) {
+	f, err := n.connect(ctx, log, "fleetstate mcp")
+	if err != nil {
+		return nil, nil, err
+	}
+	store := fleetstate.OpenBackend(f.Store(), &fleetstate.BackendOptions{Timeout: natsStoreTimeout})
+	elsewhere := &fleetstate.Error{Code: fleetstate.CodeFleetOwned, Op: "fleet",
+		Err: errors.New("the fleet is served by its daemons (fleetstate serve --nats): reach it with fleetstate mcp --connect URL and a token in $FLEET_TOKEN")}
+	if rec, ok, err := f.Owner(ctx); err == nil && ok {
+		elsewhere.Err = fmt.Errorf("the fleet is served by %s; reach it with fleetstate mcp --connect %s and a token in $FLEET_TOKEN", rec.Owner(), rec.Addr)
+	}
+	st := &state{store: store}
+	st.adapter = mcpadapter.New(store, nil, &mcpadapter.Options{FleetElsewhere: elsewhere})
+	return st, f.Close, nil
+}
