@@ -121,6 +121,10 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(250 * time.Millisecond),
 			nats.RetryOnFailedConnect(false),
+			// No buffer while reconnecting: a write that failed for want
+			// of a server must not be sent when one is back, after its
+			// caller was told ERR_UNAVAILABLE.
+			nats.ReconnectBufSize(-1),
 		}
 		if opts.Name != "" {
 			no = append(no, nats.Name(opts.Name))

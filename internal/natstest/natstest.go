@@ -1,0 +1,177 @@
+// Package natstest starts NATS servers with JetStream inside a test's
+// process: one node, or a cluster of three routed on the loopback
+// interface. Each server keeps its streams under the test's temporary
+// directory, listens on 127.0.0.1 on a port the system picks, is bounded
+// in memory and disk, and is shut down, and waited for, when the test ends.
+//
+// It is internal, and only tests import it. Linking nats-server makes a
+// test binary slow to build (about 1.5 minutes on 2 cores), so only the
+// tests of fleetnats and of a few commands use it; the root package's
+// tests reach a server started here through FLEETSTATE_TEST_NATS_URL.
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Bounds of a test server. Without them a server claims 75% of the
+// machine's memory and disk.
+const (
+	// MaxMemory bounds a server's memory-backed streams.
+	MaxMemory = 64 << 20
+	// MaxStore bounds a server's file-backed streams: room for the 16 MiB
+	// files of the store's tests, with their old blobs, several times.
+	MaxStore = 1 << 30
+	// startTimeout bounds the wait for one server to accept connections.
+	startTimeout = 10 * time.Second
+	// clusterTimeout bounds the wait for a cluster's routes and its
+	// JetStream meta leader (about 1.1 s on 2 cores).
+	clusterTimeout = 30 * time.Second
+)
+
+// Server is one NATS server with JetStream, running in the test's process.
+type Server struct {
+	*server.Server
+	opts *server.Options
+	t    testing.TB
+}
+
+// URL returns the server's client URL, nats://127.0.0.1:PORT.
+func (s *Server) URL() string { return s.ClientURL() }
+
+// Stop shuts the server down and waits until it has. Its streams stay in
+// its store directory for [Server.Restart].
+func (s *Server) Stop() {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// Restart stops the server, if it runs, and starts it again on the same
+// port with the same store directory.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if s.Running() {
+		s.Stop()
+	}
+	s.Server = start(s.t, s.opts)
+}
+
+// Run starts a single JetStream server listening on 127.0.0.1.
+func Run(t testing.TB) *Server {
+	t.Helper()
+	opts := baseOptions(t, "single")
+	s := &Server{opts: opts, t: t}
+	s.Server = start(t, opts)
+	return s
+}
+
+// Cluster starts a JetStream cluster of n servers (3 is what replication
+// needs) routed to each other on 127.0.0.1, and returns once every server
+// has routes to all the others and the cluster has a JetStream meta
+// leader.
+func Cluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	servers := make([]*Server, n)
+	var seed string
+	for i := range n {
+		opts := baseOptions(t, fmt.Sprintf("node%d", i+1))
+		opts.Cluster = server.ClusterOpts{
+			Name: "natstest",
+			Host: "127.0.0.1",
+			Port: -1,
+		}
+		if seed != "" {
+			opts.Routes = server.RoutesFromStr(seed)
+		}
+		s := &Server{opts: opts, t: t}
+		s.Server = start(t, opts)
+		servers[i] = s
+		if seed == "" {
+			seed = fmt.Sprintf("nats-route://127.0.0.1:%d", s.ClusterAddr().Port)
+			// The seed's own route URL, so that it dials the others again
+			// after a restart.
+			opts.Routes = server.RoutesFromStr(seed)
+		}
+	}
+	deadline := time.Now().Add(clusterTimeout)
+	for !clusterReady(servers) {
+		if time.Now().After(deadline) {
+			t.Fatalf("natstest: cluster of %d not ready within %v", n, clusterTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return servers
+}
+
+// URLs returns the client URLs of servers, comma-separated, as
+// nats.Connect and fleetnats.Options take them.
+func URLs(servers []*Server) string {
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+func clusterReady(servers []*Server) bool {
+	leaders := 0
+	for _, s := range servers {
+		if s.NumRoutes() < len(servers)-1 || !s.JetStreamIsCurrent() {
+			return false
+		}
+		if s.JetStreamIsLeader() {
+			leaders++
+			if len(s.JetStreamClusterPeers()) < len(servers) {
+				return false
+			}
+		}
+	}
+	return leaders == 1
+}
+
+func baseOptions(t testing.TB, name string) *server.Options {
+	return &server.Options{
+		ServerName:         name,
+		Host:               "127.0.0.1",
+		Port:               -1,
+		NoLog:              true,
+		NoSigs:             true,
+		JetStream:          true,
+		JetStreamMaxMemory: MaxMemory,
+		JetStreamMaxStore:  MaxStore,
+		StoreDir:           filepath.Join(t.TempDir(), name),
+	}
+}
+
+// start starts a server with opts and registers its shutdown with the
+// test. The port the system picked is written back to opts, so that a
+// restart listens where the clients reconnect to.
+func start(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("natstest: new server: %v", err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(startTimeout) {
+		t.Fatalf("natstest: server %s not ready within %v", opts.ServerName, startTimeout)
+	}
+	if a, ok := s.Addr().(*net.TCPAddr); ok {
+		opts.Port = a.Port
+	}
+	if opts.Cluster.Port == -1 {
+		opts.Cluster.Port = s.ClusterAddr().Port
+	}
+	return s
+}
