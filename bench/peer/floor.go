@@ -16,7 +16,6 @@ import (
 // themselves: no server can be faster than this floor on this client.
 func serveFloor(r io.Reader, w io.Writer) error {
 	in := bufio.NewReaderSize(r, 1<<20)
-	out := bufio.NewWriter(w)
 	var mu sync.Mutex
 	files := map[string]string{}
 	for {
@@ -84,9 +83,9 @@ func serveFloor(r io.Reader, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		out.Write(resp)
-		out.WriteByte('\n')
-		if err := out.Flush(); err != nil {
+		// One write per message, newline included, as mcp-go's stdio
+		// server does: a reader never waits for a line's last byte.
+		if _, err := w.Write(append(resp, '\n')); err != nil {
 			return err
 		}
 	}

@@ -1,21 +1,26 @@
 // Command peer compares fleetstate with the reference MCP filesystem server,
-// @modelcontextprotocol/server-filesystem, driven by the same client (the
-// official MCP Go SDK over stdio) doing the same work: write a file, then
-// read it back, at 1 KiB and 64 KiB, one call at a time and 8 in flight.
+// @modelcontextprotocol/server-filesystem, and with a floor server that does
+// nothing but answer (see serveFloor), each driven by the same clients over
+// stdio doing the same work: write a file, then read it back and check it,
+// at 1 KiB and 64 KiB, one call at a time and 8 in flight.
 //
-// Run it from the repository root:
+// There are two clients, the official MCP SDKs for Go and for TypeScript;
+// -client picks them. Run it from the repository root:
 //
 //	go run ./bench/peer
+//	go run ./bench/peer -client=ts -rounds 3 -duration 2s
 //
 // It builds fleetstate (`fleetstate mcp` on a temporary state directory),
-// installs the pinned peer with npm into the user's cache directory once,
-// and prints a table of operations per second and their ratio. Without
-// Node.js and npm it says so and exits without measuring.
+// installs the pinned peer and the pinned TypeScript SDK with npm into the
+// user's cache directory once, and prints, for each client, a table of
+// operations per second and their ratios, and one of per-call latencies.
+// Every measurement of every client and server is repeated -rounds times,
+// alternated, and the median is reported. Without Node.js and npm it says
+// so and exits without measuring.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,15 +28,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The peer, pinned.
@@ -43,6 +45,9 @@ const (
 // floorEnv makes the program a minimal MCP server instead (see serveFloor).
 const floorEnv = "FLEETSTATE_PEER_FLOOR"
 
+// The servers, in the order they are measured and printed.
+var serverNames = []string{"fleetstate", "peer", "floor"}
+
 func main() {
 	if os.Getenv(floorEnv) != "" {
 		if err := serveFloor(os.Stdin, os.Stdout); err != nil {
@@ -52,14 +57,18 @@ func main() {
 		return
 	}
 	duration := flag.Duration("duration", 2*time.Second, "how long each measurement runs")
-	rounds := flag.Int("rounds", 3, "measurements of each server and case, alternated; the median is reported")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the client to this file")
+	rounds := flag.Int("rounds", 3, "measurements of each client, server and case, alternated; the median is reported")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the harness (and the Go client) to this file")
 	sizes := flag.String("sizes", "1,64", "content sizes in KiB, comma-separated")
 	inflight := flag.String("inflight", "1,8", "calls in flight, comma-separated")
+	clients := flag.String("client", "go,ts", "clients, comma-separated: go (the MCP Go SDK), ts (the MCP TypeScript SDK)")
+	servers := flag.String("server", strings.Join(serverNames, ","), "servers, comma-separated: "+strings.Join(serverNames, ", "))
 	flag.Parse()
 	sizeList, err1 := intList(*sizes)
 	inflightList, err2 := intList(*inflight)
-	if err := errors.Join(err1, err2); err != nil {
+	clientList, err3 := nameList(*clients, []string{"go", "ts"})
+	serverList, err4 := nameList(*servers, serverNames)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		os.Exit(2)
 	}
@@ -76,28 +85,83 @@ func main() {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*duration, *rounds, sizeList, inflightList); err != nil {
+	if err := run(*duration, *rounds, sizeList, inflightList, clientList, serverList); err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(duration time.Duration, rounds int, sizes, inflights []int) error {
+// serverSpec says how to start one server and which tools do the work.
+type serverSpec struct {
+	name string
+	cmd  []string
+	env  []string // added to the environment, KEY=VALUE
+	// peerTools: write_file and read_text_file on files in dir; otherwise
+	// fleetstate's put and get.
+	peerTools bool
+	dir       string
+	// session: call new_session before the work (fleetstate's put needs
+	// the agent's session).
+	session bool
+}
+
+// result is one measurement: throughput and the latency of each call.
+type result struct {
+	OpsPerSec float64 `json:"opsPerSec"`
+	Write     latency `json:"write"`
+	Read      latency `json:"read"`
+}
+
+type latency struct {
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+}
+
+// runner measures one server through one client; it holds the connection
+// (and the server process) open across measurements.
+type runner interface {
+	measure(ctx context.Context, size, inflight int, d time.Duration) (result, error)
+	Close() error
+}
+
+// client is one of the clients the harness drives the servers with.
+type client struct {
+	name  string // the flag's spelling
+	title string
+	start func(ctx context.Context, s serverSpec) (runner, error)
+}
+
+func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames, serverList []string) error {
 	node, nodeErr := exec.LookPath("node")
 	npm, npmErr := exec.LookPath("npm")
 	if nodeErr != nil || npmErr != nil {
-		fmt.Println("peer: SKIPPED: Node.js and npm are needed to run " + peerPkg + "; install them (for example apt-get install nodejs npm) and run again.")
+		fmt.Println("peer: SKIPPED: Node.js and npm are needed to run " + peerPkg + " and the TypeScript client; install them (for example apt-get install nodejs npm) and run again.")
 		return nil
 	}
 	if major := nodeMajor(node); major < 18 {
-		fmt.Printf("peer: SKIPPED: %s needs Node.js 18 or later; %s is version %d.\n", peerPkg, node, major)
+		fmt.Printf("peer: SKIPPED: %s and the TypeScript SDK need Node.js 18 or later; %s is version %d.\n", peerPkg, node, major)
 		return nil
 	}
-	peerJS, err := installPeer(npm)
+	peerJS, err := npmInstall(npm, "server-filesystem-"+peerVersion, peerPkg, peerVersion, "dist/index.js")
 	if err != nil {
 		return err
 	}
+	var clients []client
+	for _, name := range clientNames {
+		switch name {
+		case "go":
+			clients = append(clients, client{name: "go", title: "official MCP Go SDK " + goSDKVersion(), start: startGo})
+		case "ts":
+			driver, err := installTSDriver(npm)
+			if err != nil {
+				return err
+			}
+			clients = append(clients, client{name: "ts", title: "official MCP TypeScript SDK " + tsSDKVersion + " on " + nodeVersion(node),
+				start: func(ctx context.Context, s serverSpec) (runner, error) { return startTS(ctx, node, driver, s) }})
+		}
+	}
+
 	tmp, err := os.MkdirTemp("", "fleetstate-peer-")
 	if err != nil {
 		return err
@@ -107,207 +171,151 @@ func run(duration time.Duration, rounds int, sizes, inflights []int) error {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetstate/fleetstate/cmd/fleetstate").CombinedOutput(); err != nil {
 		return fmt.Errorf("build fleetstate: %v\n%s", err, out)
 	}
-	ctx := context.Background()
-
-	fleetDir := filepath.Join(tmp, "fleet")
-	fleet, err := connect(ctx, exec.Command(bin, "mcp", "--dir", fleetDir))
-	if err != nil {
-		return fmt.Errorf("start fleetstate: %w", err)
-	}
-	defer fleet.Close()
-	if _, err := callText(ctx, fleet, "new_session", map[string]any{"name": "bench"}); err != nil {
-		return err
-	}
-	peerDir := filepath.Join(tmp, "peer")
-	if err := os.MkdirAll(peerDir, 0o700); err != nil {
-		return err
-	}
-	peer, err := connect(ctx, exec.Command(node, peerJS, peerDir))
-	if err != nil {
-		return fmt.Errorf("start %s: %w", peerPkg, err)
-	}
-	defer peer.Close()
-
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	floorCmd := exec.Command(self)
-	floorCmd.Env = append(os.Environ(), floorEnv+"=1")
-	floor, err := connect(ctx, floorCmd)
-	if err != nil {
-		return fmt.Errorf("start the floor server: %w", err)
+	// Each client has servers of its own, on directories of their own.
+	specs := func(c string) map[string]serverSpec {
+		peerDir := filepath.Join(tmp, "peer-"+c)
+		return map[string]serverSpec{
+			"fleetstate": {name: "fleetstate", cmd: []string{bin, "mcp", "--dir", filepath.Join(tmp, "fleet-"+c)}, session: true},
+			"peer":       {name: "peer", cmd: []string{node, peerJS, peerDir}, peerTools: true, dir: peerDir},
+			"floor":      {name: "floor", cmd: []string{self}, env: []string{floorEnv + "=1"}},
+		}
 	}
-	defer floor.Close()
-
-	fleetOp := func(ctx context.Context, cs *mcp.ClientSession, worker int, content string) error {
-		text, err := callText(ctx, cs, "put", map[string]any{
-			"agent_name": "bench", "file_name": fmt.Sprintf("w%d.txt", worker), "content": content, "overwrite": true})
-		if err != nil {
-			return err
-		}
-		id, err := jsonField(text, "id")
-		if err != nil {
-			return err
-		}
-		text, err = callText(ctx, cs, "get", map[string]any{"id": id})
-		if err != nil {
-			return err
-		}
-		got, err := jsonField(text, "content")
-		if err != nil {
-			return err
-		}
-		if got != content {
-			return fmt.Errorf("read back %d bytes; wrote %d", len(got), len(content))
-		}
-		return nil
-	}
-	servers := []server{
-		{name: "fleetstate", cs: fleet, writeRead: fleetOp},
-		{name: "peer", cs: peer, writeRead: func(ctx context.Context, cs *mcp.ClientSession, worker int, content string) error {
-			path := filepath.Join(peerDir, fmt.Sprintf("w%d.txt", worker))
-			if _, err := callText(ctx, cs, "write_file", map[string]any{"path": path, "content": content}); err != nil {
-				return err
+	ctx := context.Background()
+	runners := make([][]runner, len(clients)) // [client][server]
+	defer func() {
+		for _, rs := range runners {
+			for _, r := range rs {
+				r.Close()
 			}
-			got, err := callText(ctx, cs, "read_text_file", map[string]any{"path": path})
-			if err != nil {
-				return err
-			}
-			if got != content {
-				return fmt.Errorf("peer: read back %d bytes; wrote %d", len(got), len(content))
-			}
-			return nil
-		}},
-		{name: "floor", cs: floor, writeRead: fleetOp},
-	}
-
-	fmt.Printf("write-then-read over stdio, client: official MCP Go SDK; %s@%s on %s; %d rounds of %v each, median\n\n",
-		peerPkg, peerVersion, nodeVersion(node), rounds, duration)
-	fmt.Println("| case | fleetstate ops/s | peer ops/s | ratio | floor ops/s | floor / peer |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: |")
-	for _, kib := range sizes {
-		size := kib << 10
-		content := strings.Repeat("fleetstate peer benchmark.\n", size/27+1)[:size]
-		for _, inflight := range inflights {
-			rates := make([][]float64, len(servers))
-			for range rounds {
-				for i, s := range servers {
-					r, err := measure(ctx, s, content, inflight, duration)
-					if err != nil {
-						return fmt.Errorf("%s, %d KiB, %d in flight: %w", s.name, size>>10, inflight, err)
-					}
-					rates[i] = append(rates[i], r)
+		}
+	}()
+	for i, c := range clients {
+		all := specs(c.name)
+		for _, name := range serverList {
+			s := all[name]
+			if s.dir != "" {
+				if err := os.MkdirAll(s.dir, 0o700); err != nil {
+					return err
 				}
 			}
-			f, p, fl := median(rates[0]), median(rates[1]), median(rates[2])
-			fmt.Printf("| %d KiB, %d in flight | %.0f | %.0f | %.2f× | %.0f | %.2f× |\n", size>>10, inflight, f, p, f/p, fl, fl/p)
+			r, err := c.start(ctx, s)
+			if err != nil {
+				return fmt.Errorf("%s client: start %s: %w", c.name, name, err)
+			}
+			runners[i] = append(runners[i], r)
 		}
+	}
+
+	type key struct{ client, kib, inflight int }
+	results := map[key][][]result{} // [server][round]
+	for _, kib := range sizes {
+		for _, inflight := range inflights {
+			for range rounds {
+				for i, c := range clients {
+					k := key{i, kib, inflight}
+					if results[k] == nil {
+						results[k] = make([][]result, len(serverList))
+					}
+					for j, r := range runners[i] {
+						res, err := r.measure(ctx, kib<<10, inflight, duration)
+						if err != nil {
+							return fmt.Errorf("%s client, %s, %d KiB, %d in flight: %w", c.name, serverList[j], kib, inflight, err)
+						}
+						results[k][j] = append(results[k][j], res)
+					}
+				}
+			}
+		}
+	}
+
+	col := func(name string) int { return slices.Index(serverList, name) }
+	for i, c := range clients {
+		fmt.Printf("write-then-read over stdio, client: %s; fleetstate and floor built with %s; %s@%s on %s; %d rounds of %v each, clients and servers alternated, median\n\n",
+			c.title, runtime.Version(), peerPkg, peerVersion, nodeVersion(node), rounds, duration)
+		fmt.Print("| case |")
+		for _, s := range serverList {
+			fmt.Printf(" %s ops/s |", s)
+		}
+		fmt.Println(" fleetstate / peer | floor / peer | fleetstate / floor |")
+		fmt.Println("| --- |" + strings.Repeat(" ---: |", len(serverList)+3))
+		for _, kib := range sizes {
+			for _, inflight := range inflights {
+				rs := results[key{i, kib, inflight}]
+				ops := make([]float64, len(serverList))
+				fmt.Printf("| %d KiB, %d in flight |", kib, inflight)
+				for j := range serverList {
+					ops[j] = median(rs[j], func(r result) float64 { return r.OpsPerSec })
+					fmt.Printf(" %.0f |", ops[j])
+				}
+				ratio := func(a, b string) string {
+					x, y := col(a), col(b)
+					if x < 0 || y < 0 {
+						return "–"
+					}
+					return fmt.Sprintf("%.2f×", ops[x]/ops[y])
+				}
+				fmt.Printf(" %s | %s | %s |\n", ratio("fleetstate", "peer"), ratio("floor", "peer"), ratio("fleetstate", "floor"))
+			}
+		}
+		fmt.Println()
+		fmt.Println("Per-call latency in ms, median of the rounds' values: write (put, write_file) and read (get, read_text_file), p50 / p99.")
+		fmt.Println()
+		fmt.Println("| case | server | write p50 | write p99 | read p50 | read p99 |")
+		fmt.Println("| --- | --- | ---: | ---: | ---: | ---: |")
+		for _, kib := range sizes {
+			for _, inflight := range inflights {
+				rs := results[key{i, kib, inflight}]
+				for j, s := range serverList {
+					fmt.Printf("| %d KiB, %d in flight | %s | %.2f | %.2f | %.2f | %.2f |\n", kib, inflight, s,
+						median(rs[j], func(r result) float64 { return r.Write.P50Ms }),
+						median(rs[j], func(r result) float64 { return r.Write.P99Ms }),
+						median(rs[j], func(r result) float64 { return r.Read.P50Ms }),
+						median(rs[j], func(r result) float64 { return r.Read.P99Ms }))
+				}
+			}
+		}
+		fmt.Println()
 	}
 	return nil
 }
 
-// server is one MCP server under test and its write-then-read operation.
-type server struct {
-	name      string
-	cs        *mcp.ClientSession
-	writeRead func(ctx context.Context, cs *mcp.ClientSession, worker int, content string) error
+// content returns size bytes for worker's seq-th operation. Each operation
+// writes different bytes, so a server that kept an old file or ignored the
+// write fails the check of the read. The TypeScript driver makes the same.
+func content(size, worker, seq int) string {
+	const base = "fleetstate peer benchmark.\n"
+	s := fmt.Sprintf("%d.%d ", worker, seq)
+	return (s + strings.Repeat(base, size/len(base)+1))[:size]
 }
 
-// measure runs write-then-read with inflight workers for d, after a short
-// warm-up, and returns operations per second.
-func measure(ctx context.Context, s server, content string, inflight int, d time.Duration) (float64, error) {
-	for w := range inflight {
-		if err := s.writeRead(ctx, s.cs, w, content); err != nil {
-			return 0, err
-		}
-	}
-	var ops atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(d)
-	for w := range inflight {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				if err := s.writeRead(ctx, s.cs, w, content); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				ops.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
-	}
-	return float64(ops.Load()) / time.Since(start).Seconds(), nil
-}
-
-func connect(ctx context.Context, cmd *exec.Cmd) (*mcp.ClientSession, error) {
-	c := mcp.NewClient(&mcp.Implementation{Name: "fleetstate-peer-bench", Version: "1"}, nil)
-	return c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-}
-
-// callText calls a tool and returns the text of its first content.
-func callText(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) (string, error) {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
-	}
-	if len(res.Content) == 0 {
-		return "", fmt.Errorf("%s: no content", name)
-	}
-	text, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		return "", fmt.Errorf("%s: content is %T, not text", name, res.Content[0])
-	}
-	if res.IsError {
-		return "", fmt.Errorf("%s: %s", name, text.Text)
-	}
-	return text.Text, nil
-}
-
-func jsonField(text, key string) (string, error) {
-	var m map[string]any
-	if err := json.Unmarshal([]byte(text), &m); err != nil {
-		return "", err
-	}
-	v, ok := m[key].(string)
-	if !ok {
-		return "", fmt.Errorf("result %.100q has no string %q", text, key)
-	}
-	return v, nil
-}
-
-// installPeer installs the pinned peer into the user's cache directory
-// unless it is there already, and returns the path of its entry point.
-func installPeer(npm string) (string, error) {
+// npmInstall installs pkg@version into the user's cache directory, under
+// dir, unless it is there already, and returns the path of its file entry.
+func npmInstall(npm, dir, pkg, version, entry string) (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
-	root := filepath.Join(cache, "fleetstate-peer", "server-filesystem-"+peerVersion)
-	js := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+	root := filepath.Join(cache, "fleetstate-peer", dir)
+	js := filepath.Join(root, "node_modules", filepath.FromSlash(pkg), filepath.FromSlash(entry))
 	if _, err := os.Stat(js); err == nil {
 		return js, nil
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(os.Stderr, "peer: installing %s@%s into %s\n", peerPkg, peerVersion, root)
+	fmt.Fprintf(os.Stderr, "peer: installing %s@%s into %s\n", pkg, version, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", root, "--no-audit", "--no-fund", "--no-save", peerPkg+"@"+peerVersion)
+	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", root, "--no-audit", "--no-fund", "--no-save", pkg+"@"+version)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm install %s@%s: %v\n%s", peerPkg, peerVersion, err, out)
+		return "", fmt.Errorf("npm install %s@%s: %v\n%s", pkg, version, err, out)
 	}
 	if _, err := os.Stat(js); err != nil {
-		return "", errors.New("npm installed " + peerPkg + " but " + js + " is missing")
+		return "", errors.New("npm installed " + pkg + " but " + js + " is missing")
 	}
 	return js, nil
 }
@@ -343,8 +351,29 @@ func intList(s string) ([]int, error) {
 	return out, nil
 }
 
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
+// nameList parses a comma-separated list of names from known, keeping the
+// order of known.
+func nameList(s string, known []string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("%q: %q is not one of %s", s, f, strings.Join(known, ", "))
+		}
+	}
+	for _, k := range known {
+		if slices.Contains(strings.Split(strings.ReplaceAll(s, " ", ""), ","), k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+func median(rs []result, f func(result) float64) float64 {
+	s := make([]float64, len(rs))
+	for i, r := range rs {
+		s[i] = f(r)
+	}
 	slices.Sort(s)
 	return s[len(s)/2]
 }
