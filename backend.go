@@ -55,6 +55,16 @@ type Backend interface {
 	Clean(ctx context.Context) error
 }
 
+// An OwnedBackend is a [Backend] that also knows which process owns its
+// fleet's rendezvous (see [Journal]). A store on it refuses [Store.Clean]
+// while the fleet has an owner, as a store on a state directory does, and
+// reports the owner in [Store.FleetOwner].
+type OwnedBackend interface {
+	Backend
+	// FleetOwner returns the fleet's owner; ok is false when none owns it.
+	FleetOwner(ctx context.Context) (o Owner, ok bool, err error)
+}
+
 // DefaultBackendTimeout bounds each call of a store to its [Backend] when
 // [BackendOptions.Timeout] is zero.
 const DefaultBackendTimeout = 10 * time.Second
@@ -187,6 +197,20 @@ func (s *Store) backendList(op, session, agent string, isCurrent bool) ([]FileIn
 	}
 	sortFiles(files)
 	return files, nil
+}
+
+func (s *Store) backendOwner(op string) (Owner, bool, error) {
+	ob, ok := s.backend.(OwnedBackend)
+	if !ok {
+		return Owner{}, false, nil
+	}
+	ctx, cancel := s.bctx()
+	defer cancel()
+	o, owned, err := ob.FleetOwner(ctx)
+	if err != nil {
+		return Owner{}, false, withOp(op, err)
+	}
+	return o, owned, nil
 }
 
 func (s *Store) backendClean(op string) error {

@@ -186,6 +186,9 @@ func (s *Store) ownedError(op string) error {
 // FleetOwner returns the owner of s's fleet, if a live process owns it.
 // A process that owns it without describing itself has a zero PID.
 func (s *Store) FleetOwner() (Owner, bool, error) {
+	if s.backend != nil {
+		return s.backendOwner("fleet owner")
+	}
 	l, ok, err := s.tryOwner("fleet owner")
 	if err != nil {
 		return Owner{}, false, err

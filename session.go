@@ -98,6 +98,11 @@ func (s *Store) current(op string) (Session, error) {
 func (s *Store) Clean() error {
 	const op = "clean sessions"
 	if s.backend != nil {
+		if o, owned, err := s.backendOwner(op); err != nil {
+			return err
+		} else if owned {
+			return &Error{Code: CodeFleetOwned, Op: op, Err: &OwnedError{Owner: o}}
+		}
 		return s.clean(op)
 	}
 	unlock, err := s.lock(op)
