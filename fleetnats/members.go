@@ -95,8 +95,10 @@ type PaneRecord struct {
 // ServeOptions configure [Fleet.ServeMembers]. A nil *ServeOptions, and
 // each zero field, means the documented default.
 type ServeOptions struct {
-	// Daemon identifies this daemon in the registrations. Empty means a
-	// fresh random ID.
+	// Daemon identifies this daemon in the registrations, and must be
+	// unique among the fleet's live daemons. A daemon that restarts with
+	// the same ID takes its panes back at once, without waiting for its
+	// old registrations to expire. Empty means a fresh random ID.
 	Daemon string
 	// Host names this daemon's machine in the registrations. Empty means
 	// os.Hostname.
@@ -313,14 +315,23 @@ func (s *MemberServer) claim(ctx context.Context, p *pane) {
 	p.rec.Since = time.Now().UTC().Truncate(time.Millisecond)
 	data, _ := json.Marshal(p.rec)
 	rev, err := s.kv.Create(ctx, p.tok, data)
+	other := "another daemon"
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		other := "another daemon"
 		if e, gerr := s.kv.Get(ctx, p.tok); gerr == nil {
 			var rec PaneRecord
 			if json.Unmarshal(e.Value(), &rec) == nil {
 				other = fmt.Sprintf("daemon %s on %s (since %s)", rec.Daemon, rec.Host, rec.Since.Format(time.RFC3339))
+				if rec.Daemon == s.daemon {
+					// This daemon's own registration: its last
+					// refresh landed although the answer was lost,
+					// or the daemon restarted with the same ID.
+					// Take it back.
+					rev, err = s.kv.Update(ctx, p.tok, data, e.Revision())
+				}
 			}
 		}
+	}
+	if isWrongSequence(err) {
 		if p.conflict != other {
 			p.conflict = other
 			s.f.log.Error("fleetnats: a pane of this daemon's roster is served by another daemon; this daemon does not serve it: name each pane in one roster only",
@@ -421,8 +432,12 @@ func (s *MemberServer) Close() error {
 	<-s.done
 	s.cancel()
 	for _, p := range s.panes {
-		if p.sub != nil {
-			_ = p.sub.Unsubscribe()
+		s.mu.Lock()
+		sub := p.sub
+		p.sub = nil
+		s.mu.Unlock()
+		if sub != nil {
+			_ = sub.Unsubscribe()
 		}
 	}
 	s.wg.Wait()

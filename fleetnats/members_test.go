@@ -506,6 +506,28 @@ func TestMemberClaimedTwice(t *testing.T) {
 	}
 }
 
+// TestMemberRestartSameDaemon: a daemon that restarts with the same ID
+// serves its panes again at once, its old registrations still alive.
+func TestMemberRestartSameDaemon(t *testing.T) {
+	url := membersServer(t)
+	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
+	lm := fleetstate.NewLocalMember()
+	opts := &fleetnats.ServeOptions{Daemon: "daemon-b"}
+	memberServe(t, b, map[string]fleetstate.Member{"w1": lm}, opts)
+	b.Conn().Close()
+	b2 := memberDaemon(t, url, nil)
+	s2 := memberServe(t, b2, map[string]fleetstate.Member{"w1": lm}, opts)
+	if got := s2.Served(); !slices.Equal(got, []string{"w1"}) {
+		t.Fatalf("the restarted daemon serves %q; want w1", got)
+	}
+	if err := a.RemoteMember("w1").Deliver(context.Background(), "back"); err != nil {
+		t.Fatal(err)
+	}
+	if got := memberReceive(t, lm); got != "back" {
+		t.Fatalf("pane got %q", got)
+	}
+}
+
 // TestServeMembersBadName: a roster name that is not an agent name is
 // refused.
 func TestServeMembersBadName(t *testing.T) {
