@@ -14,6 +14,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,6 +218,17 @@ func (d *natsDaemon) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// This daemon's panes are served to the owner, whichever daemon it
+	// is, for as long as this daemon runs.
+	ports := make(map[string]fleetstate.Member, len(panes))
+	for name, p := range panes {
+		ports[name] = p
+	}
+	ms, err := d.f.ServeMembers(ctx, ports, &fleetnats.ServeOptions{Daemon: d.self})
+	if err != nil {
+		return err
+	}
+	defer ms.Close()
 	poll := d.c.nats.lease / 5
 	if poll <= 0 {
 		poll = fleetnats.DefaultLeaseTTL / 5
@@ -293,12 +305,17 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 		own.Close()
 		return err
 	}
+	// The panes of the other daemons are reached over NATS: each is
+	// delivered by the daemon that has it in its roster.
+	remote := &remotePanes{f: d.f, rv: rv, tokens: tokens, local: panes, ports: map[string]*fleetnats.RemoteMember{}}
+	stopPanes, err := d.f.WatchPanes(ctx, remote.changed)
+	if err != nil {
+		rv.Close()
+		return err
+	}
+	defer stopPanes()
 	for _, name := range tokens.Agents(mcpadapter.RoleMember) {
-		port := fleetstate.Member(nil)
-		if p := panes[name]; p != nil {
-			port = p
-		}
-		if err := rv.AddMember(name, port); err != nil {
+		if err := rv.AddMember(name, remote.port(name)); err != nil {
 			rv.Close()
 			return err
 		}
@@ -308,12 +325,7 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 		RolesConfigured: func() bool { return tokens.Len() > 0 },
 		MarkReady:       true,
 	})
-	fh, err := startFleetHTTP(ctx, st, d.c, d.log, func(agent string) fleetstate.Member {
-		if p := panes[agent]; p != nil {
-			return p
-		}
-		return nil
-	}, reportTo(rv, panes))
+	fh, err := startFleetHTTP(ctx, st, d.c, d.log, remote.port, remote.report)
 	if err != nil {
 		return err
 	}
@@ -451,4 +463,75 @@ func natsStdio(ctx context.Context, n *natsFlags, log *slog.Logger) (*state, fun
 	st := &state{store: store}
 	st.adapter = mcpadapter.New(store, nil, &mcpadapter.Options{FleetElsewhere: elsewhere})
 	return st, f.Close, nil
+}
+
+// remotePanes gives the owner the ports of the fleet's panes: its own
+// roster's, and over NATS those of the other daemons.
+type remotePanes struct {
+	f      *fleetnats.Fleet
+	rv     *fleetstate.Rendezvous
+	tokens *mcpadapter.Tokens
+	local  map[string]*tmux.Pane
+
+	mu    sync.Mutex
+	ports map[string]*fleetnats.RemoteMember // the panes other daemons serve
+}
+
+// changed learns of a pane another daemon serves. A member holding a
+// token is reached through it from then on (a pane that goes keeps its
+// port: it reads UNKNOWN, never deliverable, until a daemon serves it
+// again); a lead's pane is the lead's port.
+func (p *remotePanes) changed(name string, present bool) {
+	if !present || p.local[name] != nil {
+		return
+	}
+	p.mu.Lock()
+	port := p.ports[name]
+	if port == nil {
+		port = p.f.RemoteMember(name)
+		p.ports[name] = port
+	}
+	p.mu.Unlock()
+	if slices.Contains(p.tokens.Agents(mcpadapter.RoleMember), name) {
+		_ = p.rv.AddMember(name, port) // only a closed rendezvous refuses
+	} else if slices.Contains(p.tokens.Agents(mcpadapter.RoleLead), name) {
+		_ = p.rv.SetLeadPort(name, port)
+	}
+}
+
+// port returns the port of agent: its pane here or on another daemon, or
+// nil for an agent that pulls.
+func (p *remotePanes) port(agent string) fleetstate.Member {
+	if pane := p.local[agent]; pane != nil {
+		return pane
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if port := p.ports[agent]; port != nil {
+		return port
+	}
+	return nil
+}
+
+// report takes a hook's status report: to the pane here, or to the daemon
+// that has it.
+func (p *remotePanes) report(id mcpadapter.Identity, st fleetstate.Status) error {
+	if pane := p.local[id.Agent]; pane != nil {
+		pane.Report(st)
+		p.rv.Wake(id.Agent)
+		return nil
+	}
+	p.mu.Lock()
+	port := p.ports[id.Agent]
+	p.mu.Unlock()
+	if port == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), natsStoreTimeout)
+	defer cancel()
+	if err := port.Report(ctx, st); err != nil {
+		return err
+	}
+	p.rv.Wake(id.Agent)
+	return nil
 }
