@@ -235,6 +235,23 @@ func (o *Ownership) currentRev() uint64 {
 	return o.rev
 }
 
+// Abandon stops renewing the lease without giving it up, as a daemon that
+// dies would: the lease passes to another daemon once its TTL runs out,
+// and every later write of this ownership fails. It is for tests and
+// drills of a crash; a daemon that stops calls Close.
+func (o *Ownership) Abandon() {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return
+	}
+	o.closed = true
+	o.mu.Unlock()
+	close(o.stop)
+	<-o.done
+	o.turns.lose(&fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "journal", Err: errors.New("ownership abandoned")})
+}
+
 // Close gives the lease up, so another daemon may own the fleet at once.
 func (o *Ownership) Close() error {
 	o.mu.Lock()
