@@ -237,3 +237,28 @@ func percentiles(lat []time.Duration) (p50, p99 float64) {
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) }
 	return pct(0.50), pct(0.99)
 }
+
+// BenchmarkTokenLookup measures the bearer-token lookup of every HTTP
+// request, with 1 and 1,000 tokens in the file, from every core at once.
+func BenchmarkTokenLookup(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			_, tokens := adaptertest.OpenStore(b)
+			agents := map[string]mcpadapter.Role{}
+			for i := range n {
+				agents[fmt.Sprintf("member-%d", i)] = mcpadapter.RoleMember
+			}
+			tok := adaptertest.AddTokens(b, tokens, agents)["member-0"]
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, ok := tokens.Lookup(tok); !ok {
+						b.Error("refused")
+						return
+					}
+				}
+			})
+		})
+	}
+}
