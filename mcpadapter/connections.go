@@ -3,6 +3,7 @@ package mcpadapter
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -47,17 +48,22 @@ import (
 type connections struct {
 	rv *fleetstate.Rendezvous
 
+	// sessions and currentOf index owners and current the other way, so
+	// that the end of a session walks no map: members and sessions grow
+	// with the fleet, and the lock is every call's.
 	mu         sync.Mutex
 	streams    map[string]int      // guarded by mu; open listening streams by member
 	owners     map[string]Identity // guarded by mu; who opened each MCP session, by session ID
+	sessions   map[Identity]int    // guarded by mu; how many sessions of owners each identity opened
 	current    map[string]string   // guarded by mu; the session of each member that made the last fleet call
+	currentOf  map[string][]string // guarded by mu; current inverted: the members whose current session it is, by session
 	superseded map[string]bool     // guarded by mu; sessions a newer session of their member replaced
 	returned   map[string][]string // guarded by mu; tickets of outcomes a lead's call returned, by connection
 }
 
 func newConnections(rv *fleetstate.Rendezvous) *connections {
-	return &connections{rv: rv, streams: map[string]int{}, owners: map[string]Identity{},
-		current: map[string]string{}, superseded: map[string]bool{}, returned: map[string][]string{}}
+	return &connections{rv: rv, streams: map[string]int{}, owners: map[string]Identity{}, sessions: map[Identity]int{},
+		current: map[string]string{}, currentOf: map[string][]string{}, superseded: map[string]bool{}, returned: map[string][]string{}}
 }
 
 // A lead's connection and the outcomes it was returned.
@@ -113,7 +119,12 @@ func (c *connections) claim(member, sid string) error {
 		return nil
 	}
 	c.current[member] = sid
+	c.currentOf[sid] = append(c.currentOf[sid], member)
 	if cur != "" {
+		c.currentOf[cur] = slices.DeleteFunc(c.currentOf[cur], func(m string) bool { return m == member })
+		if len(c.currentOf[cur]) == 0 {
+			delete(c.currentOf, cur)
+		}
 		c.superseded[cur] = true
 		// The older session's open turn can no longer be answered
 		// through it; the member stays ready through the newer one.
@@ -141,7 +152,9 @@ func (c *connections) hooks() *server.Hooks {
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		c.forget(s.SessionID())
 		c.owners[s.SessionID()] = id
+		c.sessions[id]++
 	})
 	h.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) {
 		c.mu.Lock()
@@ -149,11 +162,10 @@ func (c *connections) hooks() *server.Hooks {
 		sid := s.SessionID()
 		delete(c.superseded, sid)
 		delete(c.returned, sid) // not released: the outcomes stay held until acked
-		for member, cur := range c.current {
-			if cur == sid {
-				delete(c.current, member)
-			}
+		for _, member := range c.currentOf[sid] {
+			delete(c.current, member)
 		}
+		delete(c.currentOf, sid)
 		owner, ok := c.owners[sid]
 		if !ok {
 			return
@@ -162,7 +174,7 @@ func (c *connections) hooks() *server.Hooks {
 		if set && id != owner {
 			return // mayEnd refuses this before the session ends; kept as a second line
 		}
-		delete(c.owners, s.SessionID())
+		c.forget(sid)
 		// A session the server forgets on its own (it was idle) says
 		// nothing of the member: only a client closing its own session
 		// disconnects it.
@@ -183,15 +195,20 @@ func (c *connections) mayEnd(sid string, id Identity) bool {
 	return !ok || owner == id
 }
 
-// hasSession reports whether id holds a session. c.mu must be held.
-func (c *connections) hasSession(id Identity) bool {
-	for _, o := range c.owners {
-		if o == id {
-			return true
-		}
+// forget uncounts the session sid's owner. c.mu must be held.
+func (c *connections) forget(sid string) {
+	owner, ok := c.owners[sid]
+	if !ok {
+		return
 	}
-	return false
+	delete(c.owners, sid)
+	if c.sessions[owner]--; c.sessions[owner] <= 0 {
+		delete(c.sessions, owner)
+	}
 }
+
+// hasSession reports whether id holds a session. c.mu must be held.
+func (c *connections) hasSession(id Identity) bool { return c.sessions[id] > 0 }
 
 func (c *connections) streamOpened(member string) {
 	c.mu.Lock()

@@ -26,3 +26,11 @@ func DashboardTurns(d *Dashboard) int {
 	defer d.tr.mu.Unlock()
 	return len(d.tr.order)
 }
+
+// SetTokensClock makes t read the time of its rechecks of the token file
+// from now. Call it before t is shared.
+func SetTokensClock(t *Tokens, now func() time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.now = now
+}

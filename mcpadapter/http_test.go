@@ -485,6 +485,8 @@ func TestProxy(t *testing.T) {
 
 func TestTokens(t *testing.T) {
 	st, tokens := adaptertest.OpenStore(t)
+	clock := newFakeClock()
+	mcpadapter.SetTokensClock(tokens, clock.Now)
 	dir := st.Dir()
 	if tokens.Len() != 0 {
 		t.Errorf("Len of a new store %d; want 0", tokens.Len())
@@ -565,6 +567,7 @@ func TestTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mcpadapter.SetTokensClock(other, clock.Now)
 	if id, ok := other.Lookup(mt); !ok || id != scout {
 		t.Errorf("another opener's Lookup = %v, %v; want scout", id, ok)
 	}
@@ -572,6 +575,7 @@ func TestTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(mcpadapter.TokenRecheck) // another opener's change counts from the next look
 	if id, ok := tokens.Lookup(late); !ok || id != miner {
 		t.Errorf("Lookup of a token another opener added = %v, %v; want miner", id, ok)
 	}
@@ -602,6 +606,7 @@ func TestTokens(t *testing.T) {
 	if n, err := tokens.Revoke("scout"); err != nil || n != 2 {
 		t.Errorf("Revoke(scout) = %d, %v; want 2, nil", n, err)
 	}
+	clock.Advance(mcpadapter.TokenRecheck)
 	for _, tok := range []string{mt, mt2} {
 		if _, ok := other.Lookup(tok); ok {
 			t.Errorf("another opener still accepts a revoked token")
@@ -633,6 +638,7 @@ func TestTokens(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(mcpadapter.TokenRecheck)
 	if _, ok := other.Lookup(lt); ok {
 		t.Errorf("Lookup accepted a token from a corrupt file")
 	}

@@ -51,9 +51,10 @@ type Membership struct {
 	rv     *fleetstate.Rendezvous
 	opt    MembershipOptions
 
-	syncMu sync.Mutex        // serializes Sync
-	known  map[Identity]bool // guarded by syncMu; the identities of the last Sync
-	failed bool              // guarded by syncMu; the last Sync could not read the file
+	syncMu  sync.Mutex        // serializes Sync
+	known   map[Identity]bool // guarded by syncMu; the identities of the last Sync
+	version uint64            // guarded by syncMu; of the token entries known comes from
+	failed  bool              // guarded by syncMu; the last Sync could not read the file
 
 	mu   sync.Mutex
 	subs map[*func(Identity)]struct{} // guarded by mu
@@ -113,7 +114,7 @@ func (m *Membership) Close() error {
 func (m *Membership) Sync() error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	cur, err := m.tokens.identities()
+	cur, version, err := m.tokens.identities()
 	if err != nil {
 		// A file that cannot be read changes nothing here (the handler
 		// refuses every token meanwhile); said once, not every Poll.
@@ -122,6 +123,11 @@ func (m *Membership) Sync() error {
 		}
 		m.failed = true
 		return err
+	}
+	if !m.failed && version == m.version {
+		// The file did not change: nothing to apply, and no walk over
+		// every member and identity at every Poll.
+		return nil
 	}
 	m.failed = false
 	var present map[string]bool
@@ -149,7 +155,7 @@ func (m *Membership) Sync() error {
 			gone = append(gone, id)
 		}
 	}
-	m.known = cur
+	m.known, m.version = cur, version
 	for _, id := range gone {
 		// The member leaves the rendezvous first, so that its turns end
 		// as member_removed rather than as member_gone when its streams

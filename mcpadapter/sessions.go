@@ -35,9 +35,9 @@ type sessionCaps struct {
 	base         server.StatelessGeneratingSessionIdManager
 
 	mu    sync.Mutex
-	byID  map[Identity]int    // guarded by mu; live sessions by identity
-	n     int                 // guarded by mu; live sessions in all
-	owner map[string]Identity // guarded by mu; live session IDs and who opened them
+	byID  map[Identity]map[string]struct{} // guarded by mu; the live session IDs of each identity
+	n     int                              // guarded by mu; live sessions in all
+	owner map[string]Identity              // guarded by mu; live session IDs and who opened them
 }
 
 func newSessionCaps(perID, total int) *sessionCaps {
@@ -47,7 +47,7 @@ func newSessionCaps(perID, total int) *sessionCaps {
 	if total == 0 {
 		total = DefaultMaxSessions
 	}
-	return &sessionCaps{perID: perID, total: total, byID: map[Identity]int{}, owner: map[string]Identity{}}
+	return &sessionCaps{perID: perID, total: total, byID: map[Identity]map[string]struct{}{}, owner: map[string]Identity{}}
 }
 
 // limitError is a refusal for a cap: the HTTP status and the message of
@@ -61,7 +61,7 @@ type limitError struct {
 func (c *sessionCaps) open(id Identity, sid string) *limitError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.perID >= 0 && c.byID[id] >= c.perID {
+	if c.perID >= 0 && len(c.byID[id]) >= c.perID {
 		return &limitError{http.StatusTooManyRequests, fmt.Sprintf(
 			"fleetstate: session limit: at most %d MCP sessions per token (--max-sessions-per-token); end the sessions you no longer use (HTTP DELETE)", c.perID)}
 	}
@@ -69,7 +69,15 @@ func (c *sessionCaps) open(id Identity, sid string) *limitError {
 		return &limitError{http.StatusServiceUnavailable, fmt.Sprintf(
 			"fleetstate: session limit: at most %d MCP sessions in all (--max-sessions); try again when idle sessions have been forgotten", c.total)}
 	}
-	c.byID[id]++
+	if _, dup := c.owner[sid]; dup {
+		c.releaseLocked(sid) // never minted twice; counted once if it were
+	}
+	set := c.byID[id]
+	if set == nil {
+		set = map[string]struct{}{}
+		c.byID[id] = set
+	}
+	set[sid] = struct{}{}
 	c.n++
 	c.owner[sid] = id
 	return nil
@@ -89,7 +97,8 @@ func (c *sessionCaps) releaseLocked(sid string) {
 	}
 	delete(c.owner, sid)
 	c.n--
-	if c.byID[id]--; c.byID[id] <= 0 {
+	delete(c.byID[id], sid)
+	if len(c.byID[id]) == 0 {
 		delete(c.byID, id)
 	}
 }
@@ -98,11 +107,9 @@ func (c *sessionCaps) releaseLocked(sid string) {
 func (c *sessionCaps) releaseAll(id Identity) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []string
-	for sid, o := range c.owner {
-		if o == id {
-			out = append(out, sid)
-		}
+	out := make([]string, 0, len(c.byID[id]))
+	for sid := range c.byID[id] {
+		out = append(out, sid)
 	}
 	for _, sid := range out {
 		c.releaseLocked(sid)
@@ -114,7 +121,7 @@ func (c *sessionCaps) releaseAll(id Identity) []string {
 func (c *sessionCaps) counts(id Identity) (int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.byID[id], c.n
+	return len(c.byID[id]), c.n
 }
 
 // The unbound manager: session IDs minted outside an initialize (a GET

@@ -44,7 +44,7 @@ func main() {
 		fail(err)
 	}
 	if len(series) == 0 {
-		fail(fmt.Errorf("no BenchmarkMCP lines with p50-ns and p99-ns in the input"))
+		fail(fmt.Errorf("no BenchmarkMCP lines with noop-p50-ns, rt-p50-ns, … in the input"))
 	}
 	svg := draw(*title, series)
 	if err := os.WriteFile(*out, []byte(svg), 0o644); err != nil {
@@ -72,8 +72,17 @@ type line struct {
 	points []point
 }
 
-// benchLine matches "BenchmarkMCP/roundtrip/members=100-2   N   ns/op ... 123 p50-ns ... 456 p99-ns".
-var benchLine = regexp.MustCompile(`^BenchmarkMCP/(roundtrip|noop)/(?:members|clients)=(\d+)(?:-\d+)?\s+\d+\s+(.*)$`)
+// benchLine matches "BenchmarkMCP/members=100-2   N   ns/op ... 12 noop-p50-ns ... 34 rt-p99-ns ...".
+var benchLine = regexp.MustCompile(`^BenchmarkMCP/members=(\d+)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+// metrics are the units of benchLine that are charted, as keys of parse's
+// samples.
+var metrics = map[string]string{
+	"noop-p50-ns": "noop p50",
+	"noop-p99-ns": "noop p99",
+	"rt-p50-ns":   "roundtrip p50",
+	"rt-p99-ns":   "roundtrip p99",
+}
 
 func parse(r io.Reader) ([]line, error) {
 	samples := map[string]map[int][]float64{} // "roundtrip p50" -> members -> ms
@@ -83,18 +92,17 @@ func parse(r io.Reader) ([]line, error) {
 		if m == nil {
 			continue
 		}
-		n, _ := strconv.Atoi(m[2])
-		fields := strings.Fields(m[3])
+		n, _ := strconv.Atoi(m[1])
+		fields := strings.Fields(m[2])
 		for i := 0; i+1 < len(fields); i += 2 {
-			unit := fields[i+1]
-			if unit != "p50-ns" && unit != "p99-ns" {
+			key, ok := metrics[fields[i+1]]
+			if !ok {
 				continue
 			}
 			v, err := strconv.ParseFloat(fields[i], 64)
 			if err != nil {
 				return nil, fmt.Errorf("%q: %v", sc.Text(), err)
 			}
-			key := m[1] + " " + strings.TrimSuffix(unit, "-ns")
 			if samples[key] == nil {
 				samples[key] = map[int][]float64{}
 			}

@@ -1,0 +1,309 @@
+package mcpadapter_test
+
+import (
+	"maps"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/spf13/afero"
+	"pgregory.net/rapid"
+)
+
+// fakeClock is a clock that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// statCounter counts the stats of the token file.
+type statCounter struct {
+	afero.Fs
+	stats atomic.Int64
+}
+
+func (f *statCounter) Stat(name string) (os.FileInfo, error) {
+	f.stats.Add(1)
+	return f.Fs.Stat(name)
+}
+
+// TestTokensRecheck: the daemon's lookups see what another process (the
+// token command) adds and revokes from TokenRecheck after the change, and
+// at once after the membership's look; in between they look at the file
+// at most once, however many lookups come.
+func TestTokensRecheck(t *testing.T) {
+	fsys := &statCounter{Fs: afero.NewMemMapFs()}
+	st, err := fleetstate.Open(fsys, "/state", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon, err := mcpadapter.OpenTokens(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	mcpadapter.SetTokensClock(daemon, clock.Now)
+	cli, err := mcpadapter.OpenTokens(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(tok string) bool {
+		t.Helper()
+		_, ok := daemon.Lookup(tok)
+		return ok
+	}
+
+	tok, err := cli.Add("scout", mcpadapter.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(mcpadapter.TokenRecheck)
+	if !lookup(tok) {
+		t.Fatal("a token added by another opener is refused TokenRecheck after")
+	}
+
+	// Many lookups within the bound: one look at the file at most.
+	before := fsys.stats.Load()
+	for range 1000 {
+		if !lookup(tok) {
+			t.Fatal("a valid token refused")
+		}
+	}
+	clock.Advance(mcpadapter.TokenRecheck - 1)
+	lookup(tok)
+	if n := fsys.stats.Load() - before; n != 0 {
+		t.Errorf("%d stats of the token file for 1,001 lookups within TokenRecheck; want 0", n)
+	}
+	clock.Advance(1)
+	lookup(tok)
+	if n := fsys.stats.Load() - before; n != 1 {
+		t.Errorf("%d stats once TokenRecheck passed; want 1", n)
+	}
+
+	// Revoked by another opener: refused once TokenRecheck has passed.
+	if _, err := cli.Revoke("scout"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(mcpadapter.TokenRecheck - 1)
+	if !lookup(tok) {
+		t.Log("refused before the bound: allowed, not required")
+	}
+	clock.Advance(1)
+	if lookup(tok) {
+		t.Fatal("a revoked token is accepted TokenRecheck after its revocation")
+	}
+
+	// The membership's look applies a revocation at once, before it tells
+	// the handlers: a request that looks its token up again after the
+	// revocation is refused without waiting for the bound.
+	tok2, err := cli.Add("miner", mcpadapter.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mcpadapter.WatchMembership(daemon, nil, &mcpadapter.MembershipOptions{Poll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !lookup(tok2) {
+		t.Fatal("a token added before the membership's look is refused after it")
+	}
+	var told []mcpadapter.Identity
+	mcpadapter.OnRevoke(m, func(id mcpadapter.Identity) {
+		if lookup(tok2) {
+			t.Errorf("the handlers are told of %v while its token is still accepted", id)
+		}
+		told = append(told, id)
+	})
+	if _, err := cli.Revoke("miner"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if lookup(tok2) {
+		t.Fatal("a revoked token is accepted after the membership's look")
+	}
+	if len(told) != 1 || told[0] != miner {
+		t.Fatalf("revocations told %v; want miner", told)
+	}
+	// A look that finds nothing changed tells nothing again.
+	if err := m.Sync(); err != nil || len(told) != 1 {
+		t.Fatalf("a second look: %v, told %v; want miner once", err, told)
+	}
+
+	// Changes through the same Tokens count at once.
+	tok3, err := daemon.Add("lead", mcpadapter.RoleLead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lookup(tok3) {
+		t.Fatal("a token added through the daemon's Tokens is refused at once")
+	}
+	if _, err := daemon.Revoke("lead"); err != nil {
+		t.Fatal(err)
+	}
+	if lookup(tok3) {
+		t.Fatal("a token revoked through the daemon's Tokens is accepted")
+	}
+
+	// A file that cannot be read fails closed after the bound, and Len
+	// still counts what was read (a server keeps its roles).
+	tok4, err := cli.Add("boss", mcpadapter.RoleLead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(mcpadapter.TokenRecheck)
+	if !lookup(tok4) || daemon.Len() != 1 {
+		t.Fatalf("boss's token: %v, Len %d; want accepted, 1", lookup(tok4), daemon.Len())
+	}
+	if err := afero.WriteFile(fsys, mcpadapter.TokenPath(st), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(mcpadapter.TokenRecheck)
+	if lookup(tok4) {
+		t.Fatal("a token accepted from a file that does not parse")
+	}
+	if daemon.Len() != 1 {
+		t.Fatalf("Len %d with an unreadable file; want the 1 last read", daemon.Len())
+	}
+}
+
+// TestTokensReplacedSameSize: a token file replaced by another of the same
+// size and modification time (two writes within one tick of the file
+// system's clock) is read again on the operating system's file system.
+func TestTokensReplacedSameSize(t *testing.T) {
+	st, daemon := adaptertest.OpenStore(t)
+	clock := newFakeClock()
+	mcpadapter.SetTokensClock(daemon, clock.Now)
+	cli, err := mcpadapter.OpenTokens(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cli.Add("aaaa", mcpadapter.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(mcpadapter.TokenRecheck)
+	if _, ok := daemon.Lookup(tok); !ok {
+		t.Fatal("the token is refused")
+	}
+	path := mcpadapter.TokenPath(st)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Revoke aaaa and add bbbb: a file of the same size, given the same
+	// modification time, as a coarse clock would.
+	if _, err := cli.Revoke("aaaa"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Add("bbbb", mcpadapter.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if fi2, err := os.Stat(path); err != nil || fi2.Size() != fi.Size() {
+		t.Fatalf("the rewritten file: %v, %v; want the same size %d", fi2, err, fi.Size())
+	}
+	clock.Advance(mcpadapter.TokenRecheck)
+	if _, ok := daemon.Lookup(tok); ok {
+		t.Fatal("a revoked token is accepted after a rewrite of the same size and time")
+	}
+}
+
+// TestTokensRapid: whatever another opener adds and revokes, and however
+// the clock moves, the daemon's lookups answer as the token file stood at
+// its last look, which is at most TokenRecheck old; its own changes count
+// at once.
+func TestTokensRapid(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		fsys := afero.NewMemMapFs()
+		st, err := fleetstate.Open(fsys, "/state", nil)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		daemon, err := mcpadapter.OpenTokens(st)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		clock := newFakeClock()
+		mcpadapter.SetTokensClock(daemon, clock.Now)
+		cli, err := mcpadapter.OpenTokens(st)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		agents := []string{"a1", "a2", "a3"}
+		file := map[string]mcpadapter.Identity{} // the token file now
+		seen := map[string]mcpadapter.Identity{} // as the daemon last looked
+		last := clock.Now()                      // the daemon's last look
+		var issued []string
+		look := func() { seen, last = maps.Clone(file), clock.Now() }
+		change := func(by *mcpadapter.Tokens, add bool, agent string) {
+			if add {
+				tok, err := by.Add(agent, mcpadapter.RoleMember)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				issued = append(issued, tok)
+				file[tok] = mcpadapter.Identity{Agent: agent, Role: mcpadapter.RoleMember}
+			} else {
+				if _, err := by.Revoke(agent); err != nil {
+					rt.Fatal(err)
+				}
+				for tok, id := range file {
+					if id.Agent == agent {
+						delete(file, tok)
+					}
+				}
+			}
+			if by == daemon {
+				look() // a change through the daemon's Tokens reads the file
+			}
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"cli": func(rt *rapid.T) {
+				change(cli, rapid.Bool().Draw(rt, "add"), rapid.SampledFrom(agents).Draw(rt, "agent"))
+			},
+			"daemon": func(rt *rapid.T) {
+				change(daemon, rapid.Bool().Draw(rt, "add"), rapid.SampledFrom(agents).Draw(rt, "agent"))
+			},
+			"advance": func(rt *rapid.T) {
+				clock.Advance(time.Duration(rapid.Int64Range(0, int64(2*mcpadapter.TokenRecheck)).Draw(rt, "d")))
+			},
+			"lookup": func(rt *rapid.T) {
+				if len(issued) == 0 {
+					rt.Skip("no token yet")
+				}
+				tok := rapid.SampledFrom(issued).Draw(rt, "token")
+				if clock.Now().Sub(last) >= mcpadapter.TokenRecheck {
+					look()
+				}
+				want, wantOK := seen[tok]
+				if id, ok := daemon.Lookup(tok); ok != wantOK || id != want {
+					rt.Fatalf("Lookup = %v, %v; want %v, %v (as of the last look)", id, ok, want, wantOK)
+				}
+			},
+		})
+	})
+}
