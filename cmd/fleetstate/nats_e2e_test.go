@@ -1148,7 +1148,12 @@ func TestNATSServerKilled(t *testing.T) {
 			continue
 		}
 		t.Logf("%s, cut off from NATS: ERR_UNAVAILABLE %v after the cut (%d calls answered before)", c.name, first.Round(time.Millisecond), answered)
-		resp, err := http.Get(c.url)
+		req, err := http.NewRequest(http.MethodGet, c.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Close = true // no idle connection left behind
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
