@@ -79,9 +79,21 @@ func (f *Fleet) ownerKV(ctx context.Context, ttl time.Duration) (jetstream.KeyVa
 func (f *Fleet) Owner(ctx context.Context) (rec OwnerRecord, ok bool, err error) {
 	ctx, cancel := f.ctx(ctx)
 	defer cancel()
-	kv, err := f.ownerKV(ctx, 0)
-	if err != nil {
-		return OwnerRecord{}, false, err
+	// The lease's bucket is looked up, never created here: its TTL is
+	// the lease's, which the first daemon to own the fleet sets (--lease),
+	// not a reader that came first.
+	f.mu.Lock()
+	kv, ok := f.buckets[ownerBucket]
+	f.mu.Unlock()
+	if !ok {
+		var err error
+		kv, err = f.js.KeyValue(ctx, f.bucketName(ownerBucket))
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return OwnerRecord{}, false, nil
+		}
+		if err != nil {
+			return OwnerRecord{}, false, unavailable("read the fleet's owner", err)
+		}
 	}
 	e, err := kv.Get(ctx, ownerKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {

@@ -65,7 +65,14 @@ var urlRE = regexp.MustCompile(`"?url"?[=:]"?(http://127\.0\.0\.1:\d+/mcp)`)
 // it to listen. The test's cleanup kills it.
 func startDaemon(t *testing.T, dir string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--dir", dir}, args...)...)
+	return startServe(t, append([]string{"--dir", dir}, args...)...)
+}
+
+// startServe runs `fleetstate serve` with args on a free loopback port and
+// waits for it to listen. The test's cleanup kills it.
+func startServe(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

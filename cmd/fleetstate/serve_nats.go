@@ -362,11 +362,43 @@ func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
 		FlushInterval: -1, // event streams pass at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			log.Warn("fleetstate: forward to the fleet's owner", "owner", ownerURL, "err", err)
+			if kept, ok := r.Context().Value(keptBody{}).([]byte); ok {
+				r.Body = io.NopCloser(bytes.NewReader(kept))
+			}
 			unavailableHandler("the fleet's owner at "+ownerURL+" did not answer").ServeHTTP(w, r)
 		},
 	}
-	return rp, nil
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Body != nil {
+			head, err := io.ReadAll(io.LimitReader(r.Body, forwardKeep+1))
+			if err != nil {
+				return // the caller went away mid-request
+			}
+			if len(head) <= forwardKeep {
+				r.Body = io.NopCloser(bytes.NewReader(head))
+				r = r.WithContext(context.WithValue(r.Context(), keptBody{}, head))
+			} else {
+				r.Body = struct {
+					io.Reader
+					io.Closer
+				}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}), nil
 }
+
+// forwardKeep is how much of a request's body a forwarding daemon keeps
+// while the owner handles it. The proxy has sent the body on by the time
+// it learns the owner did not answer; with the body kept, a tool call in
+// flight when the owner died gets ERR_UNAVAILABLE in the adapter's shape
+// (a tool error for its JSON-RPC id), which clients read as a code, rather
+// than a bare HTTP 503. Larger bodies (big puts) stream through and get
+// the 503.
+const forwardKeep = 1 << 20
+
+// keptBody is the context key of a forwarded request's kept body.
+type keptBody struct{}
 
 // unavailableHandler answers every request with ERR_UNAVAILABLE: a tool
 // call gets a tool error in the adapter's shape, another JSON-RPC request
