@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"sync"
@@ -79,7 +80,10 @@ func (p *Proxy) dial(ctx context.Context, url string) (*link, []mcp.Tool, error)
 	hc := &http.Client{Transport: &bearerTransport{token: p.token, base: tr, link: l}}
 	c, err := client.NewStreamableHttpClient(url,
 		transport.WithHTTPBasicClient(hc),
-		transport.WithContinuousListening())
+		transport.WithContinuousListening(),
+		// mcp-go logs every failed request of a dying daemon; the proxy
+		// logs the loss once.
+		transport.WithHTTPLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcpadapter: proxy: %w", err)
 	}
