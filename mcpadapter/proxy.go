@@ -224,9 +224,10 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 			return errorResult(&fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "proxy",
 				Err: errors.New("the daemon refuses the token in $FLEET_TOKEN (unknown or revoked)")}), nil
 		}
-		if ctx.Err() != nil || !errors.As(err, &te) {
+		if ctx.Err() != nil || (!errors.As(err, &te) && !l.isLost()) {
 			// The caller gave up, or the daemon answered with a
-			// JSON-RPC error: either way, not a lost daemon.
+			// JSON-RPC error: either way, not a lost daemon. (A
+			// JSON-RPC error in a 5xx is a lost daemon.)
 			return errorResult(&fleetstate.Error{Code: fleetstate.CodeInternal, Op: "proxy",
 				Err: fmt.Errorf("the daemon did not answer: %v", err)}), nil
 		}
