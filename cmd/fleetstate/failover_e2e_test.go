@@ -55,7 +55,9 @@ func TestStdioConnectFailsOver(t *testing.T) {
 	a, b := startDaemon(t, dirA), startDaemon(t, dirB)
 	ctx := context.Background()
 	nobody := "http://127.0.0.1:1/mcp" // refused: nothing listens on port 1
-	env := func(agent string) []string { return []string{"FLEET_TOKEN=" + tokens[agent], "FLEET_AGENT=", "FLEET_ROLE="} }
+	env := func(agent string) []string {
+		return []string{"FLEET_TOKEN=" + tokens[agent], "FLEET_AGENT=", "FLEET_ROLE="}
+	}
 	lead := connectStdio(t, env("lead"), "mcp", "--connect", nobody+","+a.url+","+b.url)
 	m1 := connectStdio(t, env("m1"), "mcp", "--connect", a.url+", "+b.url)
 	leadA, leadB := connectHTTP(t, a.url, tokens["lead"]), connectHTTP(t, b.url, tokens["lead"])
