@@ -179,7 +179,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	dir := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the caller's agent name (default $FLEET_AGENT)")
 	role := fs.String("role", os.Getenv("FLEET_ROLE"), "the caller's role, lead or member (default $FLEET_ROLE)")
-	connect := fs.String("connect", "", "forward every tool to the daemon at this URL, authenticated by $FLEET_TOKEN")
+	connect := fs.String("connect", "", "forward every tool to the daemon at this URL, authenticated by $FLEET_TOKEN; several comma-separated URLs of one fleet's daemons fail over between them")
 	var nf natsFlags
 	nf.add(fs, false)
 	rvOpts := rendezvousFlags(fs)
@@ -196,10 +196,14 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		// The identity is the token's; an --agent or --role (or
 		// $FLEET_AGENT, $FLEET_ROLE) that says otherwise is a mistake.
-		if err := checkTokenIdentity(ctx, *connect, token, *agent, *role); err != nil {
+		urls := splitURLs(*connect)
+		if len(urls) == 0 {
+			return fmt.Errorf("mcp: --connect %q names no URL: give a daemon's URL, or several separated by commas", *connect)
+		}
+		if err := checkTokenIdentity(ctx, urls, token, *agent, *role); err != nil {
 			return err
 		}
-		p, err := mcpadapter.NewProxy(ctx, *connect, token, version)
+		p, err := mcpadapter.NewFailoverProxy(ctx, urls, token, &mcpadapter.ProxyOptions{Version: version, Logger: log})
 		if err != nil {
 			return fmt.Errorf("mcp: %v", err)
 		}

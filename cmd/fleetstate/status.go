@@ -84,39 +84,70 @@ func daemonBase(url string) string {
 	return strings.TrimRight(strings.TrimSuffix(url, "/mcp"), "/")
 }
 
-// checkTokenIdentity asks the daemon at url who token is, and refuses an
-// agent or role (either may be empty) that contradicts it. Its errors say
-// what to do: start a daemon, make a token, drop the flag.
-func checkTokenIdentity(ctx context.Context, url, token, agent, role string) error {
+// checkTokenIdentity asks the daemons at urls, in order, who token is,
+// and refuses an --agent or --role that says otherwise. The first daemon
+// that answers decides; one that cannot be reached, or fails with a 5xx,
+// passes the question to the next.
+func checkTokenIdentity(ctx context.Context, urls []string, token, agent, role string) error {
+	var first error
+	for _, url := range urls {
+		answered, err := checkTokenIdentityAt(ctx, url, token, agent, role)
+		if answered {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if len(urls) > 1 {
+		return fmt.Errorf("%v; and no other daemon of --connect answers", first)
+	}
+	return first
+}
+
+// checkTokenIdentityAt is checkTokenIdentity of one daemon. It reports
+// whether the daemon answered, so that its error is the final word.
+func checkTokenIdentityAt(ctx context.Context, url, token, agent, role string) (answered bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, daemonBase(url)+mcpadapter.StatusPath, nil)
 	if err != nil {
-		return fmt.Errorf("mcp: --connect %s: %v", url, err)
+		return true, fmt.Errorf("mcp: --connect %s: %v", url, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("mcp: no daemon at %s (%v): start one with fleetstate serve or fleetstate up, or fix --connect", url, err)
+		return false, fmt.Errorf("mcp: no daemon at %s (%v): start one with fleetstate serve or fleetstate up, or fix --connect", url, err)
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusUnauthorized:
-		return fmt.Errorf("mcp: the daemon at %s refuses the token in $FLEET_TOKEN (unknown or revoked): make one with fleetstate token add", url)
+	switch {
+	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusUnauthorized:
+		return true, fmt.Errorf("mcp: the daemon at %s refuses the token in $FLEET_TOKEN (unknown or revoked): make one with fleetstate token add", url)
 	default:
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("mcp: %s does not answer as a fleetstate daemon (%s: %s): check --connect", url, resp.Status, strings.TrimSpace(string(msg)))
+		return resp.StatusCode < 500, fmt.Errorf("mcp: %s does not answer as a fleetstate daemon (%s: %s): check --connect", url, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	var who struct{ Agent, Role string }
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&who); err != nil || who.Agent == "" {
-		return fmt.Errorf("mcp: %s does not say whose the token is: is it a fleetstate daemon of this version?", url)
+		return true, fmt.Errorf("mcp: %s does not say whose the token is: is it a fleetstate daemon of this version?", url)
 	}
 	if agent != "" && agent != who.Agent {
-		return fmt.Errorf("mcp: --agent %s (or $FLEET_AGENT) contradicts the token in $FLEET_TOKEN, which is %s %s's: drop --agent, or use %s's token", agent, who.Role, who.Agent, agent)
+		return true, fmt.Errorf("mcp: --agent %s (or $FLEET_AGENT) contradicts the token in $FLEET_TOKEN, which is %s %s's: drop --agent, or use %s's token", agent, who.Role, who.Agent, agent)
 	}
 	if role != "" && role != who.Role {
-		return fmt.Errorf("mcp: --role %s (or $FLEET_ROLE) contradicts the token in $FLEET_TOKEN, which is %s %s's: drop --role, or use a %s token", role, who.Role, who.Agent, role)
+		return true, fmt.Errorf("mcp: --role %s (or $FLEET_ROLE) contradicts the token in $FLEET_TOKEN, which is %s %s's: drop --role, or use a %s token", role, who.Role, who.Agent, role)
 	}
-	return nil
+	return true, nil
+}
+
+// splitURLs splits the --connect list at its commas, dropping blanks.
+func splitURLs(list string) []string {
+	var urls []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return urls
 }
