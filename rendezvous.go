@@ -181,6 +181,48 @@ type member struct {
 	watching   bool          // a goroutine watches the port; at most one ever does
 	rejoin     *time.Timer   // after a restart: ends the open turn if the member does not come back
 	cancelled  string        // the last open turn the lead cancelled, until the member takes another
+	takers     []*taker      // Next calls parked on an empty FIFO, oldest first; see newTurn
+}
+
+// taker is a member's Next parked on an empty FIFO. A send that finds one
+// claims it (takes it off member.takers, under Rendezvous.mu) and then
+// sends on ch exactly once: the message, delivered and written, or nothing
+// (ok false) if its record could not be written. ch has capacity 1, so the
+// sender never blocks; a Next that gives up after its taker was claimed
+// waits for that one send, which comes as soon as the write ends.
+type taker struct{ ch chan take }
+
+type take struct {
+	msg Message
+	ok  bool
+}
+
+// claim takes the oldest Next parked on m, if a new message may go to it at
+// once: m pulls, has no open turn and nothing queued ahead. r.mu must be
+// held.
+func (m *member) claim() *taker {
+	if m.port != nil || m.open != nil || len(m.queue) > 0 || len(m.takers) == 0 {
+		return nil
+	}
+	tk := m.takers[0]
+	m.takers = append(m.takers[:0], m.takers[1:]...)
+	return tk
+}
+
+// unpark takes tk off m's parked Nexts. If a send claimed it first, unpark
+// waits for what the send hands over (at most the length of one write)
+// and returns it. r.mu must not be held.
+func (r *Rendezvous) unpark(m *member, tk *taker) take {
+	r.mu.Lock()
+	for i, x := range m.takers {
+		if x == tk {
+			m.takers = append(m.takers[:i], m.takers[i+1:]...)
+			r.mu.Unlock()
+			return take{}
+		}
+	}
+	r.mu.Unlock()
+	return <-tk.ch
 }
 
 // lead is the rendezvous's view of one lead. Fields guarded by

@@ -68,10 +68,10 @@ func (r *Rendezvous) enqueue(op, leadName, to, content string, block bool) (t *t
 		return nil, nil, Outcome{}, err
 	}
 	// The outcome as accepted: taken now, under the lock, so that it says
-	// queued even if the member takes the message before the caller reads it.
+	// where the turn stood when it was written (queued, or working when a
+	// waiting Next took it at once), whatever the member does next.
 	accepted = t.view()
-	m.wake()
-	busy := m.open != nil || len(m.queue) > 1
+	busy := m.open != nil && m.open != t || len(m.queue) > 1
 	if !block || busy {
 		r.changed(leadName)
 		return t, nil, accepted, nil

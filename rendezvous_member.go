@@ -9,7 +9,9 @@ import (
 // added with a nil port), waiting up to wait (capped at MaxWait) for one.
 // ok is false when none came in time. Calling Next marks the member ready.
 // If the member's previous turn is still open, Next first ends it as
-// turn_done: a member asking for new work has finished the old.
+// turn_done: a member asking for new work has finished the old. A message
+// handed to a Next at the instant its wait, ctx or the rendezvous ended is
+// returned all the same: it is delivered, and not delivered again.
 func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration) (msg Message, ok bool, err error) {
 	const op = "next"
 	deadline := r.waitTimer(wait)
@@ -81,16 +83,33 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 			r.unlockW()
 			return Message{TurnID: t.ID, From: t.Lead, Content: t.Brief}, true, nil
 		}
+		// Park: a send that finds the FIFO empty hands its message
+		// straight to this call, written once, as delivered.
 		avail := m.avail
+		tk := &taker{ch: make(chan take, 1)}
+		m.takers = append(m.takers, tk)
 		r.unlockW()
+		var tr take
+		var stop error // why this call stops waiting, if it does
+		timedOut := false
 		select {
+		case tr = <-tk.ch:
 		case <-avail:
+			tr = r.unpark(m, tk)
 		case <-deadline.C:
-			return Message{}, false, nil
+			tr, timedOut = r.unpark(m, tk), true
 		case <-ctx.Done():
-			return Message{}, false, ctx.Err()
+			tr, stop = r.unpark(m, tk), ctx.Err()
 		case <-r.done:
-			return Message{}, false, &Error{Code: CodeClosed, Op: op}
+			tr, stop = r.unpark(m, tk), &Error{Code: CodeClosed, Op: op}
+		}
+		if tr.ok {
+			// Delivered and written: handed off, never dropped, even
+			// when this call was giving up at the same instant.
+			return tr.msg, true, nil
+		}
+		if timedOut || stop != nil {
+			return Message{}, false, stop
 		}
 		r.lockW()
 		if r.closed {

@@ -118,8 +118,13 @@ func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
 	t.askTimer = tm
 }
 
-// newTurn creates a queued turn from lead to m and writes it to disk.
-// r.mu and r.wmu must be held; r.mu is released during the write.
+// newTurn creates a turn from lead to m and writes it to disk: queued, or,
+// when a Next of m is parked on an empty FIFO, delivered to that Next at
+// once. Such a turn is written once, as delivered, before the message
+// leaves, instead of queued and then delivered: a crash after the write
+// restores it open (never delivered twice), a crash before it leaves no
+// trace of a send that then returned no ticket (nothing lost). r.mu and
+// r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn, error) {
 	r.seq++
 	t := &turn{turnRecord: turnRecord{
@@ -132,16 +137,32 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 		Created: time.Now().UTC(),
 		State:   TicketQueued,
 	}}
+	rec := &t.turnRecord
+	var next turnRecord
+	tk := m.claim()
+	if tk != nil {
+		next = t.delivered()
+		rec = &next
+	}
 	// Written with r.mu released (r.wmu held): the turn is nobody's to see
-	// until it is on disk.
-	if err := r.write(func() error { return r.j.persist(t) }); err != nil {
+	// until it is on disk, and the claimed Next waits for it.
+	if err := r.write(func() error { return r.j.persistRecord(t, rec) }); err != nil {
+		if tk != nil {
+			tk.ch <- take{} // not delivered: that Next looks again
+		}
 		return nil, err
 	}
 	r.turns[t.ID] = t
 	r.tickets[t.Ticket] = t
+	r.publishTurn(EventQueued, t, t.Brief)
+	if tk != nil {
+		r.opened(m, t, next)
+		tk.ch <- take{msg: Message{TurnID: t.ID, From: t.Lead, Content: t.Brief}, ok: true}
+		return t, nil
+	}
 	m.queue = append(m.queue, t)
 	r.armReadyTimer(m, t)
-	r.publishTurn(EventQueued, t, t.Brief)
+	m.wake()
 	return t, nil
 }
 
