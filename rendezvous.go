@@ -147,6 +147,9 @@ type Rendezvous struct {
 	ctx     context.Context // parent of calls to ports; cancelled by Close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	// Pools of what each round trip would otherwise allocate: the timers
+	// of Send and Next, lead's waiters, and the takers of parked Nexts.
+	timers, waiters, takers sync.Pool
 
 	// wmu serialises the writers of the journal: every call that may write
 	// takes it before mu. A call on the hot path (Send, Next, Reply, Ack)
@@ -161,6 +164,7 @@ type Rendezvous struct {
 	leads   map[string]*lead           // guarded by mu; by name
 	seq     int64                      // guarded by mu; order of queued messages
 	freeing []*turn                    // guarded by mu and wmu; forgotten turns whose slots unlockW frees
+	spare   []*turn                    // guarded by wmu; the emptied backing array of freeing, for reuse
 	subs    map[*Subscription]struct{} // guarded by mu; see events.go
 	evSeq   uint64                     // guarded by mu; of the last event published
 }
@@ -176,7 +180,6 @@ type member struct {
 	open       *turn   // the turn delivered and not yet ended
 	gate       gate
 	status     Status        // the last status read through the port, UNKNOWN included
-	avail      chan struct{} // closed when a pull member may have work; then replaced
 	kick       chan struct{} // capacity 1: wakes the watcher of a port member
 	watching   bool          // a goroutine watches the port; at most one ever does
 	rejoin     *time.Timer   // after a restart: ends the open turn if the member does not come back
@@ -184,12 +187,13 @@ type member struct {
 	takers     []*taker      // Next calls parked on an empty FIFO, oldest first; see newTurn
 }
 
-// taker is a member's Next parked on an empty FIFO. A send that finds one
-// claims it (takes it off member.takers, under Rendezvous.mu) and then
-// sends on ch exactly once: the message, delivered and written, or nothing
-// (ok false) if its record could not be written. ch has capacity 1, so the
-// sender never blocks; a Next that gives up after its taker was claimed
-// waits for that one send, which comes as soon as the write ends.
+// taker is a member's Next parked on an empty FIFO. Whoever takes it off
+// member.takers (under Rendezvous.mu) sends on ch exactly once: a send
+// that claims it, the message, delivered and written, or nothing (ok
+// false) if its record could not be written; a wake, nothing, so that the
+// Next looks again. ch has capacity 1, so the sender never blocks; a Next
+// that gives up after its taker was taken off waits for that one send,
+// which comes at once or, from a claiming send, when its write ends.
 type taker struct{ ch chan take }
 
 type take struct {
@@ -205,7 +209,9 @@ func (m *member) claim() *taker {
 		return nil
 	}
 	tk := m.takers[0]
-	m.takers = append(m.takers[:0], m.takers[1:]...)
+	n := copy(m.takers, m.takers[1:])
+	m.takers[n] = nil
+	m.takers = m.takers[:n]
 	return tk
 }
 
@@ -216,7 +222,9 @@ func (r *Rendezvous) unpark(m *member, tk *taker) take {
 	r.mu.Lock()
 	for i, x := range m.takers {
 		if x == tk {
-			m.takers = append(m.takers[:i], m.takers[i+1:]...)
+			n := i + copy(m.takers[i:], m.takers[i+1:])
+			m.takers[n] = nil
+			m.takers = m.takers[:n]
 			r.mu.Unlock()
 			return take{}
 		}
@@ -228,7 +236,7 @@ func (r *Rendezvous) unpark(m *member, tk *taker) take {
 // lead is the rendezvous's view of one lead. Fields guarded by
 // Rendezvous.mu.
 type lead struct {
-	changed chan struct{} // closed when one of the lead's tickets changes; then replaced
+	changed chan struct{} // closed when one of the lead's tickets changes; nil until a poll waits on it
 	port    Member        // the lead's own pane, for nudges; may be nil
 	gate    gate
 	nudges  []*turn // finished tickets not yet nudged about
@@ -813,9 +821,15 @@ func (r *Rendezvous) write(fn func() error) error {
 	return fn()
 }
 
+// release frees the slots of forgotten turns ts, and keeps ts's array for
+// the next ones. r.wmu must be held.
 func (r *Rendezvous) release(ts []*turn) {
-	for _, t := range ts {
+	for i, t := range ts {
 		r.j.release(t)
+		ts[i] = nil
+	}
+	if ts != nil {
+		r.spare = ts[:0]
 	}
 }
 
@@ -824,7 +838,7 @@ func (r *Rendezvous) release(ts []*turn) {
 func (r *Rendezvous) member(name string) *member {
 	m := r.members[name]
 	if m == nil {
-		m = &member{name: name, avail: make(chan struct{}), kick: make(chan struct{}, 1)}
+		m = &member{name: name, kick: make(chan struct{}, 1)}
 		r.members[name] = m
 	}
 	return m
@@ -846,7 +860,7 @@ func (r *Rendezvous) registered(op, name string) (*member, error) {
 func (r *Rendezvous) lead(name string) *lead {
 	l := r.leads[name]
 	if l == nil {
-		l = &lead{changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+		l = &lead{kick: make(chan struct{}, 1)}
 		r.leads[name] = l
 	}
 	return l
@@ -856,15 +870,31 @@ func (r *Rendezvous) lead(name string) *lead {
 // r.mu must be held.
 func (r *Rendezvous) changed(name string) {
 	l := r.lead(name)
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 }
 
-// wake tells whoever waits on the member that its state changed: a
-// pulling Next, or the watcher of its port. r.mu must be held.
+// changes returns a channel closed when one of l's tickets next changes.
+// It is made only when a poll is about to wait on it: most changes have
+// nobody waiting. r.mu must be held.
+func (l *lead) changes() <-chan struct{} {
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.changed
+}
+
+// wake tells whoever waits on the member that its state changed: the
+// pulling Nexts parked on it, which look again, or the watcher of its
+// port. r.mu must be held.
 func (m *member) wake() {
-	close(m.avail)
-	m.avail = make(chan struct{})
+	for i, tk := range m.takers {
+		tk.ch <- take{} // nothing handed: look again
+		m.takers[i] = nil
+	}
+	m.takers = m.takers[:0]
 	select {
 	case m.kick <- struct{}{}:
 	default:

@@ -15,7 +15,7 @@ import (
 func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration) (msg Message, ok bool, err error) {
 	const op = "next"
 	deadline := r.waitTimer(wait)
-	defer deadline.Stop()
+	defer r.putTimer(deadline)
 	r.lockW()
 	m, err := r.registered(op, member)
 	if err != nil {
@@ -85,8 +85,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		}
 		// Park: a send that finds the FIFO empty hands its message
 		// straight to this call, written once, as delivered.
-		avail := m.avail
-		tk := &taker{ch: make(chan take, 1)}
+		tk := r.getTaker()
 		m.takers = append(m.takers, tk)
 		r.unlockW()
 		var tr take
@@ -94,8 +93,6 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		timedOut := false
 		select {
 		case tr = <-tk.ch:
-		case <-avail:
-			tr = r.unpark(m, tk)
 		case <-deadline.C:
 			tr, timedOut = r.unpark(m, tk), true
 		case <-ctx.Done():
@@ -103,6 +100,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		case <-r.done:
 			tr, stop = r.unpark(m, tk), &Error{Code: CodeClosed, Op: op}
 		}
+		r.takers.Put(tk) // no one else holds it, and its channel is empty
 		if tr.ok {
 			// Delivered and written: handed off, never dropped, even
 			// when this call was giving up at the same instant.

@@ -1,6 +1,8 @@
 package fleetstate
 
 import (
+	"crypto/rand"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,7 +56,46 @@ type answer struct {
 	err  error
 }
 
-func newWaiter() *waiter { return &waiter{ch: make(chan result, 1)} }
+// newID returns prefix and a random (version 4) UUID in its canonical
+// form, as prefix+uuid.NewString() does, in one allocation instead of four.
+func newID(prefix string) string {
+	var u uuid.UUID
+	_, _ = rand.Read(u[:])  // never fails (crypto/rand, Go 1.24 on)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
+	const hexDigits = "0123456789abcdef"
+	var b [36]byte
+	j := 0
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = hexDigits[c>>4], hexDigits[c&0x0f]
+		j += 2
+	}
+	var s strings.Builder
+	s.Grow(len(prefix) + len(b))
+	s.WriteString(prefix)
+	s.Write(b[:])
+	return s.String()
+}
+
+// getWaiter returns an unused waiter, from r's pool; await gives it back.
+func (r *Rendezvous) getWaiter() *waiter {
+	if w, ok := r.waiters.Get().(*waiter); ok {
+		return w
+	}
+	return &waiter{ch: make(chan result, 1)}
+}
+
+// getTaker returns an unused taker, from r's pool; Next gives it back.
+func (r *Rendezvous) getTaker() *taker {
+	if tk, ok := r.takers.Get().(*taker); ok {
+		return tk
+	}
+	return &taker{ch: make(chan take, 1)}
+}
 
 // view returns the outcome a lead sees for t now. r.mu must be held.
 func (t *turn) view() Outcome {
@@ -128,8 +169,8 @@ func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
 func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn, error) {
 	r.seq++
 	t := &turn{turnRecord: turnRecord{
-		ID:      "turn-" + uuid.NewString(),
-		Ticket:  "ticket-" + uuid.NewString(),
+		ID:      newID("turn-"),
+		Ticket:  newID("ticket-"),
 		Lead:    leadName,
 		Member:  m.name,
 		Brief:   content,
@@ -203,9 +244,13 @@ func (r *Rendezvous) record(t *turn, o Outcome, mode writeMode) error {
 	t.seen = false // news for the lead
 	if o.terminal() {
 		t.stopTimers()
-		out := o
+		var out *Outcome
+		if len(r.subs) > 0 { // a copy for the subscribers only
+			c := o
+			out = &c
+		}
 		r.publish(Event{Kind: EventOutcome, Member: t.Member, Lead: t.Lead, TurnID: t.ID, Ticket: t.Ticket,
-			Outcome: &out, Held: t.waiter == nil})
+			Outcome: out, Held: t.waiter == nil})
 	} else if o.Kind == OutcomeQuestion {
 		r.publishTurn(EventAsked, t, o.Content)
 	}
@@ -281,12 +326,13 @@ func (r *Rendezvous) releaseHanded(lead string) {
 	if l == nil {
 		return
 	}
-	for _, t := range l.handed {
+	for i, t := range l.handed {
 		if t.handed && r.tickets[t.Ticket] == t {
 			r.forget(t)
 		}
+		l.handed[i] = nil
 	}
-	l.handed = nil
+	l.handed = l.handed[:0]
 }
 
 // detach unhooks w from t after the lead stopped waiting. If an outcome
@@ -325,6 +371,9 @@ func (r *Rendezvous) forget(t *turn) {
 	t.handed = false
 	delete(r.turns, t.ID)
 	delete(r.tickets, t.Ticket)
+	if r.freeing == nil {
+		r.freeing, r.spare = r.spare, nil
+	}
 	r.freeing = append(r.freeing, t)
 	r.publishTurn(EventAcked, t, "")
 }
