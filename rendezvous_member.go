@@ -41,7 +41,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		prevRec, _ = prev.recorded(Outcome{Kind: OutcomeTurnDone})
 	}
 	if head != nil {
-		headRec = head.delivered()
+		headRec = head.delivered(time.Now().UTC())
 	}
 	if prev != nil || head != nil {
 		_ = r.write(func() error {
@@ -123,7 +123,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 // queued: the message does not leave. The caller takes t off the FIFO.
 // r.mu and r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) open(m *member, t *turn) error {
-	next := t.delivered()
+	next := t.delivered(time.Now().UTC())
 	// Written with r.mu released: only writers, kept out by r.wmu, change
 	// the FIFO, so t stays its head meanwhile.
 	if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
@@ -133,11 +133,10 @@ func (r *Rendezvous) open(m *member, t *turn) error {
 	return nil
 }
 
-// delivered returns t's record once it is delivered.
-func (t *turn) delivered() turnRecord {
+// delivered returns t's record once it is delivered at now.
+func (t *turn) delivered(now time.Time) turnRecord {
 	next := t.turnRecord
-	opened := time.Now().UTC()
-	next.State, next.Opened = TicketWorking, &opened
+	next.State, next.Opened = TicketWorking, &now
 	return next
 }
 

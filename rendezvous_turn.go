@@ -181,7 +181,7 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 	var next turnRecord
 	tk := m.claim()
 	if tk != nil {
-		next = t.delivered()
+		next = t.delivered(t.Created) // in the same step
 		rec = &next
 	}
 	// Written with r.mu released (r.wmu held): the turn is nobody's to see
