@@ -16,6 +16,16 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	const op = "next"
 	deadline := r.waitTimer(wait)
 	defer r.putTimer(deadline)
+	// A member with no open turn and nothing queued has nothing to write:
+	// it parks under r.mu alone, without waiting for a writer, so that a
+	// send writing meanwhile finds it parked and hands it its message.
+	r.mu.Lock()
+	if m, err := r.registered(op, member); err == nil && m.port == nil && m.open == nil && len(m.queue) == 0 {
+		r.setReady(m, true)
+		m.cancelled = ""
+		return r.waitNext(ctx, m, deadline, false)
+	}
+	r.mu.Unlock()
 	r.lockW()
 	m, err := r.registered(op, member)
 	if err != nil {
@@ -72,8 +82,16 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		r.unlockW()
 		return Message{TurnID: head.ID, From: head.Lead, Content: head.Brief}, true, nil
 	}
+	return r.waitNext(ctx, m, deadline, true)
+}
+
+// waitNext waits for m's next message, as Next: it takes the head of the
+// FIFO, or parks until a send hands it a message or wakes it. r.mu must be
+// held, and r.wmu too if writer; both are released on return.
+func (r *Rendezvous) waitNext(ctx context.Context, m *member, deadline *time.Timer, writer bool) (Message, bool, error) {
+	const op = "next"
 	for {
-		if len(m.queue) > 0 {
+		if len(m.queue) > 0 { // as a writer: Next parks without r.wmu only on an empty FIFO
 			t := m.queue[0]
 			if err := r.open(m, t); err != nil {
 				r.unlockW()
@@ -87,7 +105,11 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		// straight to this call, written once, as delivered.
 		tk := r.getTaker()
 		m.takers = append(m.takers, tk)
-		r.unlockW()
+		if writer {
+			r.unlockW()
+		} else {
+			r.mu.Unlock()
+		}
 		var tr take
 		var stop error // why this call stops waiting, if it does
 		timedOut := false
@@ -110,6 +132,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 			return Message{}, false, stop
 		}
 		r.lockW()
+		writer = true
 		if r.closed {
 			r.unlockW()
 			return Message{}, false, &Error{Code: CodeClosed, Op: op}
@@ -215,22 +238,13 @@ func (r *Rendezvous) ReplyTurn(member, turnID, content string) error {
 	if err != nil {
 		return err
 	}
-	// A reply to be held on the ticket is written before the member hears
+	// The reply, held on the ticket, is written before the member hears
 	// that it was taken, or refused so that the member can send it again:
-	// never acknowledged and then lost with the process.
-	if t.waiter == nil {
-		return r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, writeFirst)
-	}
-	// A call of the lead waits: it gets the reply at once, and the copy
-	// held on the ticket is written right after, before the member hears
-	// that its reply was taken.
-	if err := r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, writeAfter); err != nil {
-		return err
-	}
-	if err := r.write(func() error { return r.j.persist(t) }); err != nil {
-		r.log.Error("fleetstate: persist turn", "turn", t.ID, "err", err)
-	}
-	return nil
+	// never acknowledged and then lost with the process. A waiting call of
+	// the lead gets it once it is written: the lead's next call then finds
+	// the writers' lock free, and the member, parking in its next Next
+	// without that lock, is there to take the lead's next message at once.
+	return r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, writeFirst)
 }
 
 // Ask puts a question to the lead in member's open turn and blocks for the
