@@ -136,6 +136,9 @@ func (r *Rendezvous) snapshot() Snapshot {
 // the others. It never blocks. r.mu must be held.
 func (r *Rendezvous) publish(e Event) {
 	r.evSeq++
+	if len(r.subs) == 0 {
+		return // no one to read the clock for
+	}
 	e.Seq, e.Time = r.evSeq, time.Now().UTC()
 	for s := range r.subs {
 		e.Gap = s.gap

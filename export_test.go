@@ -5,3 +5,14 @@ package fleetstate
 // and the ownership of the state directory is given up, as the operating
 // system gives up the locks of a dead process.
 func Crash(r *Rendezvous) { _ = r.shutdown(true) }
+
+// Parked returns how many Next calls of member wait on its empty FIFO, to
+// which a send may hand its message at once.
+func Parked(r *Rendezvous, member string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := r.members[member]; m != nil {
+		return len(m.takers)
+	}
+	return 0
+}

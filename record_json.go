@@ -84,6 +84,22 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// The ASCII bytes that a JSON string holds as they are, one bit each:
+// every byte from 0x20 but the quote, the backslash, and <, > and &.
+const (
+	jsonSafeLow  uint64 = 0xFFFF_FFFF_0000_0000 &^ (1<<'"' | 1<<'&' | 1<<'<' | 1<<'>') // bytes 0 to 63
+	jsonSafeHigh uint64 = ^uint64(1 << ('\\' - 64))                                    // bytes 64 to 127
+)
+
+// jsonSafe reports whether the ASCII byte c goes into a JSON string as it
+// is: one test instead of six in the loop over every byte of a record.
+func jsonSafe(c byte) bool {
+	if c < 64 {
+		return jsonSafeLow>>c&1 != 0
+	}
+	return jsonSafeHigh>>(c-64)&1 != 0
+}
+
 // appendJSONString appends s as a JSON string, escaped as encoding/json
 // escapes it: quotes, backslashes and control characters; <, > and & (for
 // HTML); U+2028 and U+2029; invalid UTF-8 as U+FFFD.
@@ -93,7 +109,7 @@ func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonSafe(c) {
 				i++
 				continue
 			}

@@ -153,6 +153,9 @@ type Rendezvous struct {
 	ctx     context.Context // parent of calls to ports; cancelled by Close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	// Pools of what each round trip would otherwise allocate: the timers
+	// of Send and Next, lead's waiters, and the takers of parked Nexts.
+	timers, waiters, takers sync.Pool
 
 	// wmu serialises the writers of the journal: every call that may write
 	// takes it before mu. A call on the hot path (Send, Next, Reply, Ack)
@@ -167,6 +170,7 @@ type Rendezvous struct {
 	leads   map[string]*lead           // guarded by mu; by name
 	seq     int64                      // guarded by mu; order of queued messages
 	freeing []*turn                    // guarded by mu and wmu; forgotten turns whose slots unlockW frees
+	spare   []*turn                    // guarded by wmu; the emptied backing array of freeing, for reuse
 	subs    map[*Subscription]struct{} // guarded by mu; see events.go
 	evSeq   uint64                     // guarded by mu; of the last event published
 }
@@ -182,17 +186,63 @@ type member struct {
 	open       *turn   // the turn delivered and not yet ended
 	gate       gate
 	status     Status        // the last status read through the port, UNKNOWN included
-	avail      chan struct{} // closed when a pull member may have work; then replaced
 	kick       chan struct{} // capacity 1: wakes the watcher of a port member
 	watching   bool          // a goroutine watches the port; at most one ever does
 	rejoin     *time.Timer   // after a restart: ends the open turn if the member does not come back
 	cancelled  string        // the last open turn the lead cancelled, until the member takes another
+	takers     []*taker      // Next calls parked on an empty FIFO, oldest first; see newTurn
+}
+
+// taker is a member's Next parked on an empty FIFO. Whoever takes it off
+// member.takers (under Rendezvous.mu) sends on ch exactly once: a send
+// that claims it, the message, delivered and written, or nothing (ok
+// false) if its record could not be written; a wake, nothing, so that the
+// Next looks again. ch has capacity 1, so the sender never blocks; a Next
+// that gives up after its taker was taken off waits for that one send,
+// which comes at once or, from a claiming send, when its write ends.
+type taker struct{ ch chan take }
+
+type take struct {
+	msg Message
+	ok  bool
+}
+
+// claim takes the oldest Next parked on m, if a new message may go to it at
+// once: m pulls, has no open turn and nothing queued ahead. r.mu must be
+// held.
+func (m *member) claim() *taker {
+	if m.port != nil || m.open != nil || len(m.queue) > 0 || len(m.takers) == 0 {
+		return nil
+	}
+	tk := m.takers[0]
+	n := copy(m.takers, m.takers[1:])
+	m.takers[n] = nil
+	m.takers = m.takers[:n]
+	return tk
+}
+
+// unpark takes tk off m's parked Nexts. If a send claimed it first, unpark
+// waits for what the send hands over (at most the length of one write)
+// and returns it. r.mu must not be held.
+func (r *Rendezvous) unpark(m *member, tk *taker) take {
+	r.mu.Lock()
+	for i, x := range m.takers {
+		if x == tk {
+			n := i + copy(m.takers[i:], m.takers[i+1:])
+			m.takers[n] = nil
+			m.takers = m.takers[:n]
+			r.mu.Unlock()
+			return take{}
+		}
+	}
+	r.mu.Unlock()
+	return <-tk.ch
 }
 
 // lead is the rendezvous's view of one lead. Fields guarded by
 // Rendezvous.mu.
 type lead struct {
-	changed chan struct{} // closed when one of the lead's tickets changes; then replaced
+	changed chan struct{} // closed when one of the lead's tickets changes; nil until a poll waits on it
 	port    Member        // the lead's own pane, for nudges; may be nil
 	gate    gate
 	nudges  []*turn // finished tickets not yet nudged about
@@ -784,9 +834,15 @@ func (r *Rendezvous) write(fn func() error) error {
 	return fn()
 }
 
+// release frees the slots of forgotten turns ts, and keeps ts's array for
+// the next ones. r.wmu must be held.
 func (r *Rendezvous) release(ts []*turn) {
-	for _, t := range ts {
+	for i, t := range ts {
 		r.j.release(t)
+		ts[i] = nil
+	}
+	if ts != nil {
+		r.spare = ts[:0]
 	}
 }
 
@@ -795,7 +851,7 @@ func (r *Rendezvous) release(ts []*turn) {
 func (r *Rendezvous) member(name string) *member {
 	m := r.members[name]
 	if m == nil {
-		m = &member{name: name, avail: make(chan struct{}), kick: make(chan struct{}, 1)}
+		m = &member{name: name, kick: make(chan struct{}, 1)}
 		r.members[name] = m
 	}
 	return m
@@ -817,7 +873,7 @@ func (r *Rendezvous) registered(op, name string) (*member, error) {
 func (r *Rendezvous) lead(name string) *lead {
 	l := r.leads[name]
 	if l == nil {
-		l = &lead{changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+		l = &lead{kick: make(chan struct{}, 1)}
 		r.leads[name] = l
 	}
 	return l
@@ -827,15 +883,31 @@ func (r *Rendezvous) lead(name string) *lead {
 // r.mu must be held.
 func (r *Rendezvous) changed(name string) {
 	l := r.lead(name)
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 }
 
-// wake tells whoever waits on the member that its state changed: a
-// pulling Next, or the watcher of its port. r.mu must be held.
+// changes returns a channel closed when one of l's tickets next changes.
+// It is made only when a poll is about to wait on it: most changes have
+// nobody waiting. r.mu must be held.
+func (l *lead) changes() <-chan struct{} {
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.changed
+}
+
+// wake tells whoever waits on the member that its state changed: the
+// pulling Nexts parked on it, which look again, or the watcher of its
+// port. r.mu must be held.
 func (m *member) wake() {
-	close(m.avail)
-	m.avail = make(chan struct{})
+	for i, tk := range m.takers {
+		tk.ch <- take{} // nothing handed: look again
+		m.takers[i] = nil
+	}
+	m.takers = m.takers[:0]
 	select {
 	case m.kick <- struct{}{}:
 	default:

@@ -68,15 +68,15 @@ func (r *Rendezvous) enqueue(op, leadName, to, content string, block bool) (t *t
 		return nil, nil, Outcome{}, err
 	}
 	// The outcome as accepted: taken now, under the lock, so that it says
-	// queued even if the member takes the message before the caller reads it.
+	// where the turn stood when it was written (queued, or working when a
+	// waiting Next took it at once), whatever the member does next.
 	accepted = t.view()
-	m.wake()
-	busy := m.open != nil || len(m.queue) > 1
+	busy := m.open != nil && m.open != t || len(m.queue) > 1
 	if !block || busy {
 		r.changed(leadName)
 		return t, nil, accepted, nil
 	}
-	w = newWaiter()
+	w = r.getWaiter()
 	t.waiter = w
 	return t, w, accepted, nil
 }
@@ -93,8 +93,12 @@ func (r *Rendezvous) checkContent(op, content string) error {
 
 // await blocks on w until t's next outcome, the send bound, ctx or Close.
 func (r *Rendezvous) await(ctx context.Context, t *turn, w *waiter) (Outcome, error) {
-	timer := time.NewTimer(r.opt.SendTimeout)
-	defer timer.Stop()
+	timer := r.getTimer(r.opt.SendTimeout)
+	defer r.putTimer(timer)
+	// Whoever sends on w.ch unhooks it from t first, and detach unhooks it
+	// or takes what was sent: once await returns, no one holds w and its
+	// channel is empty.
+	defer r.waiters.Put(w)
 	select {
 	case res := <-w.ch:
 		if err := ctx.Err(); err != nil {
@@ -187,7 +191,7 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 	r.publishTurn(EventAnswered, t, content)
 	var w *waiter
 	if t.waiter == nil {
-		w = newWaiter()
+		w = r.getWaiter()
 		t.waiter = w
 	}
 	r.changed(t.Lead)
@@ -210,7 +214,7 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 func (r *Rendezvous) Poll(ctx context.Context, lead, ticket string, wait time.Duration) (Outcome, error) {
 	const op = "poll"
 	deadline := r.waitTimer(wait)
-	defer deadline.Stop()
+	defer r.putTimer(deadline)
 	for {
 		r.mu.Lock()
 		t := r.tickets[ticket]
@@ -220,7 +224,7 @@ func (r *Rendezvous) Poll(ctx context.Context, lead, ticket string, wait time.Du
 		}
 		o := t.view()
 		t.seen = t.seen || o.Kind != OutcomePending
-		changed := r.lead(lead).changed
+		changed := r.lead(lead).changes()
 		r.mu.Unlock()
 		if o.Kind != OutcomePending {
 			return o, nil
@@ -278,7 +282,7 @@ func (r *Rendezvous) pollPage(ctx context.Context, lead string, wait time.Durati
 		return TicketPage{}, err
 	}
 	deadline := r.waitTimer(wait)
-	defer deadline.Stop()
+	defer r.putTimer(deadline)
 	expired := wait <= 0
 	for {
 		r.mu.Lock()
@@ -305,7 +309,7 @@ func (r *Rendezvous) pollPage(ctx context.Context, lead string, wait time.Durati
 				t.seen = t.seen || t.State == TicketDone || t.State == TicketQuestion
 			}
 		}
-		changed := r.lead(lead).changed
+		changed := r.lead(lead).changes()
 		r.mu.Unlock()
 		if news || expired {
 			return p, nil
@@ -332,10 +336,28 @@ func parseCursor(cursor string) (int64, error) {
 }
 
 // waitTimer returns a timer for a poll's wait, capped at MaxWait; a wait of
-// zero or less gives a timer that has already fired.
+// zero or less gives a timer that has already fired. Give it back with
+// putTimer.
 func (r *Rendezvous) waitTimer(wait time.Duration) *time.Timer {
-	wait = min(max(wait, 0), r.opt.MaxWait)
-	return time.NewTimer(wait)
+	return r.getTimer(min(max(wait, 0), r.opt.MaxWait))
+}
+
+// getTimer returns a running timer that fires after d, from r's pool: a
+// round trip would otherwise make two. Give it back with putTimer once
+// nothing reads its channel any more.
+func (r *Rendezvous) getTimer(d time.Duration) *time.Timer {
+	if tm, ok := r.timers.Get().(*time.Timer); ok {
+		tm.Reset(d)
+		return tm
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops tm and keeps it for getTimer. Since Go 1.23 a stopped
+// timer holds no stale tick, so the next Reset starts it clean.
+func (r *Rendezvous) putTimer(tm *time.Timer) {
+	tm.Stop()
+	r.timers.Put(tm)
 }
 
 // waitChange waits for changed, the deadline, ctx or Close, and reports

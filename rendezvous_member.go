@@ -9,11 +9,23 @@ import (
 // added with a nil port), waiting up to wait (capped at MaxWait) for one.
 // ok is false when none came in time. Calling Next marks the member ready.
 // If the member's previous turn is still open, Next first ends it as
-// turn_done: a member asking for new work has finished the old.
+// turn_done: a member asking for new work has finished the old. A message
+// handed to a Next at the instant its wait, ctx or the rendezvous ended is
+// returned all the same: it is delivered, and not delivered again.
 func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration) (msg Message, ok bool, err error) {
 	const op = "next"
 	deadline := r.waitTimer(wait)
-	defer deadline.Stop()
+	defer r.putTimer(deadline)
+	// A member with no open turn and nothing queued has nothing to write:
+	// it parks under r.mu alone, without waiting for a writer, so that a
+	// send writing meanwhile finds it parked and hands it its message.
+	r.mu.Lock()
+	if m, err := r.registered(op, member); err == nil && m.port == nil && m.open == nil && len(m.queue) == 0 {
+		r.setReady(m, true)
+		m.cancelled = ""
+		return r.waitNext(ctx, m, deadline, false)
+	}
+	r.mu.Unlock()
 	r.lockW()
 	m, err := r.registered(op, member)
 	if err != nil {
@@ -39,7 +51,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		prevRec, _ = prev.recorded(Outcome{Kind: OutcomeTurnDone})
 	}
 	if head != nil {
-		headRec = head.delivered()
+		headRec = head.delivered(time.Now().UTC())
 	}
 	if prev != nil || head != nil {
 		_ = r.write(func() error {
@@ -70,8 +82,16 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		r.unlockW()
 		return Message{TurnID: head.ID, From: head.Lead, Content: head.Brief}, true, nil
 	}
+	return r.waitNext(ctx, m, deadline, true)
+}
+
+// waitNext waits for m's next message, as Next: it takes the head of the
+// FIFO, or parks until a send hands it a message or wakes it. r.mu must be
+// held, and r.wmu too if writer; both are released on return.
+func (r *Rendezvous) waitNext(ctx context.Context, m *member, deadline *time.Timer, writer bool) (Message, bool, error) {
+	const op = "next"
 	for {
-		if len(m.queue) > 0 {
+		if len(m.queue) > 0 { // as a writer: Next parks without r.wmu only on an empty FIFO
 			t := m.queue[0]
 			if err := r.open(m, t); err != nil {
 				r.unlockW()
@@ -81,18 +101,38 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 			r.unlockW()
 			return Message{TurnID: t.ID, From: t.Lead, Content: t.Brief}, true, nil
 		}
-		avail := m.avail
-		r.unlockW()
+		// Park: a send that finds the FIFO empty hands its message
+		// straight to this call, written once, as delivered.
+		tk := r.getTaker()
+		m.takers = append(m.takers, tk)
+		if writer {
+			r.unlockW()
+		} else {
+			r.mu.Unlock()
+		}
+		var tr take
+		var stop error // why this call stops waiting, if it does
+		timedOut := false
 		select {
-		case <-avail:
+		case tr = <-tk.ch:
 		case <-deadline.C:
-			return Message{}, false, nil
+			tr, timedOut = r.unpark(m, tk), true
 		case <-ctx.Done():
-			return Message{}, false, ctx.Err()
+			tr, stop = r.unpark(m, tk), ctx.Err()
 		case <-r.done:
-			return Message{}, false, &Error{Code: CodeClosed, Op: op}
+			tr, stop = r.unpark(m, tk), &Error{Code: CodeClosed, Op: op}
+		}
+		r.takers.Put(tk) // no one else holds it, and its channel is empty
+		if tr.ok {
+			// Delivered and written: handed off, never dropped, even
+			// when this call was giving up at the same instant.
+			return tr.msg, true, nil
+		}
+		if timedOut || stop != nil {
+			return Message{}, false, stop
 		}
 		r.lockW()
+		writer = true
 		if r.closed {
 			r.unlockW()
 			return Message{}, false, &Error{Code: CodeClosed, Op: op}
@@ -106,7 +146,7 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 // queued: the message does not leave. The caller takes t off the FIFO.
 // r.mu and r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) open(m *member, t *turn) error {
-	next := t.delivered()
+	next := t.delivered(time.Now().UTC())
 	// Written with r.mu released: only writers, kept out by r.wmu, change
 	// the FIFO, so t stays its head meanwhile.
 	if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
@@ -116,11 +156,10 @@ func (r *Rendezvous) open(m *member, t *turn) error {
 	return nil
 }
 
-// delivered returns t's record once it is delivered.
-func (t *turn) delivered() turnRecord {
+// delivered returns t's record once it is delivered at now.
+func (t *turn) delivered(now time.Time) turnRecord {
 	next := t.turnRecord
-	opened := time.Now().UTC()
-	next.State, next.Opened = TicketWorking, &opened
+	next.State, next.Opened = TicketWorking, &now
 	return next
 }
 
@@ -199,22 +238,13 @@ func (r *Rendezvous) ReplyTurn(member, turnID, content string) error {
 	if err != nil {
 		return err
 	}
-	// A reply to be held on the ticket is written before the member hears
+	// The reply, held on the ticket, is written before the member hears
 	// that it was taken, or refused so that the member can send it again:
-	// never acknowledged and then lost with the process.
-	if t.waiter == nil {
-		return r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, writeFirst)
-	}
-	// A call of the lead waits: it gets the reply at once, and the copy
-	// held on the ticket is written right after, before the member hears
-	// that its reply was taken.
-	if err := r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, writeAfter); err != nil {
-		return err
-	}
-	if err := r.write(func() error { return r.j.persist(t) }); err != nil {
-		r.log.Error("fleetstate: persist turn", "turn", t.ID, "err", err)
-	}
-	return nil
+	// never acknowledged and then lost with the process. A waiting call of
+	// the lead gets it once it is written: the lead's next call then finds
+	// the writers' lock free, and the member, parking in its next Next
+	// without that lock, is there to take the lead's next message at once.
+	return r.endTurn(m, t, Outcome{Kind: OutcomeReply, Content: content}, writeFirst)
 }
 
 // Ask puts a question to the lead in member's open turn and blocks for the

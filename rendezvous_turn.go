@@ -1,6 +1,8 @@
 package fleetstate
 
 import (
+	"crypto/rand"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,7 +56,45 @@ type answer struct {
 	err  error
 }
 
-func newWaiter() *waiter { return &waiter{ch: make(chan result, 1)} }
+// newID returns prefix and a random (version 4) UUID in its canonical
+// form, as prefix+uuid.NewString() does, in one allocation instead of four.
+func newID(prefix string) string {
+	var u uuid.UUID
+	_, _ = rand.Read(u[:])  // never fails (crypto/rand, Go 1.24 on)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
+	var b [36]byte
+	j := 0
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = hexDigits[c>>4], hexDigits[c&0x0f]
+		j += 2
+	}
+	var s strings.Builder
+	s.Grow(len(prefix) + len(b))
+	s.WriteString(prefix)
+	s.Write(b[:])
+	return s.String()
+}
+
+// getWaiter returns an unused waiter, from r's pool; await gives it back.
+func (r *Rendezvous) getWaiter() *waiter {
+	if w, ok := r.waiters.Get().(*waiter); ok {
+		return w
+	}
+	return &waiter{ch: make(chan result, 1)}
+}
+
+// getTaker returns an unused taker, from r's pool; Next gives it back.
+func (r *Rendezvous) getTaker() *taker {
+	if tk, ok := r.takers.Get().(*taker); ok {
+		return tk
+	}
+	return &taker{ch: make(chan take, 1)}
+}
 
 // view returns the outcome a lead sees for t now. r.mu must be held.
 func (t *turn) view() Outcome {
@@ -118,13 +158,18 @@ func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
 	t.askTimer = tm
 }
 
-// newTurn creates a queued turn from lead to m and writes it to disk.
-// r.mu and r.wmu must be held; r.mu is released during the write.
+// newTurn creates a turn from lead to m and writes it to disk: queued, or,
+// when a Next of m is parked on an empty FIFO, delivered to that Next at
+// once. Such a turn is written once, as delivered, before the message
+// leaves, instead of queued and then delivered: a crash after the write
+// restores it open (never delivered twice), a crash before it leaves no
+// trace of a send that then returned no ticket (nothing lost). r.mu and
+// r.wmu must be held; r.mu is released during the write.
 func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn, error) {
 	r.seq++
 	t := &turn{turnRecord: turnRecord{
-		ID:      "turn-" + uuid.NewString(),
-		Ticket:  "ticket-" + uuid.NewString(),
+		ID:      newID("turn-"),
+		Ticket:  newID("ticket-"),
 		Lead:    leadName,
 		Member:  m.name,
 		Brief:   content,
@@ -132,16 +177,32 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 		Created: time.Now().UTC(),
 		State:   TicketQueued,
 	}}
+	rec := &t.turnRecord
+	var next turnRecord
+	tk := m.claim()
+	if tk != nil {
+		next = t.delivered(t.Created) // in the same step
+		rec = &next
+	}
 	// Written with r.mu released (r.wmu held): the turn is nobody's to see
-	// until it is on disk.
-	if err := r.write(func() error { return r.j.persist(t) }); err != nil {
+	// until it is on disk, and the claimed Next waits for it.
+	if err := r.write(func() error { return r.j.persistRecord(t, rec) }); err != nil {
+		if tk != nil {
+			tk.ch <- take{} // not delivered: that Next looks again
+		}
 		return nil, err
 	}
 	r.turns[t.ID] = t
 	r.tickets[t.Ticket] = t
+	r.publishTurn(EventQueued, t, t.Brief)
+	if tk != nil {
+		r.opened(m, t, next)
+		tk.ch <- take{msg: Message{TurnID: t.ID, From: t.Lead, Content: t.Brief}, ok: true}
+		return t, nil
+	}
 	m.queue = append(m.queue, t)
 	r.armReadyTimer(m, t)
-	r.publishTurn(EventQueued, t, t.Brief)
+	m.wake()
 	return t, nil
 }
 
@@ -182,9 +243,13 @@ func (r *Rendezvous) record(t *turn, o Outcome, mode writeMode) error {
 	t.seen = false // news for the lead
 	if o.terminal() {
 		t.stopTimers()
-		out := o
+		var out *Outcome
+		if len(r.subs) > 0 { // a copy for the subscribers only
+			c := o
+			out = &c
+		}
 		r.publish(Event{Kind: EventOutcome, Member: t.Member, Lead: t.Lead, TurnID: t.ID, Ticket: t.Ticket,
-			Outcome: &out, Held: t.waiter == nil})
+			Outcome: out, Held: t.waiter == nil})
 	} else if o.Kind == OutcomeQuestion {
 		r.publishTurn(EventAsked, t, o.Content)
 	}
@@ -260,12 +325,13 @@ func (r *Rendezvous) releaseHanded(lead string) {
 	if l == nil {
 		return
 	}
-	for _, t := range l.handed {
+	for i, t := range l.handed {
 		if t.handed && r.tickets[t.Ticket] == t {
 			r.forget(t)
 		}
+		l.handed[i] = nil
 	}
-	l.handed = nil
+	l.handed = l.handed[:0]
 }
 
 // detach unhooks w from t after the lead stopped waiting. If an outcome
@@ -304,6 +370,9 @@ func (r *Rendezvous) forget(t *turn) {
 	t.handed = false
 	delete(r.turns, t.ID)
 	delete(r.tickets, t.Ticket)
+	if r.freeing == nil {
+		r.freeing, r.spare = r.spare, nil
+	}
 	r.freeing = append(r.freeing, t)
 	r.publishTurn(EventAcked, t, "")
 }
