@@ -324,3 +324,49 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Fatalf("List after the restart = %v, %v; want [%v]", files, err, id)
 	}
 }
+
+// TestStoreOnCluster runs the store on a 3-node cluster, its buckets
+// replicated three times, with each daemon connected to another node:
+// what one writes the others read, and create-if-absent has one winner.
+func TestStoreOnCluster(t *testing.T) {
+	servers := natstest.Cluster(t, 3)
+	stores := make([]*fleetstate.Store, len(servers))
+	for i, srv := range servers {
+		f := connect(t, srv.URL(), "fleet", callTimeout)
+		if got := f.Replicas(); got != 3 {
+			t.Fatalf("Replicas() on a cluster of 3 = %d; want 3", got)
+		}
+		stores[i] = fleetstate.OpenBackend(f.Store(), nil)
+	}
+	sess := newSession(t, stores[0])
+	if cur, err := stores[2].CurrentSession(); err != nil || cur != sess {
+		t.Fatalf("CurrentSession on another node = %v, %v; want %v", cur, err, sess)
+	}
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	id, err := stores[1].Put("scout", "big.bin", big, false)
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if got, err := stores[2].Get(id); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("Get on another node = %d bytes, %v; want the %d bytes put", len(got), err, len(big))
+	}
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i, st := range stores {
+		wg.Go(func() { _, errs[i] = st.Put("scout", "claim", []byte{byte(i)}, false) })
+	}
+	wg.Wait()
+	wins := 0
+	for i, err := range errs {
+		switch fleetstate.CodeOf(err) {
+		case "":
+			wins++
+		case fleetstate.CodeFileExists:
+		default:
+			t.Errorf("Put on node %d: %v", i+1, err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d puts created the claim; want 1", wins)
+	}
+}
