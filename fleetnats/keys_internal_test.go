@@ -62,6 +62,8 @@ func TestDecodeFileKeyRefuses(t *testing.T) {
 		"s.YQ.YQ==", // padding
 		"s.YQ.Lw",   // a segment "/"
 		"s.YQ.*",
+		"s.YQ.Y\rQ", // the decoder skips line breaks
+		"s.YQ.YQ\n",
 	} {
 		if s, a, n, err := decodeFileKey(key); err == nil {
 			t.Errorf("decodeFileKey(%q) = %q, %q, %q; want an error", key, s, a, n)
