@@ -47,7 +47,7 @@ type Backend interface {
 
 	// List returns the files of session, those of agent only when agent
 	// is not empty, in any order, and whether the session has any file.
-	// A listed agent without files fails with [CodeAgentNotValid].
+	// An agent without files in the session has none to list.
 	List(ctx context.Context, session, agent string) (files []FileInfo, exists bool, err error)
 
 	// Clean removes every session's files, the current session and the

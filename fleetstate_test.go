@@ -2,6 +2,7 @@ package fleetstate_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,51 +32,69 @@ type tb interface {
 // once per store, so no two tests share a file system.
 type newFS func(t *testing.T) (fsys afero.Fs, dir string)
 
+// storeMaker opens the stores of the store suite, each on fresh state of
+// its own: a state directory on a file system from fs, or a fleet of a
+// backend from backend. Exactly one of the two is set.
+type storeMaker struct {
+	fs      newFS
+	backend func(t *testing.T) fleetstate.Backend
+}
+
+// disk reports whether the stores live in a state directory.
+func (mk storeMaker) disk() bool { return mk.fs != nil }
+
 // memFS is the in-memory file system the tests use by default.
 func memFS(*testing.T) (afero.Fs, string) {
 	return afero.NewMemMapFs(), "/home/fleet/state-dir"
 }
 
-// storeSuite is the core behaviour of the store. [TestStore] runs it on
-// afero.NewMemMapFs and TestStoreOS on the disk under t.TempDir.
+// storeSuite is the contract of the store, whatever keeps its data.
+// [TestStore] runs it on afero.NewMemMapFs, TestStoreOS on the disk under
+// t.TempDir, and TestStoreNATS on a JetStream server (backend_nats_test.go).
+// The tests marked disk are about the state directory itself and run
+// only on a file system.
 var storeSuite = []struct {
 	name string
-	test func(t *testing.T, mk newFS)
+	test func(t *testing.T, mk storeMaker)
+	disk bool
 }{
-	{"Open", testOpen},
-	{"Sessions", testSessions},
-	{"NoActiveSession", testNoActiveSession},
-	{"SessionDirAppearsWithFirstPut", testSessionDirLazy},
-	{"PutGet", testPutGet},
-	{"Overwrite", testOverwrite},
-	{"FileExists", testFileExists},
-	{"GetPreviousSession", testGetPreviousSession},
-	{"GetErrors", testGetErrors},
-	{"GetContentTooLarge", testGetContentTooLarge},
-	{"List", testList},
-	{"ListErrors", testListErrors},
-	{"Clean", testClean},
-	{"BadAgentName", testBadAgentName},
-	{"BadFileName", testBadFileName},
-	{"BadSessionName", testBadSessionName},
-	{"NonUTF8Names", testNonUTF8Names},
-	{"OverlongNames", testOverlongNames},
-	{"ContentTooLarge", testContentTooLarge},
-	{"PathConflict", testPathConflict},
-	{"GitIgnore", testGitIgnore},
-	{"CrashLeftovers", testCrashLeftovers},
-	{"ConcurrentCreate", testConcurrentCreate},
-	{"ConcurrentOverwrite", testConcurrentOverwrite},
-	{"ConcurrentSessions", testConcurrentSessions},
+	{name: "Open", test: testOpen},
+	{name: "Sessions", test: testSessions},
+	{name: "NoActiveSession", test: testNoActiveSession},
+	{name: "SessionDirAppearsWithFirstPut", test: testSessionDirLazy},
+	{name: "PutGet", test: testPutGet},
+	{name: "Overwrite", test: testOverwrite},
+	{name: "FileExists", test: testFileExists},
+	{name: "GetPreviousSession", test: testGetPreviousSession},
+	{name: "GetErrors", test: testGetErrors},
+	{name: "GetContentTooLarge", test: testGetContentTooLarge},
+	{name: "List", test: testList},
+	{name: "ListErrors", test: testListErrors},
+	{name: "Clean", test: testClean},
+	{name: "BadAgentName", test: testBadAgentName},
+	{name: "BadFileName", test: testBadFileName},
+	{name: "BadSessionName", test: testBadSessionName},
+	{name: "NonUTF8Names", test: testNonUTF8Names},
+	{name: "OverlongNames", test: testOverlongNames},
+	{name: "ContentTooLarge", test: testContentTooLarge},
+	{name: "PathConflict", test: testPathConflict},
+	{name: "GitIgnore", test: testGitIgnore, disk: true},
+	{name: "CrashLeftovers", test: testCrashLeftovers, disk: true},
+	{name: "ConcurrentCreate", test: testConcurrentCreate},
+	{name: "ConcurrentOverwrite", test: testConcurrentOverwrite},
+	{name: "ConcurrentSessions", test: testConcurrentSessions},
 }
 
-func runStoreSuite(t *testing.T, mk newFS) {
+func runStoreSuite(t *testing.T, mk storeMaker) {
 	for _, tc := range storeSuite {
+		if tc.disk && !mk.disk() {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, mk) })
 	}
 }
 
-func TestStore(t *testing.T) { runStoreSuite(t, memFS) }
+func TestStore(t *testing.T) { runStoreSuite(t, storeMaker{fs: memFS}) }
 
 // ---- helpers ---------------------------------------------------------------
 
@@ -88,15 +107,35 @@ func open(t tb, fsys afero.Fs, dir string, opts *fleetstate.Options) *fleetstate
 	return st
 }
 
-// setup opens a store on a fresh file system made by mk.
-func setup(t *testing.T, mk newFS, opts *fleetstate.Options) *fleetstate.Store {
+// setup opens a store on fresh state made by mk.
+func setup(t *testing.T, mk storeMaker, opts *fleetstate.Options) *fleetstate.Store {
 	t.Helper()
-	fsys, dir := mk(t)
-	return open(t, fsys, dir, opts)
+	if mk.disk() {
+		fsys, dir := mk.fs(t)
+		return open(t, fsys, dir, opts)
+	}
+	return fleetstate.OpenBackend(mk.backend(t), backendOptions(opts))
+}
+
+// reopen opens another store on the state of st, with opts.
+func reopen(t tb, st *fleetstate.Store, opts *fleetstate.Options) *fleetstate.Store {
+	t.Helper()
+	if b := st.Backend(); b != nil {
+		return fleetstate.OpenBackend(b, backendOptions(opts))
+	}
+	return open(t, st.Fs(), st.Dir(), opts)
+}
+
+// backendOptions are the options of a store on a backend that match opts.
+func backendOptions(opts *fleetstate.Options) *fleetstate.BackendOptions {
+	if opts == nil {
+		return nil
+	}
+	return &fleetstate.BackendOptions{MaxContentSize: opts.MaxContentSize}
 }
 
 // setupSession opens a store and starts a session in it.
-func setupSession(t *testing.T, mk newFS, opts *fleetstate.Options) (*fleetstate.Store, fleetstate.Session) {
+func setupSession(t *testing.T, mk storeMaker, opts *fleetstate.Options) (*fleetstate.Store, fleetstate.Session) {
 	t.Helper()
 	st := setup(t, mk, opts)
 	return st, newSession(t, st, "test run")
@@ -199,7 +238,7 @@ func wantErr(t tb, st *fleetstate.Store, err error, want fleetstate.Code) {
 	if msg := err.Error(); !strings.HasPrefix(msg, "fleetstate: ") {
 		t.Fatalf("got message %q; want prefix %q", msg, "fleetstate: ")
 	}
-	if st != nil && strings.Contains(err.Error(), st.Dir()) {
+	if st != nil && st.Dir() != "" && strings.Contains(err.Error(), st.Dir()) {
 		t.Fatalf("got message %q; want no host path %q in it", err.Error(), st.Dir())
 	}
 }
@@ -281,15 +320,76 @@ func clip(s string) string {
 }
 
 // unchanged runs call and fails t if it changed anything on the file
-// system of st: outside the state directory as well as inside it.
+// system of st: outside the state directory as well as inside it. For a
+// store on a backend it compares the backend's snapshot (see
+// snapshotter).
 func unchanged(t tb, st *fleetstate.Store, call func()) {
 	t.Helper()
+	if b := st.Backend(); b != nil {
+		sn, ok := b.(snapshotter)
+		if !ok {
+			t.Fatalf("backend %T cannot be snapshotted", b)
+		}
+		before := sn.snapshot(t)
+		call()
+		if d := treeDiff(before, sn.snapshot(t)); d != "" {
+			t.Fatalf("got the backend changed by a failed call (%s); want it unchanged", d)
+		}
+		return
+	}
 	root := filepath.Dir(st.Dir())
 	before := snapshot(t, st.Fs(), root)
 	call()
 	if d := treeDiff(before, snapshot(t, st.Fs(), root)); d != "" {
 		t.Fatalf("got the file tree changed by a failed call (%s); want it unchanged", d)
 	}
+}
+
+// snapshotter is a backend of the tests that can record everything it
+// keeps, as snapshot does for a file tree.
+type snapshotter interface {
+	snapshot(t tb) map[string]node
+}
+
+// runLogReader is a backend that shows its run log, as
+// previous_run_log.txt would hold it.
+type runLogReader interface {
+	RunLog(ctx context.Context) (string, error)
+}
+
+// currentRun returns the current session as current_run.txt holds it.
+func currentRun(t tb, st *fleetstate.Store) string {
+	t.Helper()
+	if st.Backend() == nil {
+		return readFile(t, st, "current_run.txt")
+	}
+	sess, err := st.CurrentSession()
+	if err != nil {
+		t.Fatalf("CurrentSession() error: %v", err)
+	}
+	return sess.String()
+}
+
+// runLog returns the run log, and whether there is one: on disk, whether
+// previous_run_log.txt exists; in a backend, whether it has a line.
+func runLog(t tb, st *fleetstate.Store) (string, bool) {
+	t.Helper()
+	b := st.Backend()
+	if b == nil {
+		if !exists(t, st.Fs(), filepath.Join(st.Dir(), "previous_run_log.txt")) {
+			return "", false
+		}
+		return readFile(t, st, "previous_run_log.txt"), true
+	}
+	r, ok := b.(runLogReader)
+	if !ok {
+		t.Fatalf("backend %T shows no run log", b)
+	}
+	log, err := r.RunLog(context.Background())
+	if err != nil {
+		t.Fatalf("RunLog: %v", err)
+	}
+	return log, log != ""
 }
 
 func idStrings(files []fleetstate.FileInfo) []string {
@@ -307,8 +407,25 @@ func isLowerUUID(s string) bool {
 
 // ---- the store suite -------------------------------------------------------
 
-func testOpen(t *testing.T, mk newFS) {
-	fsys, dir := mk(t)
+func testOpen(t *testing.T, mk storeMaker) {
+	if !mk.disk() {
+		// A second store on the same fleet sees the first one's work.
+		st := setup(t, mk, nil)
+		sess := newSession(t, st, "shared")
+		id := put(t, st, "scout", "notes.md", "hello", false)
+		if st.Dir() != "" {
+			t.Errorf("Dir() of a store on a backend = %q; want \"\"", st.Dir())
+		}
+		again := reopen(t, st, nil)
+		if got, err := again.CurrentSession(); err != nil || got != sess {
+			t.Errorf("CurrentSession() of a second store = %v, %v; want %v", got, err, sess)
+		}
+		if got := get(t, again, id); got != "hello" {
+			t.Errorf("Get from a second store = %q; want %q", got, "hello")
+		}
+		return
+	}
+	fsys, dir := mk.fs(t)
 	st := open(t, fsys, dir, nil)
 	if got, want := st.Dir(), filepath.Clean(dir); got != want {
 		t.Errorf("Dir() = %q; want %q", got, want)
@@ -337,7 +454,7 @@ func testOpen(t *testing.T, mk newFS) {
 	}
 }
 
-func testSessions(t *testing.T, mk newFS) {
+func testSessions(t *testing.T, mk storeMaker) {
 	st := setup(t, mk, nil)
 	_, err := st.CurrentSession()
 	wantErr(t, st, err, fleetstate.CodeNoActiveSession)
@@ -365,12 +482,12 @@ func testSessions(t *testing.T, mk newFS) {
 		if err != nil || cur != sess {
 			t.Fatalf("CurrentSession() = %v, %v; want %v", cur, err, sess)
 		}
-		if got, want := readFile(t, st, "current_run.txt"), sess.ID+":::"+name; got != want {
+		if got, want := currentRun(t, st), sess.ID+":::"+name; got != want {
 			t.Fatalf("current_run.txt = %q; want exactly %q", got, want)
 		}
-		logPath := filepath.Join(st.Dir(), "previous_run_log.txt")
+		log, ok := runLog(t, st)
 		if i == 0 {
-			if exists(t, st.Fs(), logPath) {
+			if ok {
 				t.Fatalf("previous_run_log.txt exists after the first session; want none")
 			}
 			continue
@@ -379,13 +496,13 @@ func testSessions(t *testing.T, mk newFS) {
 		for _, old := range sessions[:i] {
 			want.WriteString(old.ID + ":::" + old.Name + "\n")
 		}
-		if got := readFile(t, st, "previous_run_log.txt"); got != want.String() {
+		if got := log; got != want.String() {
 			t.Fatalf("previous_run_log.txt = %q; want %q", got, want.String())
 		}
 	}
 }
 
-func testNoActiveSession(t *testing.T, mk newFS) {
+func testNoActiveSession(t *testing.T, mk storeMaker) {
 	ops := []struct {
 		name string
 		call func(st *fleetstate.Store) error
@@ -414,29 +531,33 @@ func testNoActiveSession(t *testing.T, mk newFS) {
 	states := []struct {
 		name    string
 		prepare func(t *testing.T, st *fleetstate.Store)
+		disk    bool // current_run.txt written by another program
 	}{
-		{"Fresh", func(*testing.T, *fleetstate.Store) {}},
+		{"Fresh", func(*testing.T, *fleetstate.Store) {}, false},
 		{"Cleaned", func(t *testing.T, st *fleetstate.Store) {
 			newSession(t, st, "gone")
 			put(t, st, "scout", "old.md", "x", false)
 			if err := st.Clean(); err != nil {
 				t.Fatalf("Clean() error: %v", err)
 			}
-		}},
+		}, false},
 		{"CurrentRunNotAnID", func(t *testing.T, st *fleetstate.Store) {
 			writeRaw(t, st, "current_run.txt", "garbage")
-		}},
+		}, true},
 		{"CurrentRunEmpty", func(t *testing.T, st *fleetstate.Store) {
 			writeRaw(t, st, "current_run.txt", "")
-		}},
+		}, true},
 		{"CurrentRunUpperCaseUUID", func(t *testing.T, st *fleetstate.Store) {
 			writeRaw(t, st, "current_run.txt", "550E8400-E29B-41D4-A716-446655440000:::x")
-		}},
+		}, true},
 		{"CurrentRunNoSeparator", func(t *testing.T, st *fleetstate.Store) {
 			writeRaw(t, st, "current_run.txt", "550e8400-e29b-41d4-a716-446655440000")
-		}},
+		}, true},
 	}
 	for _, state := range states {
+		if state.disk && !mk.disk() {
+			continue
+		}
 		for _, op := range ops {
 			t.Run(state.name+"/"+op.name, func(t *testing.T) {
 				st := setup(t, mk, nil)
@@ -474,10 +595,10 @@ func writeRaw(t tb, st *fleetstate.Store, rel, content string) {
 	}
 }
 
-func testSessionDirLazy(t *testing.T, mk newFS) {
+func testSessionDirLazy(t *testing.T, mk storeMaker) {
 	st, sess := setupSession(t, mk, nil)
 	sessDir := filepath.Join(st.Dir(), sess.ID)
-	if exists(t, st.Fs(), sessDir) {
+	if mk.disk() && exists(t, st.Fs(), sessDir) {
 		t.Fatalf("session directory exists before the first put; want none")
 	}
 	for _, session := range []string{"", sess.ID} {
@@ -488,11 +609,17 @@ func testSessionDirLazy(t *testing.T, mk newFS) {
 	}
 	_, err := st.Get(fileID(t, sess.ID, "scout", "notes.md"))
 	wantErr(t, st, err, fleetstate.CodeSessionNotValid)
-	if exists(t, st.Fs(), sessDir) {
+	if mk.disk() && exists(t, st.Fs(), sessDir) {
 		t.Fatalf("session directory exists after List and Get; want none")
 	}
 
-	put(t, st, "scout", "nested/dir/notes.md", "x", false)
+	id := put(t, st, "scout", "nested/dir/notes.md", "x", false)
+	if files, err := st.List(sess.ID, ""); err != nil || len(files) != 1 || files[0].ID != id {
+		t.Fatalf("List after the first put = %v, %v; want [%v]", files, err, id)
+	}
+	if !mk.disk() {
+		return
+	}
 	for _, p := range []string{sess.ID, sess.ID + "/scout", sess.ID + "/scout/nested/dir"} {
 		fi, err := st.Fs().Stat(filepath.Join(st.Dir(), p))
 		if err != nil || !fi.IsDir() {
@@ -501,7 +628,7 @@ func testSessionDirLazy(t *testing.T, mk newFS) {
 	}
 }
 
-func testPutGet(t *testing.T, mk newFS) {
+func testPutGet(t *testing.T, mk storeMaker) {
 	tests := []struct {
 		name    string
 		agent   string
@@ -548,6 +675,9 @@ func testPutGet(t *testing.T, mk newFS) {
 				t.Fatalf("Get(parsed ID) = %q; want %q", got, tc.content)
 			}
 			// The layout on disk is <dir>/<session>/<agent>/<file>, byte for byte.
+			if !mk.disk() {
+				return
+			}
 			if got := readFile(t, st, sess.ID+"/"+tc.agent+"/"+tc.file); got != tc.content {
 				t.Fatalf("file on disk = %q; want %q", got, tc.content)
 			}
@@ -565,7 +695,7 @@ func maxFileName() string {
 	return name
 }
 
-func testOverwrite(t *testing.T, mk newFS) {
+func testOverwrite(t *testing.T, mk storeMaker) {
 	st, _ := setupSession(t, mk, nil)
 	id := put(t, st, "scout", "notes.md", "version 1, a bit longer", false)
 	id2 := put(t, st, "scout", "notes.md", "v2", true)
@@ -575,8 +705,10 @@ func testOverwrite(t *testing.T, mk newFS) {
 	if got := get(t, st, id); got != "v2" {
 		t.Fatalf("Get after overwrite = %q; want %q", got, "v2")
 	}
-	if got := readFile(t, st, id.Session()+"/scout/notes.md"); got != "v2" {
-		t.Fatalf("file on disk after overwrite = %q; want %q", got, "v2")
+	if mk.disk() {
+		if got := readFile(t, st, id.Session()+"/scout/notes.md"); got != "v2" {
+			t.Fatalf("file on disk after overwrite = %q; want %q", got, "v2")
+		}
 	}
 	// Overwrite of a name that does not exist yet creates it.
 	id3 := put(t, st, "scout", "new/file.md", "created", true)
@@ -592,7 +724,7 @@ func testOverwrite(t *testing.T, mk newFS) {
 	}
 }
 
-func testFileExists(t *testing.T, mk newFS) {
+func testFileExists(t *testing.T, mk storeMaker) {
 	st, _ := setupSession(t, mk, nil)
 	id := put(t, st, "scout", "dir/notes.md", "original", false)
 	unchanged(t, st, func() {
@@ -614,7 +746,7 @@ func testFileExists(t *testing.T, mk newFS) {
 	}
 }
 
-func testGetPreviousSession(t *testing.T, mk newFS) {
+func testGetPreviousSession(t *testing.T, mk storeMaker) {
 	st, first := setupSession(t, mk, nil)
 	old := put(t, st, "scout", "plan.md", "first session", false)
 	second := newSession(t, st, "second")
@@ -637,7 +769,7 @@ func testGetPreviousSession(t *testing.T, mk newFS) {
 	}
 }
 
-func testGetErrors(t *testing.T, mk newFS) {
+func testGetErrors(t *testing.T, mk storeMaker) {
 	st, sess := setupSession(t, mk, nil)
 	put(t, st, "scout", "nested/dir/notes.md", "x", false)
 	put(t, st, "scout", "top.md", "x", false)
@@ -675,31 +807,39 @@ func testGetErrors(t *testing.T, mk newFS) {
 	}
 }
 
-func testGetContentTooLarge(t *testing.T, mk newFS) {
+func testGetContentTooLarge(t *testing.T, mk storeMaker) {
 	st, sess := setupSession(t, mk, &fleetstate.Options{MaxContentSize: 8})
 	id := put(t, st, "scout", "limit.txt", "12345678", false)
 	if got := get(t, st, id); got != "12345678" {
 		t.Fatalf("Get at the limit = %q; want %q", got, "12345678")
 	}
 	// Another program wrote a file past the limit.
-	writeRaw(t, st, sess.ID+"/scout/big.txt", "123456789")
+	if mk.disk() {
+		writeRaw(t, st, sess.ID+"/scout/big.txt", "123456789")
+	} else {
+		put(t, reopen(t, st, nil), "scout", "big.txt", "123456789", false)
+	}
 	_, err := st.Get(fileID(t, sess.ID, "scout", "big.txt"))
 	wantErr(t, st, err, fleetstate.CodeContentTooLarge)
 }
 
-func testList(t *testing.T, mk newFS) {
+func testList(t *testing.T, mk storeMaker) {
 	st, sess := setupSession(t, mk, nil)
 	// Put in an order other than the sorted one.
+	before := time.Now()
 	put(t, st, "bravo", "x.md", "bravo", false)
 	put(t, st, "alpha", "z.md", "zz", false)
 	put(t, st, "alpha", "a/b.md", "abc", false)
 	put(t, st, "alpha", "m.md", "", false)
 	put(t, st, "alpha", "a/c/d.md", "dddd", false)
 
+	after := time.Now()
 	stamp := time.Date(2024, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
-	p := filepath.Join(st.Dir(), sess.ID, "alpha", "m.md")
-	if err := st.Fs().Chtimes(p, stamp, stamp); err != nil {
-		t.Fatalf("Chtimes: %v", err)
+	if mk.disk() {
+		p := filepath.Join(st.Dir(), sess.ID, "alpha", "m.md")
+		if err := st.Fs().Chtimes(p, stamp, stamp); err != nil {
+			t.Fatalf("Chtimes: %v", err)
+		}
 	}
 
 	tests := []struct {
@@ -731,6 +871,14 @@ func testList(t *testing.T, mk newFS) {
 				if f.Size != int64(len(content)) {
 					t.Errorf("Size of %v = %d; want %d", f.ID, f.Size, len(content))
 				}
+				if !mk.disk() {
+					// The time of the last write, as the engine recorded it
+					// (a server on this machine, in the tests: one clock).
+					if f.ModTime.Before(before.Add(-time.Second)) || f.ModTime.After(after.Add(time.Second)) {
+						t.Errorf("ModTime of %v = %v; want between %v and %v", f.ID, f.ModTime, before, after)
+					}
+					continue
+				}
 				fi, err := st.Fs().Stat(filepath.Join(st.Dir(), sess.ID, f.ID.Agent(), filepath.FromSlash(f.ID.Name())))
 				if err != nil {
 					t.Fatalf("Stat: %v", err)
@@ -746,6 +894,9 @@ func testList(t *testing.T, mk newFS) {
 	}
 
 	t.Run("SkipsWhatNoIDCanName", func(t *testing.T) {
+		if !mk.disk() {
+			t.Skip("files written into the state directory by another program")
+		}
 		st, sess := setupSession(t, mk, nil)
 		put(t, st, "scout", "ok.md", "x", false)
 		writeRaw(t, st, sess.ID+"/stray-file-in-session.txt", "x") // not in an agent folder
@@ -762,7 +913,7 @@ func testList(t *testing.T, mk newFS) {
 	})
 }
 
-func testListErrors(t *testing.T, mk newFS) {
+func testListErrors(t *testing.T, mk storeMaker) {
 	st, sess := setupSession(t, mk, nil)
 	put(t, st, "scout", "x.md", "x", false)
 	tests := []struct {
@@ -791,18 +942,23 @@ func testListErrors(t *testing.T, mk newFS) {
 	}
 }
 
-func testClean(t *testing.T, mk newFS) {
+func testClean(t *testing.T, mk storeMaker) {
 	st, first := setupSession(t, mk, nil)
 	old := put(t, st, "scout", "a/b.md", "x", false)
 	newSession(t, st, "second")
-	put(t, st, "other", "c.md", "y", false)
-	writeRaw(t, st, "stray.txt", "left by someone")
-	writeRaw(t, st, ".fleetstate/rendezvous/ticket.json", "{}")
-	writeRaw(t, st, ".fleetstate/config.json", "{}")
+	big := put(t, st, "other", "c.md", strings.Repeat("y", 1<<20), false) // not inline in a backend's index
+	if mk.disk() {
+		writeRaw(t, st, "stray.txt", "left by someone")
+		writeRaw(t, st, ".fleetstate/rendezvous/ticket.json", "{}")
+		writeRaw(t, st, ".fleetstate/config.json", "{}")
+	}
 
 	for i := range 2 { // Clean is idempotent.
 		if err := st.Clean(); err != nil {
 			t.Fatalf("Clean() #%d error: %v", i+1, err)
+		}
+		if !mk.disk() {
+			continue
 		}
 		fi, err := st.Fs().Stat(st.Dir())
 		if err != nil || !fi.IsDir() {
@@ -830,6 +986,8 @@ func testClean(t *testing.T, mk newFS) {
 	wantErr(t, st, err, fleetstate.CodeNoActiveSession)
 	_, err = st.Get(old)
 	wantErr(t, st, err, fleetstate.CodeSessionNotValid)
+	_, err = st.Get(big)
+	wantErr(t, st, err, fleetstate.CodeSessionNotValid)
 	_, err = st.List(first.ID, "")
 	wantErr(t, st, err, fleetstate.CodeSessionNotValid)
 
@@ -839,10 +997,10 @@ func testClean(t *testing.T, mk newFS) {
 	if got := get(t, st, id); got != "fresh" {
 		t.Fatalf("Get after Clean = %q; want %q", got, "fresh")
 	}
-	if exists(t, st.Fs(), filepath.Join(st.Dir(), "previous_run_log.txt")) {
-		t.Fatalf("previous_run_log.txt exists after Clean and one new session; want none")
+	if log, ok := runLog(t, st); ok {
+		t.Fatalf("previous_run_log.txt = %q after Clean and one new session; want none", log)
 	}
-	if got, want := readFile(t, st, "current_run.txt"), sess.String(); got != want {
+	if got, want := currentRun(t, st), sess.String(); got != want {
 		t.Fatalf("current_run.txt = %q; want %q", got, want)
 	}
 
@@ -910,7 +1068,7 @@ var badFileNames = []badName{
 
 // testBadNames checks, for each name, that Put refuses it with code before
 // any I/O, and that the other entry points refuse it too.
-func testBadNames(t *testing.T, mk newFS, names []badName, agent bool) {
+func testBadNames(t *testing.T, mk storeMaker, names []badName, agent bool) {
 	for _, tc := range names {
 		t.Run(tc.name, func(t *testing.T) {
 			st, sess := setupSession(t, mk, nil)
@@ -952,10 +1110,10 @@ func testBadNames(t *testing.T, mk newFS, names []badName, agent bool) {
 	}
 }
 
-func testBadAgentName(t *testing.T, mk newFS) { testBadNames(t, mk, badAgentNames, true) }
-func testBadFileName(t *testing.T, mk newFS)  { testBadNames(t, mk, badFileNames, false) }
+func testBadAgentName(t *testing.T, mk storeMaker) { testBadNames(t, mk, badAgentNames, true) }
+func testBadFileName(t *testing.T, mk storeMaker)  { testBadNames(t, mk, badFileNames, false) }
 
-func testNonUTF8Names(t *testing.T, mk newFS) {
+func testNonUTF8Names(t *testing.T, mk storeMaker) {
 	t.Run("Agent", func(t *testing.T) {
 		testBadNames(t, mk, []badName{{"Lone", "\xff"}, {"Truncated", "é"[:1]}, {"Surrogate", "\xed\xa0\x80"}}, true)
 	})
@@ -964,7 +1122,7 @@ func testNonUTF8Names(t *testing.T, mk newFS) {
 	})
 }
 
-func testOverlongNames(t *testing.T, mk newFS) {
+func testOverlongNames(t *testing.T, mk storeMaker) {
 	t.Run("Agent", func(t *testing.T) {
 		testBadNames(t, mk, []badName{
 			{"ByOne", strings.Repeat("x", fleetstate.MaxAgentNameLen+1)},
@@ -985,7 +1143,7 @@ func testOverlongNames(t *testing.T, mk newFS) {
 	})
 }
 
-func testBadSessionName(t *testing.T, mk newFS) {
+func testBadSessionName(t *testing.T, mk storeMaker) {
 	tests := []badName{
 		{"Empty", ""},
 		{"Overlong", strings.Repeat("n", fleetstate.MaxSessionNameLen+1)},
@@ -1020,7 +1178,7 @@ func testBadSessionName(t *testing.T, mk newFS) {
 	})
 }
 
-func testContentTooLarge(t *testing.T, mk newFS) {
+func testContentTooLarge(t *testing.T, mk storeMaker) {
 	const limit = 16
 	st, _ := setupSession(t, mk, &fleetstate.Options{MaxContentSize: limit})
 	put(t, st, "scout", "at-limit.md", strings.Repeat("x", limit), false)
@@ -1063,7 +1221,7 @@ func testContentTooLarge(t *testing.T, mk newFS) {
 	})
 }
 
-func testPathConflict(t *testing.T, mk newFS) {
+func testPathConflict(t *testing.T, mk storeMaker) {
 	tests := []struct {
 		name     string
 		existing string
@@ -1091,7 +1249,7 @@ func testPathConflict(t *testing.T, mk newFS) {
 	}
 }
 
-func testGitIgnore(t *testing.T, mk newFS) {
+func testGitIgnore(t *testing.T, mk storeMaker) {
 	const entry = "/sub/.ai-fleet-state/\n"
 	tests := []struct {
 		name   string
@@ -1166,7 +1324,7 @@ func testGitIgnore(t *testing.T, mk newFS) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fsys, dir := mk(t)
+			fsys, dir := mk.fs(t)
 			repo := filepath.Join(filepath.Dir(dir), "repo")
 			for rel, content := range tc.setup {
 				p := filepath.Join(repo, filepath.FromSlash(rel))
@@ -1206,7 +1364,7 @@ func testGitIgnore(t *testing.T, mk newFS) {
 	}
 }
 
-func testCrashLeftovers(t *testing.T, mk newFS) {
+func testCrashLeftovers(t *testing.T, mk storeMaker) {
 	st, sess := setupSession(t, mk, nil)
 	put(t, st, "scout", "notes.md", "stored", false)
 	put(t, st, "scout", "nested/plan.md", "stored", false)
@@ -1281,7 +1439,7 @@ func testCrashLeftovers(t *testing.T, mk newFS) {
 // testConcurrentCreate races goroutines that put one new name without
 // overwrite: exactly one wins, the others get ERR_FILE_EXISTS, and the file
 // holds the winner's content.
-func testConcurrentCreate(t *testing.T, mk newFS) {
+func testConcurrentCreate(t *testing.T, mk storeMaker) {
 	const writers, rounds = 8, 10
 	st, _ := setupSession(t, mk, nil)
 	for r := range rounds {
@@ -1320,7 +1478,9 @@ func testConcurrentCreate(t *testing.T, mk newFS) {
 	if err != nil || len(files) != rounds {
 		t.Fatalf("List = %d files, %v; want %d (no temporary files)", len(files), err, rounds)
 	}
-	assertNoTempFiles(t, st)
+	if mk.disk() {
+		assertNoTempFiles(t, st)
+	}
 }
 
 func assertNoTempFiles(t tb, st *fleetstate.Store) {
@@ -1334,7 +1494,7 @@ func assertNoTempFiles(t tb, st *fleetstate.Store) {
 
 // testConcurrentOverwrite has writers replace one file with full payloads
 // while readers read it: every read is exactly one of the payloads.
-func testConcurrentOverwrite(t *testing.T, mk newFS) {
+func testConcurrentOverwrite(t *testing.T, mk storeMaker) {
 	const writers, readers, writes, size = 4, 4, 25, 64 << 10
 	st, _ := setupSession(t, mk, nil)
 	payloads := make([][]byte, writers+1)
@@ -1392,12 +1552,14 @@ func testConcurrentOverwrite(t *testing.T, mk newFS) {
 	for _, f := range failures {
 		t.Error(f)
 	}
-	assertNoTempFiles(t, st)
+	if mk.disk() {
+		assertNoTempFiles(t, st)
+	}
 }
 
 // testConcurrentSessions starts sessions from many goroutines: the archive
 // gets exactly one whole line per replaced session.
-func testConcurrentSessions(t *testing.T, mk newFS) {
+func testConcurrentSessions(t *testing.T, mk storeMaker) {
 	const workers, each = 8, 4
 	st, first := setupSession(t, mk, nil)
 	created := make([][]fleetstate.Session, workers)
@@ -1448,10 +1610,10 @@ func checkSessionLog(t *testing.T, st *fleetstate.Store, first fleetstate.Sessio
 	if want, ok := byID[cur.ID]; !ok || want != cur {
 		t.Fatalf("current session %v is none of the created ones", cur)
 	}
-	if got, want := readFile(t, st, "current_run.txt"), cur.String(); got != want {
+	if got, want := currentRun(t, st), cur.String(); got != want {
 		t.Fatalf("current_run.txt = %q; want %q", got, want)
 	}
-	log := readFile(t, st, "previous_run_log.txt")
+	log, _ := runLog(t, st)
 	if !strings.HasSuffix(log, "\n") {
 		t.Fatalf("previous_run_log.txt does not end with a newline: %q", clip(log))
 	}

@@ -26,7 +26,7 @@ func osFS(t *testing.T) (afero.Fs, string) {
 }
 
 // TestStoreOS runs the store suite on the operating system's file system.
-func TestStoreOS(t *testing.T) { runStoreSuite(t, osFS) }
+func TestStoreOS(t *testing.T) { runStoreSuite(t, storeMaker{fs: osFS}) }
 
 func TestOpenDefaultsOS(t *testing.T) {
 	t.Run("WorkingDirectory", func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestOpenDefaultsOS(t *testing.T) {
 }
 
 func TestPermissionsOS(t *testing.T) {
-	st, sess := setupSession(t, osFS, nil)
+	st, sess := setupSession(t, storeMaker{fs: osFS}, nil)
 	put(t, st, "scout", "nested/dir/notes.md", "x", false)
 	put(t, st, "scout", "nested/dir/notes.md", "y", true)
 	newSession(t, st, "second") // writes previous_run_log.txt
@@ -216,7 +216,7 @@ func TestSymlinkEscapeOS(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st, sess := setupSession(t, osFS, nil)
+			st, sess := setupSession(t, storeMaker{fs: osFS}, nil)
 			outside := filepath.Join(filepath.Dir(st.Dir()), "outside")
 			if err := os.MkdirAll(outside, 0o755); err != nil {
 				t.Fatal(err)
@@ -291,7 +291,7 @@ func TestSymlinkEscapeOS(t *testing.T) {
 	}
 
 	t.Run("SessionFolder", func(t *testing.T) {
-		st := setup(t, osFS, nil)
+		st := setup(t, storeMaker{fs: osFS}, nil)
 		outside := filepath.Join(filepath.Dir(st.Dir()), "outside")
 		if err := os.MkdirAll(filepath.Join(outside, "scout"), 0o755); err != nil {
 			t.Fatal(err)
@@ -332,7 +332,7 @@ func TestSymlinkEscapeOS(t *testing.T) {
 
 	t.Run("LinkInsideStateDir", func(t *testing.T) {
 		// Even a link that stays inside the state directory is not followed.
-		st, sess := setupSession(t, osFS, nil)
+		st, sess := setupSession(t, storeMaker{fs: osFS}, nil)
 		put(t, st, "scout", "notes.md", "x", false)
 		if err := os.Symlink("scout", filepath.Join(st.Dir(), sess.ID, "alias")); err != nil {
 			t.Fatal(err)
@@ -484,7 +484,7 @@ func runHelpers(t *testing.T, n int, role, dir string) [][]string {
 // ERR_FILE_EXISTS, and the file holds the winner's content.
 func TestMultiProcessCreateOS(t *testing.T) {
 	const children = 8
-	st, sess := setupSession(t, osFS, &fleetstate.Options{NoGitIgnore: true})
+	st, sess := setupSession(t, storeMaker{fs: osFS}, &fleetstate.Options{NoGitIgnore: true})
 	out := runHelpers(t, children, "put", st.Dir())
 	for k := range helperPutRounds {
 		winner := -1
@@ -518,7 +518,7 @@ func TestMultiProcessCreateOS(t *testing.T) {
 // once: no archived line is lost or torn and current_run.txt stays whole.
 func TestMultiProcessSessionsOS(t *testing.T) {
 	const children = 8
-	st, first := setupSession(t, osFS, &fleetstate.Options{NoGitIgnore: true})
+	st, first := setupSession(t, storeMaker{fs: osFS}, &fleetstate.Options{NoGitIgnore: true})
 	out := runHelpers(t, children, "sessions", st.Dir())
 	created := make([][]fleetstate.Session, children)
 	for i, lines := range out {

@@ -24,9 +24,9 @@ import (
 // by Clean, which purges the whole bucket.
 const runKey = "run"
 
-// keyEncoding is base64url without padding, and strict: a decoder accepts
-// exactly one encoding of each name, so that a key and a name map one to
-// one.
+// keyEncoding is base64url without padding, and strict (no stray bits at
+// the end); decodeToken also refuses what it skips, so that a key and a
+// name map one to one.
 var keyEncoding = base64.RawURLEncoding.Strict()
 
 // encodeToken encodes an agent name or one segment of a file name as a
@@ -84,7 +84,9 @@ func decodeToken(tok string) (string, error) {
 		return "", errBadKey
 	}
 	b, err := keyEncoding.DecodeString(tok)
-	if err != nil {
+	// The decoder skips line breaks, even in strict mode: a token must be
+	// exactly the encoding of what it decodes to.
+	if err != nil || keyEncoding.EncodeToString(b) != tok {
 		return "", errBadKey
 	}
 	return string(b), nil

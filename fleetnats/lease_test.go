@@ -29,7 +29,7 @@ func leaseServer(t *testing.T) string {
 	return s.ClientURL()
 }
 
-func connect(t *testing.T, url string) *fleetnats.Fleet {
+func leaseConnect(t *testing.T, url string) *fleetnats.Fleet {
 	t.Helper()
 	f, err := fleetnats.Connect(context.Background(), fleetnats.Options{URL: url, Fleet: "lease", Timeout: 2 * time.Second})
 	if err != nil {
@@ -43,7 +43,7 @@ func connect(t *testing.T, url string) *fleetnats.Fleet {
 // address, until the first gives the fleet up.
 func TestOwnOneOwner(t *testing.T) {
 	url := leaseServer(t)
-	a, b := connect(t, url), connect(t, url)
+	a, b := leaseConnect(t, url), leaseConnect(t, url)
 	ctx := context.Background()
 	oa, err := a.Own(ctx, fleetnats.OwnOptions{Addr: "http://127.0.0.1:1/mcp"})
 	if err != nil {
@@ -71,7 +71,7 @@ func TestOwnOneOwner(t *testing.T) {
 // believes it holds it, the old owner's writes fail and never land.
 func TestOwnFencesTheOldOwner(t *testing.T) {
 	url := leaseServer(t)
-	a, b := connect(t, url), connect(t, url)
+	a, b := leaseConnect(t, url), leaseConnect(t, url)
 	ctx := context.Background()
 	oa, err := a.Own(ctx, fleetnats.OwnOptions{})
 	if err != nil {
@@ -110,7 +110,7 @@ func TestOwnFencesTheOldOwner(t *testing.T) {
 // TestJournalSaveReleaseReset: the last record of each live turn loads.
 func TestJournalSaveReleaseReset(t *testing.T) {
 	url := leaseServer(t)
-	a := connect(t, url)
+	a := leaseConnect(t, url)
 	ctx := context.Background()
 	o, err := a.Own(ctx, fleetnats.OwnOptions{})
 	if err != nil {
@@ -145,7 +145,7 @@ func TestJournalSaveReleaseReset(t *testing.T) {
 // owner's Lost closes.
 func TestOwnLeaseExpires(t *testing.T) {
 	url := leaseServer(t)
-	a, b := connect(t, url), connect(t, url)
+	a, b := leaseConnect(t, url), leaseConnect(t, url)
 	ctx := context.Background()
 	ttl := 600 * time.Millisecond
 	oa, err := a.Own(ctx, fleetnats.OwnOptions{LeaseTTL: ttl})

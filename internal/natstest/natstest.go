@@ -13,6 +13,7 @@ package natstest
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,27 +79,27 @@ func Run(t testing.TB) *Server {
 // leader.
 func Cluster(t testing.TB, n int) []*Server {
 	t.Helper()
+	// A clustered JetStream server refuses to start without routes, so
+	// each needs the others' route ports before it starts: ports the
+	// system picked for listeners closed just before. Another process
+	// could take one in between; the start would then fail, not hang.
+	ports := freePorts(t, n)
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
 	servers := make([]*Server, n)
-	var seed string
 	for i := range n {
 		opts := baseOptions(t, fmt.Sprintf("node%d", i+1))
 		opts.Cluster = server.ClusterOpts{
 			Name: "natstest",
 			Host: "127.0.0.1",
-			Port: -1,
+			Port: ports[i],
 		}
-		if seed != "" {
-			opts.Routes = server.RoutesFromStr(seed)
-		}
+		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		s := &Server{opts: opts, t: t}
 		s.Server = start(t, opts)
 		servers[i] = s
-		if seed == "" {
-			seed = fmt.Sprintf("nats-route://127.0.0.1:%d", s.ClusterAddr().Port)
-			// The seed's own route URL, so that it dials the others again
-			// after a restart.
-			opts.Routes = server.RoutesFromStr(seed)
-		}
 	}
 	deadline := time.Now().Add(clusterTimeout)
 	for !clusterReady(servers) {
@@ -141,7 +142,7 @@ func baseOptions(t testing.TB, name string) *server.Options {
 		ServerName:         name,
 		Host:               "127.0.0.1",
 		Port:               -1,
-		NoLog:              true,
+		NoLog:              os.Getenv("NATSTEST_LOG") == "",
 		NoSigs:             true,
 		JetStream:          true,
 		JetStreamMaxMemory: MaxMemory,
@@ -159,6 +160,9 @@ func start(t testing.TB, opts *server.Options) *server.Server {
 	if err != nil {
 		t.Fatalf("natstest: new server: %v", err)
 	}
+	if !opts.NoLog {
+		s.ConfigureLogger()
+	}
 	s.Start()
 	t.Cleanup(func() {
 		s.Shutdown()
@@ -170,8 +174,20 @@ func start(t testing.TB, opts *server.Options) *server.Server {
 	if a, ok := s.Addr().(*net.TCPAddr); ok {
 		opts.Port = a.Port
 	}
-	if opts.Cluster.Port == -1 {
-		opts.Cluster.Port = s.ClusterAddr().Port
-	}
 	return s
+}
+
+// freePorts returns n ports of 127.0.0.1 that were free a moment ago.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
