@@ -1,0 +1,5 @@
+//go:build !race
+
+package fleetnats_test
+
+const raceEnabled = false
