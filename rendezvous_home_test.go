@@ -154,6 +154,8 @@ func (h homeMain) Run() int {
 		fmt.Fprintf(os.Stderr, "connecting to %s: %v\n", url, err)
 		return 2
 	}
+	// The tests of package fleetnats look for this line.
+	fmt.Printf("rendezvous suites on JetStream at %s\n", url)
 	natsTests = &natsRunner{nc: nc, reqs: make(chan func())}
 	go natsTests.loop()
 	code := h.m.Run()
@@ -291,11 +293,13 @@ func (h *natsHome) cleanup(t homeTB) {
 		for _, o := range owned {
 			o.Abandon() // only stops the renewal of one not closed yet
 		}
-		l := h.fleet.JetStream().ListStreams(ctx)
+		// Names only: the tests that open a fleet in each of hundreds of
+		// rounds leave that many on the server until they end.
+		l := h.fleet.JetStream().StreamNames(ctx)
 		var names []string
-		for si := range l.Info() {
-			if strings.Contains(si.Config.Name, "_"+h.fleet.Name()+"-") {
-				names = append(names, si.Config.Name)
+		for n := range l.Name() {
+			if strings.Contains(n, "_"+h.fleet.Name()+"-") { // KV_NAME-turns, ...
+				names = append(names, n)
 			}
 		}
 		errs = append(errs, l.Err())

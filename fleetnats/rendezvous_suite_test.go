@@ -24,11 +24,11 @@ const (
 	// package's tests (about a minute on 2 cores, less when cached) and
 	// running the suites.
 	rendezvousSuitesTimeout = 10 * time.Minute
-	// rendezvousChecks is the number of runs of each rapid test on
-	// JetStream, a third of the default 100: every run makes and deletes
-	// a fleet's streams, and each action waits for the server. The
-	// default run on files keeps the 100.
-	rendezvousChecks = 34
+	// rendezvousChecks is the number of runs of the state machine on
+	// JetStream, as many as on files (rapid's default): on an embedded
+	// server each run, which makes and deletes a fleet's streams, takes
+	// tens of milliseconds.
+	rendezvousChecks = 100
 )
 
 // rendezvousSuites are the root package's files of the rendezvous's flow
@@ -65,12 +65,17 @@ func TestRendezvousSuitesNATS(t *testing.T) {
 	args := []string{"test", "-count=1", "-v",
 		"-timeout", rendezvousSuitesTimeout.String(),
 		"-run", "^(" + strings.Join(names, "|") + ")$",
-		"-rapid.checks", strconv.Itoa(rendezvousChecks),
 	}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	cmd := exec.CommandContext(ctx, goBin, append(args, "github.com/fleetstate/fleetstate")...)
+	// The package before the rapid flags: go test takes the first flag it
+	// does not know, and all after it, as the test binary's. No fail
+	// file: it would be replayed by the default run, on files; a failure
+	// prints its seed.
+	args = append(args, "github.com/fleetstate/fleetstate",
+		"-rapid.checks="+strconv.Itoa(rendezvousChecks), "-rapid.nofailfile")
+	cmd := exec.CommandContext(ctx, goBin, args...)
 	// GOTOOLCHAIN, GOFLAGS and the caches come with the environment.
 	cmd.Env = append(os.Environ(),
 		"FLEETSTATE_TEST_BACKEND=nats",
@@ -84,9 +89,12 @@ func TestRendezvousSuitesNATS(t *testing.T) {
 	}
 	// The suites ran, on JetStream: every test passed or was skipped as
 	// one only for files, and the state machine ran its checks.
+	if !bytes.Contains(out, []byte("rendezvous suites on JetStream at "+srv.URL())) {
+		t.Errorf("the suites did not run on JetStream:\n%s", out)
+	}
 	for _, name := range names {
 		pass := regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `)
-		skip := regexp.MustCompile(`(?m)^--- SKIP: ` + name + ` [^\n]*\n\s+\S+: file backend only: `)
+		skip := regexp.MustCompile(`(?m)^=== RUN   ` + name + `\n +\S+_test\.go:\d+: file backend only: .*\n--- SKIP: ` + name + ` `)
 		if !pass.Match(out) && !skip.Match(out) {
 			t.Errorf("%s neither passed nor was skipped as a test only for files:\n%s", name, out)
 		}
