@@ -87,11 +87,7 @@ func TestDisconnectOutcomeIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.r.Close()
-	r2, err := fleetstate.NewRendezvous(f.st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
+	_, r2 := openRendezvous(t, f.h, nil)
 	p, err := r2.Poll(context.Background(), "lead", o.Ticket, 0)
 	if err != nil || p.Reason != fleetstate.ReasonMemberGone {
 		t.Fatalf("ticket after a restart %+v, %v; want failed/member_gone", p, err)

@@ -24,6 +24,7 @@ import (
 // error naming the owner, in memory and on disk; once the owner closes, the
 // directory can be owned again.
 func TestOneOwnerPerStateDirectory(t *testing.T) {
+	fileOnly(t, "the owner's lock on a state directory (TestOwnOneOwner of package fleetnats tests the lease)")
 	for _, tc := range []struct {
 		name string
 		fs   afero.Fs
@@ -108,6 +109,7 @@ func TestCleanGoesThroughTheOwner(t *testing.T) {
 // git work tree): a clean removes only sessions, the store's own files and
 // the rendezvous state.
 func TestCleanRemovesOnlyWhatTheStoreMade(t *testing.T) {
+	fileOnly(t, "what a clean leaves in a state directory on disk")
 	dir := t.TempDir()
 	for name, content := range map[string]string{
 		".git/HEAD":   "ref: refs/heads/main\n",
@@ -161,20 +163,13 @@ func TestCleanRemovesOnlyWhatTheStoreMade(t *testing.T) {
 
 // ---- restarts --------------------------------------------------------------
 
-// restart crashes f's rendezvous and opens a new one on the same directory
+// restart crashes f's rendezvous and opens a new one in the same home
 // with opts, registering the pulling members named.
 func (f *fleet) restart(opts *fleetstate.RendezvousOptions, members ...string) {
 	f.t.Helper()
 	fleetstate.Crash(f.r)
-	st, err := fleetstate.Open(f.fs, "/state", nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	r, err := fleetstate.NewRendezvous(st, opts)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { r.Close() })
+	f.h.crashed(f.t)
+	st, r := openRendezvous(f.t, f.h, opts)
 	f.st, f.r = st, r
 	for _, m := range members {
 		if err := r.AddMember(m, nil); err != nil {
@@ -648,6 +643,7 @@ func TestHoldReturned(t *testing.T) {
 // process stopped while holding it) makes Open and NewSession fail with a
 // named error instead of waiting for ever; once it is let go, they work.
 func TestSessionLockWaitIsBounded(t *testing.T) {
+	fileOnly(t, "the session lock file of a state directory")
 	dir := filepath.Join(t.TempDir(), "state")
 	opts := &fleetstate.Options{NoGitIgnore: true, LockTimeout: 50 * time.Millisecond}
 	st := open(t, afero.NewOsFs(), dir, opts)
@@ -712,6 +708,7 @@ func (g *gatedFS) OpenFile(name string, flag int, perm os.FileMode) (afero.File,
 // While a write of the journal waits on a slow disk, polls and member
 // lists are answered: the rendezvous's lock is not held across the write.
 func TestSlowDiskDoesNotBlockReaders(t *testing.T) {
+	fileOnly(t, "a slow disk under the journal's slot files")
 	g := &gatedFS{Fs: afero.NewMemMapFs()}
 	st := open(t, g, "/state", nil)
 	r, err := fleetstate.NewRendezvous(st, nil)

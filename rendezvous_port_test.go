@@ -338,18 +338,11 @@ func TestStateSurvivesRestart(t *testing.T) {
 		go f.r.Ask(ctx, "asking", "which one?", "a")
 		synctest.Wait()
 
-		// A second rendezvous on the same directory after the first's
+		// A second rendezvous on the same fleet after the first's
 		// process was killed.
 		fleetstate.Crash(f.r)
-		st2, err := fleetstate.Open(f.fs, "/state", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r2, err := fleetstate.NewRendezvous(st2, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r2.Close()
+		f.h.crashed(t)
+		_, r2 := openRendezvous(t, f.h, nil)
 		all, err := r2.PollAll(ctx, "lead", 0)
 		if err != nil {
 			t.Fatal(err)
@@ -408,15 +401,8 @@ func TestRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T) {
 		settle(time.Second)
 
 		fleetstate.Crash(f.r)
-		st2, err := fleetstate.Open(f.fs, "/state", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r2, err := fleetstate.NewRendezvous(st2, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r2.Close()
+		f.h.crashed(t)
+		_, r2 := openRendezvous(t, f.h, nil)
 		pane := fleetstate.NewLocalMember()
 		pane.Print("all done, forgot to reply")
 		if err := r2.AddMember("worker", pane); err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/spf13/afero"
 	"pgregory.net/rapid"
 )
 
@@ -69,13 +68,15 @@ import (
 // member's turn, until its next Next), ERR_QUESTION_PENDING,
 // ERR_TICKET_OPEN (ack of an unfinished ticket), ERR_UNKNOWN_TICKET (Poll,
 // Ack or Cancel of an unknown, forgotten or other lead's ticket) and
-// ERR_FLEET_OWNED (a second rendezvous on the state directory of an open
+// ERR_FLEET_OWNED (a second rendezvous on the fleet of an open
 // one, which must change nothing). A restart (fleetstate.Crash, then a new
-// rendezvous on the same file system, and the members added again)
+// rendezvous in the same home, and the members added again)
 // releases every blocked call (ERR_CLOSED; a lead's with its ticket) and
 // must restore every ticket the model holds. At the end, Close must
 // release every blocked call in the same way, and a rendezvous on the same
-// file system must find every ticket the model still holds.
+// fleet must find every ticket the model still holds. The fleet lives in
+// the test's home (rendezvous_home_test.go): on a state directory, or on
+// JetStream.
 //
 // Not driven here: a blocked call whose context ends at the very instant
 // its outcome arrives (the outcome is then held until acked rather than
@@ -186,7 +187,7 @@ type rvMember struct {
 }
 
 type rvMachine struct {
-	fs      afero.Fs
+	h       home // where the fleet lives: see rendezvous_home_test.go
 	r       *fleetstate.Rendezvous
 	ctx     context.Context // of every call the test starts; cancelled after Close at cleanup
 	leads   []string
@@ -213,8 +214,6 @@ type rvMachine struct {
 	viaAck    map[string]int  // finished tickets acked
 }
 
-const rvDir = "/state"
-
 // Bounds of the rendezvous (all defaults) as the model uses them.
 const (
 	rvSendTimeout  = fleetstate.DefaultSendTimeout
@@ -226,18 +225,11 @@ const (
 )
 
 func rvNewMachine(t *rapid.T) *rvMachine {
-	fs := afero.NewMemMapFs()
-	st, err := fleetstate.Open(fs, rvDir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := fleetstate.NewRendezvous(st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHome(t)
+	_, r := openRendezvous(t, h, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &rvMachine{
-		fs:        fs,
+		h:         h,
 		r:         r,
 		ctx:       ctx,
 		clock:     time.Now(),
@@ -916,8 +908,8 @@ func (m *rvMachine) showUp(t *rapid.T) {
 	m.settle(t)
 }
 
-// restart crashes the rendezvous and opens a new one on the same file
-// system, as a process restarted after being killed.
+// restart crashes the rendezvous and opens a new one on the same fleet,
+// as a process restarted after being killed.
 func (m *rvMachine) restart(t *rapid.T) {
 	// Often with a question in flight, whose Ask dies with the process:
 	// restored, the lead may still answer it within its window.
@@ -927,11 +919,8 @@ func (m *rvMachine) restart(t *rapid.T) {
 	}
 	fleetstate.Crash(m.r)
 	m.releaseAll(t, "Crash")
-	st, err := fleetstate.Open(m.fs, rvDir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := fleetstate.NewRendezvous(st, nil)
+	m.h.crashed(t)
+	_, r, err := m.h.open(t, nil)
 	if err != nil {
 		t.Fatalf("NewRendezvous after a crash: %v", err)
 	}
@@ -945,19 +934,15 @@ func (m *rvMachine) restart(t *rapid.T) {
 	m.secondRendezvous(t)
 }
 
-// secondRendezvous opens a rendezvous on the state directory of the open
+// secondRendezvous opens a rendezvous on the fleet of the open
 // one: refused, and nothing changes (check compares).
 func (m *rvMachine) secondRendezvous(t *rapid.T) {
-	st, err := fleetstate.Open(m.fs, rvDir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := fleetstate.NewRendezvous(st, nil)
+	_, r, err := m.h.open(t, nil)
 	if fleetstate.CodeOf(err) != fleetstate.CodeFleetOwned {
 		if r != nil {
 			r.Close()
 		}
-		t.Fatalf("a second NewRendezvous on an owned directory: %v; want %s", err, fleetstate.CodeFleetOwned)
+		t.Fatalf("a second NewRendezvous on an owned fleet: %v; want %s", err, fleetstate.CodeFleetOwned)
 	}
 	m.settle(t)
 }
@@ -1508,7 +1493,7 @@ func (m *rvMachine) compare(t *rapid.T, when string) {
 
 // closeAndReopen closes the rendezvous: every blocked call returns with
 // ErrClosed (a lead's call with its ticket). A second rendezvous on the same
-// file system then finds every ticket the model holds, as news, none handed.
+// fleet then finds every ticket the model holds, as news, none handed.
 func (m *rvMachine) closeAndReopen(t *rapid.T) {
 	if err := m.r.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -1525,14 +1510,7 @@ func (m *rvMachine) closeAndReopen(t *rapid.T) {
 		t.Fatalf("Next after Close: %v; want %s", err, closed)
 	}
 
-	st, err := fleetstate.Open(m.fs, rvDir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2, err := fleetstate.NewRendezvous(st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r2 := openRendezvous(t, m.h, nil)
 	m.r = r2 // closed at cleanup
 	m.restore()
 	m.compare(t, "after reopening, ")

@@ -9,30 +9,22 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/spf13/afero"
 )
 
-// fleet is a rendezvous on an in-memory store with a lead named "lead".
+// fleet is a rendezvous with a lead named "lead", in the test's home (see
+// rendezvous_home_test.go): on an in-memory store by default.
 type fleet struct {
 	t  *testing.T
-	fs afero.Fs
+	h  home
 	st *fleetstate.Store
 	r  *fleetstate.Rendezvous
 }
 
 func newFleet(t *testing.T, opts *fleetstate.RendezvousOptions) *fleet {
 	t.Helper()
-	fs := afero.NewMemMapFs()
-	st, err := fleetstate.Open(fs, "/state", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := fleetstate.NewRendezvous(st, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return &fleet{t: t, fs: fs, st: st, r: r}
+	h := newHome(t)
+	st, r := openRendezvous(t, h, opts)
+	return &fleet{t: t, h: h, st: st, r: r}
 }
 
 // pull registers a member that pulls its messages.
