@@ -26,3 +26,6 @@ func DashboardTurns(d *Dashboard) int {
 	defer d.tr.mu.Unlock()
 	return len(d.tr.order)
 }
+
+// FastCalls returns how many tool calls a served on its fast path.
+func FastCalls(a *Adapter) int64 { return a.fast.Load() }

@@ -88,7 +88,11 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	} else {
 		fwd.Params.Arguments = req.Params.Arguments
 	}
-	stop := startProgress(ctx, req, p.progress)
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	stop := startProgress(ctx, server.ServerFromContext(ctx), token, p.progress)
 	defer stop()
 	res, err := p.c.CallTool(ctx, fwd)
 	if err != nil {
