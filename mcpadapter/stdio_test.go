@@ -282,7 +282,6 @@ func TestStdioCancel(t *testing.T) {
 	if mcpadapter.FastCalls(s.a) != 1 {
 		t.Fatalf("fleet_next did not take the fast path")
 	}
-	start := time.Now()
 	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"next","reason":"test"}}`)
 	var r toolResult
 	line := s.next()
@@ -291,9 +290,6 @@ func TestStdioCancel(t *testing.T) {
 	}
 	if string(r.ID) != `"next"` || !r.Result.IsError || r.Result.StructuredContent["error"] != string(fleetstate.CodeCancelled) {
 		t.Errorf("after the cancel: %s; want the cancelled error of id next", line)
-	}
-	if d := time.Since(start); d > waitLimit/2 {
-		t.Errorf("the cancel took %v", d)
 	}
 }
 

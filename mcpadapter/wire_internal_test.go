@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -126,7 +125,9 @@ func TestAppendCallResult(t *testing.T) {
 }
 
 // TestParseCallManyNames: an object of a million names is read in linear
-// time (the names are checked for duplicates through a map).
+// time (the names are checked for duplicates through a map). Quadratic
+// checking would take hours here: the test binary's timeout catches it; no
+// wall-clock bound is asserted.
 func TestParseCallManyNames(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"agent_name":"a","file_name":"m","content":"x"`)
@@ -139,14 +140,7 @@ func TestParseCallManyNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := New(st, nil, nil)
-	done := make(chan bool, 1)
-	go func() { _, ok := parseCall(b.Bytes(), a.byName); done <- ok }()
-	select {
-	case ok := <-done:
-		if ok {
-			t.Error("took a put with a million unknown arguments")
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("a million names took longer than 20 s")
+	if _, ok := parseCall(b.Bytes(), a.byName); ok {
+		t.Error("took a put with a million unknown arguments")
 	}
 }
