@@ -27,6 +27,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -67,11 +68,13 @@ type Options struct {
 // Adapter maps a store and a rendezvous onto MCP tools. It is safe for
 // concurrent use.
 type Adapter struct {
-	store *fleetstate.Store
-	rv    *fleetstate.Rendezvous
-	opt   Options
-	tools []tool
-	conns *connections // nil without a rendezvous
+	store  *fleetstate.Store
+	rv     *fleetstate.Rendezvous
+	opt    Options
+	tools  []tool
+	byName map[string]*tool // the tools, for the fast request path
+	fast   atomic.Int64     // calls served on the fast path, for tests
+	conns  *connections     // nil without a rendezvous
 }
 
 // New returns an adapter for store and rv. rv may be nil: the fleet tools
@@ -94,6 +97,12 @@ func New(store *fleetstate.Store, rv *fleetstate.Rendezvous, opts *Options) *Ada
 			t.call = func(context.Context, Identity, any) (any, error) { return nil, a.opt.FleetElsewhere }
 			a.tools = append(a.tools, t)
 		}
+	}
+	a.byName = make(map[string]*tool, len(a.tools))
+	for i := range a.tools {
+		t := &a.tools[i]
+		t.index = fieldIndexes(t.input, t.newArgs())
+		a.byName[t.name] = t
 	}
 	return a
 }
@@ -150,49 +159,70 @@ type tool struct {
 	// call decodes nothing: args were decoded strictly into a fresh
 	// value by newArgs.
 	newArgs func() any
+	index   []int // of each input field in newArgs's struct
 	call    func(ctx context.Context, id Identity, args any) (any, error)
 }
 
-// handler wraps a tool: identity and role first, then strict decoding of
-// the arguments, then the call; every failure becomes an error result.
+// handler wraps a tool for mcp-go: see [Adapter.invoke].
 func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		id := IdentityFromContext(ctx)
-		if err := a.permit(t, id); err != nil {
-			return errorResult(err), nil
+		var token mcp.ProgressToken
+		if req.Params.Meta != nil {
+			token = req.Params.Meta.ProgressToken
 		}
-		if t.access == memberOnly && a.conns != nil {
-			if err := a.conns.claim(id.Agent, sessionID(ctx)); err != nil {
-				return errorResult(err), nil
-			}
-		}
-		if a.opt.MarkReady && a.rv != nil && id.Role == RoleMember && !id.Anonymous() {
-			// An unknown member's own call says what is wrong with it.
-			_ = a.rv.SetReady(id.Agent, true)
-		}
-		args := t.newArgs()
-		if err := decodeArgs(req, t.input, args); err != nil {
-			return errorResult(err), nil
-		}
-		var receipt string
-		if t.access == leadOnly && a.conns != nil && t.name != "fleet_poll" {
-			// A poll shows what was returned, and keeps it: a lead that
-			// lost a response looks for it there.
-			if receipt = sessionID(ctx); receipt != "" {
-				a.conns.received(receipt, id.Agent)
-			}
-		}
-		stop := startProgress(ctx, req, a.opt.ProgressInterval)
-		out, err := t.call(ctx, id, args)
-		stop()
+		out, err := a.invoke(ctx, &t, nil, func(args any) error { return decodeArgs(req, t.input, args) },
+			server.ServerFromContext(ctx), token)
 		if err != nil {
 			return errorResult(err), nil
 		}
-		if o, ok := out.(fleetstate.Outcome); ok && receipt != "" && ctx.Err() == nil {
-			a.conns.returnedTo(receipt, o)
-		}
 		return result(out, false), nil
 	}
+}
+
+// invoke calls t for the caller of ctx: identity and role first, then the
+// arguments, then the call. args are the arguments already decoded, or nil
+// to have decode decode them into a fresh value of t.newArgs. A non-nil
+// error is the failure the result carries (see [errorResult]). While the
+// call blocks, srv sends progress notifications for token, if the client
+// gave one.
+func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any) error, srv *server.MCPServer, token mcp.ProgressToken) (any, error) {
+	id := IdentityFromContext(ctx)
+	if err := a.permit(*t, id); err != nil {
+		return nil, err
+	}
+	if t.access == memberOnly && a.conns != nil {
+		if err := a.conns.claim(id.Agent, sessionID(ctx)); err != nil {
+			return nil, err
+		}
+	}
+	if a.opt.MarkReady && a.rv != nil && id.Role == RoleMember && !id.Anonymous() {
+		// An unknown member's own call says what is wrong with it.
+		_ = a.rv.SetReady(id.Agent, true)
+	}
+	if args == nil {
+		args = t.newArgs()
+		if err := decode(args); err != nil {
+			return nil, err
+		}
+	}
+	var receipt string
+	if t.access == leadOnly && a.conns != nil && t.name != "fleet_poll" {
+		// A poll shows what was returned, and keeps it: a lead that
+		// lost a response looks for it there.
+		if receipt = sessionID(ctx); receipt != "" {
+			a.conns.received(receipt, id.Agent)
+		}
+	}
+	stop := startProgress(ctx, srv, token, a.opt.ProgressInterval)
+	out, err := t.call(ctx, id, args)
+	stop()
+	if err != nil {
+		return nil, err
+	}
+	if o, ok := out.(fleetstate.Outcome); ok && receipt != "" && ctx.Err() == nil {
+		a.conns.returnedTo(receipt, o)
+	}
+	return out, nil
 }
 
 func (a *Adapter) permit(t tool, id Identity) error {
@@ -227,18 +257,13 @@ func (a *Adapter) permit(t tool, id Identity) error {
 		Err: errors.New(who + " may not call " + t.name + "; only " + need + " may")}
 }
 
-// startProgress sends notifications/progress every interval while a call
-// blocks, if the client asked for them with a progress token. The returned
-// stop ends the goroutine and waits for it.
-func startProgress(ctx context.Context, req mcp.CallToolRequest, interval time.Duration) (stop func()) {
-	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+// startProgress makes srv send notifications/progress every interval while
+// a call blocks, if the client asked for them with a progress token. The
+// returned stop ends the goroutine and waits for it.
+func startProgress(ctx context.Context, srv *server.MCPServer, token mcp.ProgressToken, interval time.Duration) (stop func()) {
+	if token == nil || srv == nil {
 		return func() {}
 	}
-	srv := server.ServerFromContext(ctx)
-	if srv == nil {
-		return func() {}
-	}
-	token := req.Params.Meta.ProgressToken
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -291,6 +316,11 @@ type errorBody struct {
 // up is usually gone and reads no result; what its call started goes on
 // (a send's turn stays on its ticket).
 func errorResult(err error) *mcp.CallToolResult {
+	return result(errorBodyOf(err), true)
+}
+
+// errorBodyOf is the structured content of the failure result of err.
+func errorBodyOf(err error) errorBody {
 	switch {
 	case errors.Is(err, context.Canceled):
 		err = &fleetstate.Error{Code: fleetstate.CodeCancelled, Err: errors.New("the call was cancelled")}
@@ -302,5 +332,5 @@ func errorResult(err error) *mcp.CallToolResult {
 	if code == fleetstate.CodeInternal && !strings.HasPrefix(msg, "fleetstate:") {
 		msg = "fleetstate: internal error"
 	}
-	return result(errorBody{Error: code, Message: msg}, true)
+	return errorBody{Error: code, Message: msg}
 }

@@ -34,3 +34,6 @@ func SetTokensClock(t *Tokens, now func() time.Time) {
 	defer t.mu.Unlock()
 	t.now = now
 }
+
+// FastCalls returns how many tool calls a served on its fast path.
+func FastCalls(a *Adapter) int64 { return a.fast.Load() }

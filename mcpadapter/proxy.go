@@ -207,7 +207,11 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	} else {
 		fwd.Params.Arguments = req.Params.Arguments
 	}
-	stop := startProgress(ctx, req, p.progress)
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	stop := startProgress(ctx, server.ServerFromContext(ctx), token, p.progress)
 	defer stop()
 	for attempt := 0; ; attempt++ {
 		l, err := p.link(ctx)

@@ -269,14 +269,21 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		pruneMembers(st.rv)
 	}
 	srv := st.adapter.NewServer("fleetstate", version)
-	return serveStdio(ctx, srv, id, stdin, stdout, stderr)
+	// The adapter's own stdio server decodes a tool call once and runs
+	// calls in parallel; it leaves the rest of the protocol to mcp-go.
+	err = st.adapter.ServeStdio(ctx, srv, id, stdin, stdout, &mcpadapter.StdioOptions{ErrorLog: stdioErrorLog(stderr)})
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
 }
 
-// serveStdio serves srv over stdin and stdout until stdin ends or ctx is
-// done. Blocking tools get enough workers not to starve each other.
+// serveStdio serves srv, the proxy's, over stdin and stdout until stdin
+// ends or ctx is done. Blocking tools get enough workers not to starve each
+// other.
 func serveStdio(ctx context.Context, srv *server.MCPServer, id mcpadapter.Identity, stdin io.Reader, stdout, stderr io.Writer) error {
 	s := server.NewStdioServer(srv)
-	server.WithErrorLogger(log.New(stderr, "fleetstate: ", log.LstdFlags))(s)
+	server.WithErrorLogger(stdioErrorLog(stderr))(s)
 	server.WithWorkerPoolSize(100)(s)
 	server.WithQueueSize(1000)(s)
 	server.WithStdioContextFunc(func(ctx context.Context) context.Context {
@@ -287,6 +294,11 @@ func serveStdio(ctx context.Context, srv *server.MCPServer, id mcpadapter.Identi
 		return nil
 	}
 	return err
+}
+
+// stdioErrorLog is where a stdio server logs its transport's errors.
+func stdioErrorLog(stderr io.Writer) *log.Logger {
+	return log.New(stderr, "fleetstate: ", log.LstdFlags)
 }
 
 // serveConfig is what the flags of serve say.

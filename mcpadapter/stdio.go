@@ -1,0 +1,377 @@
+package mcpadapter
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// DefaultStdioInFlight is how many tool calls [Adapter.ServeStdio] serves
+// on its fast path at once.
+const DefaultStdioInFlight = 64
+
+// StdioOptions configure [Adapter.ServeStdio]. A nil *StdioOptions means
+// the defaults.
+type StdioOptions struct {
+	// ErrorLog receives the transport's errors. Nil means standard error,
+	// as mcp-go's stdio server logs.
+	ErrorLog *log.Logger
+	// InFlight bounds the tool calls served on the fast path at once;
+	// further calls wait in mcp-go's queue for its workers, so that a
+	// reader is never blocked by calls that block. Zero means
+	// DefaultStdioInFlight; negative turns the fast path off.
+	InFlight int
+}
+
+// ServeStdio serves srv, a server from [Adapter.NewServer], over in and out
+// (one JSON-RPC message a line) until in ends or ctx is done, with id as
+// the caller of every tool.
+//
+// It reads each line once to see what it is. A tools/call of one of the
+// adapter's tools, whose request and arguments it understands completely,
+// is served on the fast path: the line is decoded once, straight into the
+// tool's typed arguments; the call runs on its own goroutine (at most
+// [StdioOptions].InFlight at once) with its own context, which a
+// notifications/cancelled for its id cancels; and its result is encoded
+// once into a reused buffer, in the shape mcp-go writes. Everything else
+// (initialize, lists, ping, notifications, responses to the server's
+// requests, and any call it does not understand: malformed, an unknown
+// tool, arguments the tool refuses) goes to mcp-go's stdio server
+// unchanged, which answers it as it always did. Responses are written
+// whole under one lock; those of calls in flight together may come in any
+// order, each with its request's id.
+func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Identity, in io.Reader, out io.Writer, opts *StdioOptions) error {
+	var o StdioOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.ErrorLog == nil {
+		o.ErrorLog = log.Default()
+	}
+	if o.InFlight == 0 {
+		o.InFlight = DefaultStdioInFlight
+	}
+	c := &stdioConn{a: a, srv: srv, out: &lockedWriter{w: out}, log: o.ErrorLog,
+		slots: make(chan struct{}, max(o.InFlight, 0)), inflight: map[string]*context.CancelFunc{}}
+	fast := o.InFlight > 0
+
+	// mcp-go's server reads what the fast path does not take from a pipe.
+	pr, pw := io.Pipe()
+	base := make(chan context.Context, 1)
+	s := server.NewStdioServer(srv)
+	server.WithErrorLogger(o.ErrorLog)(s)
+	server.WithWorkerPoolSize(100)(s)
+	server.WithQueueSize(1000)(s)
+	server.WithStdioContextFunc(func(ctx context.Context) context.Context {
+		// The context of every request: the session and the caller.
+		ctx = ContextWithIdentity(ctx, id)
+		base <- ctx
+		return ctx
+	})(s)
+	listened := make(chan error, 1)
+	go func() {
+		err := s.Listen(ctx, pr, c.out)
+		pr.CloseWithError(errStdioEnded) // the reader's writes to mcp-go fail from now on
+		listened <- err
+	}()
+	select {
+	case c.base = <-base:
+	case err := <-listened:
+		return err
+	}
+	var cancel context.CancelFunc
+	c.base, cancel = context.WithCancel(c.base)
+	defer cancel()
+
+	read := make(chan error, 1)
+	go func() { read <- c.read(in, pw, fast) }()
+	var err error
+	select {
+	case err = <-read:
+		pw.Close() // mcp-go reads to the end, then stops
+		err = errors.Join(err, <-listened)
+	case err = <-listened:
+		// ctx is done (or mcp-go failed): the reader may be blocked on in
+		// for ever, as mcp-go's own is; it starts nothing more.
+	}
+	// As mcp-go does with its own calls when the input ends: cancel the
+	// calls in flight, and wait for their responses to be written.
+	c.close()
+	cancel()
+	c.wg.Wait()
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, errStdioEnded) {
+		return nil
+	}
+	return err
+}
+
+var errStdioEnded = errors.New("mcpadapter: stdio server ended")
+
+// stdioConn is one stdio connection of ServeStdio.
+type stdioConn struct {
+	a     *Adapter
+	srv   *server.MCPServer
+	out   *lockedWriter
+	log   *log.Logger
+	base  context.Context // the session's and the caller's, set before read starts
+	slots chan struct{}   // one token per fast call in flight
+
+	mu       sync.Mutex
+	closed   bool                           // guarded by mu; no new fast call starts once set
+	inflight map[string]*context.CancelFunc // guarded by mu; fast calls by their id's JSON text
+	wg       sync.WaitGroup                 // the fast calls; Add under mu while !closed
+}
+
+// maxPooledLine bounds the line buffers kept for reuse; longer lines get
+// buffers of their own.
+const maxPooledLine = 64 << 10
+
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// read reads in line by line, serving the fast path's calls and passing
+// every other line to mcp-go through pw, until in ends.
+func (c *stdioConn) read(in io.Reader, pw *io.PipeWriter, fast bool) error {
+	br := bufio.NewReaderSize(in, 64<<10)
+	for {
+		bp := linePool.Get().(*[]byte)
+		line := (*bp)[:0]
+		var err error
+		for {
+			var frag []byte
+			frag, err = br.ReadSlice('\n')
+			line = append(line, frag...)
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if len(line) > 0 {
+			// A last line without its newline is passed on as it is:
+			// mcp-go drops it, as it always did.
+			complete := line[len(line)-1] == '\n'
+			if !(fast && complete && c.serve(line, bp)) {
+				if bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
+					c.cancel(line)
+				}
+				_, werr := pw.Write(line)
+				c.recycle(bp, line)
+				if werr != nil {
+					return werr
+				}
+			}
+		} else {
+			c.recycle(bp, line)
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func (c *stdioConn) recycle(bp *[]byte, line []byte) {
+	if cap(line) <= maxPooledLine {
+		*bp = line[:0]
+		linePool.Put(bp)
+	}
+}
+
+// serve starts line on the fast path, if it is a call the fast path
+// understands and a slot is free, and reports whether it did. The call
+// recycles bp once it has read line.
+func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
+	if !bytes.Contains(line, []byte(`"tools/call"`)) {
+		return false
+	}
+	req, ok := parseCall(line, c.a.byName)
+	if !ok {
+		return false
+	}
+	t, args := req.tool, req.args
+	var token mcp.ProgressToken
+	if req.progress != nil {
+		if err := json.Unmarshal(req.progress, &token); err != nil {
+			return false
+		}
+	}
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		return false // mcp-go's queue takes it
+	}
+	key := string(req.id)
+	id := slices.Clone(req.id)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		<-c.slots
+		return false
+	}
+	ctx, cancel := context.WithCancel(c.base)
+	entry := &cancel
+	c.inflight[key] = entry
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.recycle(bp, line) // args hold copies of what they need
+	c.a.fast.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() { <-c.slots }()
+		defer func() {
+			c.mu.Lock()
+			// A later request may have reused the id.
+			if c.inflight[key] == entry {
+				delete(c.inflight, key)
+			}
+			c.mu.Unlock()
+			cancel()
+		}()
+		resp := c.call(ctx, t, id, args, token)
+		if _, err := c.out.Write(*resp); err != nil {
+			c.log.Printf("Error writing tool response: %v", err)
+		}
+		putBuf(resp)
+	}()
+	return true
+}
+
+// call runs one fast call and returns its response line, in a buffer of
+// bufPool.
+func (c *stdioConn) call(ctx context.Context, t *tool, id []byte, args any, token mcp.ProgressToken) (resp *[]byte) {
+	defer func() {
+		// What mcp-go's WithRecovery and its handling of a handler's
+		// error answer.
+		if r := recover(); r != nil {
+			msg, _ := json.Marshal(fmt.Sprintf("panic recovered in %s tool handler: %v", t.name, r))
+			b := getBuf()
+			*b = append(*b, `{"jsonrpc":"2.0","id":`...)
+			*b = append(*b, id...)
+			*b = append(*b, `,"error":{"code":`+strconv.Itoa(mcp.INTERNAL_ERROR)+`,"message":`...)
+			*b = append(*b, msg...)
+			*b = append(*b, "}}\n"...)
+			resp = b
+		}
+	}()
+	v, err := c.a.invoke(ctx, t, args, nil, c.srv, token)
+	data := getBuf()
+	defer putBuf(data)
+	isError := err != nil
+	if isError {
+		v = errorBodyOf(err)
+	}
+	var ok bool
+	if *data, ok = appendValue((*data)[:0], v); !ok {
+		msg := "mcpadapter: encode result: " + string(*data)
+		*data, _ = appendValue((*data)[:0], errorBody{Error: fleetstate.CodeInternal, Message: msg})
+		isError = true
+	}
+	resp = getBuf()
+	*resp = appendCallResult((*resp)[:0], id, *data, isError)
+	return resp
+}
+
+// appendValue appends v as json.Marshal encodes it; the values of the hot
+// tools without reflection. On a failure it reports false and leaves the
+// error's text in b.
+func appendValue(b []byte, v any) ([]byte, bool) {
+	switch m := v.(type) {
+	case map[string]string:
+		if len(m) == 1 { // put's and get's
+			for k, s := range m {
+				b = append(b, '{')
+				b = appendString(b, k)
+				b = append(b, ':')
+				b = appendString(b, s)
+				return append(b, '}'), true
+			}
+		}
+	case errorBody:
+		b = append(b, `{"error":`...)
+		b = appendString(b, string(m.Error))
+		b = append(b, `,"message":`...)
+		b = appendString(b, m.Message)
+		return append(b, '}'), true
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return append(b, err.Error()...), false
+	}
+	return append(b, data...), true
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledLine {
+		*b = (*b)[:0]
+		bufPool.Put(b)
+	}
+}
+
+// cancel cancels the fast call a notifications/cancelled line names; the
+// line goes on to mcp-go all the same, for the calls it serves.
+func (c *stdioConn) cancel(line []byte) {
+	var n struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID any `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &n) != nil || n.Method != string(mcp.MethodNotificationCancelled) {
+		return
+	}
+	var key string
+	switch id := n.Params.RequestID.(type) {
+	case string:
+		key = strconv.Quote(id) // fast ids are plain ASCII: their text is this
+	case float64:
+		key = strconv.FormatFloat(id, 'f', -1, 64)
+	default:
+		return
+	}
+	c.mu.Lock()
+	cancel := c.inflight[key]
+	delete(c.inflight, key)
+	c.mu.Unlock()
+	if cancel != nil {
+		(*cancel)()
+	}
+}
+
+// close stops new fast calls and cancels those in flight.
+func (c *stdioConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, cancel := range c.inflight {
+		(*cancel)()
+	}
+}
+
+// lockedWriter writes each Write whole, under its lock: mcp-go writes a
+// message in one Write, and so does the fast path.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
