@@ -223,7 +223,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			return err
 		}
 		defer closeFleet()
-		return serveStdio(ctx, st.adapter.NewServer("fleetstate", version), id, stdin, stdout, stderr)
+		return serveAdapterStdio(ctx, st, id, stdin, stdout, stderr)
 	}
 	if *agent != "" || *role != "" {
 		r, err := mcpadapter.ParseRole(*role)
@@ -268,10 +268,16 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		pruneMembers(st.rv)
 	}
+	return serveAdapterStdio(ctx, st, id, stdin, stdout, stderr)
+}
+
+// serveAdapterStdio serves st's adapter over stdin and stdout until stdin
+// ends or ctx is done. The adapter's own stdio server decodes a tool call
+// once and runs calls in parallel; it leaves the rest of the protocol to
+// mcp-go.
+func serveAdapterStdio(ctx context.Context, st *state, id mcpadapter.Identity, stdin io.Reader, stdout, stderr io.Writer) error {
 	srv := st.adapter.NewServer("fleetstate", version)
-	// The adapter's own stdio server decodes a tool call once and runs
-	// calls in parallel; it leaves the rest of the protocol to mcp-go.
-	err = st.adapter.ServeStdio(ctx, srv, id, stdin, stdout, &mcpadapter.StdioOptions{ErrorLog: stdioErrorLog(stderr)})
+	err := st.adapter.ServeStdio(ctx, srv, id, stdin, stdout, &mcpadapter.StdioOptions{ErrorLog: stdioErrorLog(stderr)})
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
