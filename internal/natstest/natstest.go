@@ -78,27 +78,28 @@ func Run(t testing.TB) *Server {
 // leader.
 func Cluster(t testing.TB, n int) []*Server {
 	t.Helper()
+	// Every server is given the routes of all, its own included (a server
+	// ignores a route to itself), so that none starts without a route:
+	// JetStream in a cluster refuses to start without one. That needs the
+	// cluster ports before the servers start, so they are picked here.
+	ports := make([]int, n)
+	routes := make([]string, n)
+	for i := range n {
+		ports[i] = freePort(t)
+		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i])
+	}
 	servers := make([]*Server, n)
-	var seed string
 	for i := range n {
 		opts := baseOptions(t, fmt.Sprintf("node%d", i+1))
 		opts.Cluster = server.ClusterOpts{
 			Name: "natstest",
 			Host: "127.0.0.1",
-			Port: -1,
+			Port: ports[i],
 		}
-		if seed != "" {
-			opts.Routes = server.RoutesFromStr(seed)
-		}
+		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		s := &Server{opts: opts, t: t}
 		s.Server = start(t, opts)
 		servers[i] = s
-		if seed == "" {
-			seed = fmt.Sprintf("nats-route://127.0.0.1:%d", s.ClusterAddr().Port)
-			// The seed's own route URL, so that it dials the others again
-			// after a restart.
-			opts.Routes = server.RoutesFromStr(seed)
-		}
 	}
 	deadline := time.Now().Add(clusterTimeout)
 	for !clusterReady(servers) {
@@ -134,6 +135,19 @@ func clusterReady(servers []*Server) bool {
 		}
 	}
 	return leaders == 1
+}
+
+// freePort returns a port of 127.0.0.1 that was free a moment ago. Another
+// process may take it before the server listens there; the cluster then
+// fails to start and the test says so.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("natstest: pick a port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 func baseOptions(t testing.TB, name string) *server.Options {
