@@ -169,6 +169,11 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for _, bk := range benchBackends(b) {
 		b.Run(bk.name, func(b *testing.B) {
 			st, opts := bk.open(b)
+			var writes *countingJournal
+			if opts.Journal != nil {
+				writes = &countingJournal{Journal: opts.Journal}
+				opts.Journal = writes
+			}
 			rv, err := fleetstate.NewRendezvous(st, opts)
 			if err != nil {
 				b.Fatal(err)
@@ -198,14 +203,37 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			}()
 			b.ReportAllocs()
+			if writes != nil {
+				writes.n.Store(0)
+			}
 			for b.Loop() {
 				o, err := rv.Send(ctx, "lead", "member-0", "do it")
 				if err != nil || o.Kind != fleetstate.OutcomeReply {
 					b.Fatalf("Send = %+v, %v; want a reply", o, err)
 				}
 			}
+			if writes != nil {
+				b.ReportMetric(float64(writes.n.Load())/float64(b.N), "writes/op")
+			}
 			cancel()
 			wg.Wait()
 		})
 	}
+}
+
+// countingJournal counts the writes (saves and releases) of a journal
+// between the start of the benchmark's loop and its end.
+type countingJournal struct {
+	fleetstate.Journal
+	n atomic.Int64
+}
+
+func (j *countingJournal) Save(ctx context.Context, id string, rec []byte) error {
+	j.n.Add(1)
+	return j.Journal.Save(ctx, id, rec)
+}
+
+func (j *countingJournal) Release(ctx context.Context, id string) error {
+	j.n.Add(1)
+	return j.Journal.Release(ctx, id)
 }
