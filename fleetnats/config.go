@@ -125,4 +125,3 @@ func (f *Fleet) WatchConfig(ctx context.Context, name string, fn func(data []byt
 		<-done
 	}, nil
 }
-
