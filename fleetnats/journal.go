@@ -3,6 +3,7 @@ package fleetnats
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -41,7 +42,14 @@ type turnLog struct {
 
 	mu   sync.Mutex
 	last uint64 // the stream's sequence after this owner's last write
-	why  error  // set when the ownership is lost: every write fails
+	// lastID is the message ID of this owner's last write when it was a
+	// deletion not waited for (see release), else empty.
+	lastID string
+	why    error // set when the ownership is lost: every write fails
+	// released is the acknowledgement, not waited for, of the last
+	// deletion of a finished turn (see release), and releasedID its turn.
+	released   jetstream.PubAckFuture
+	releasedID string
 }
 
 func (f *Fleet) openTurnLog(ctx context.Context, owner string) (*turnLog, error) {
@@ -73,7 +81,7 @@ func (l *turnLog) fence(ctx context.Context) error {
 			return unavailable(op, err)
 		}
 		l.mu.Lock()
-		l.last = info.State.LastSeq
+		l.last, l.lastID = info.State.LastSeq, ""
 		l.mu.Unlock()
 		err = l.publish(ctx, epochKey, []byte(l.owner), "")
 		if err == nil {
@@ -106,30 +114,33 @@ func (l *turnLog) publish(ctx context.Context, key string, data []byte, op strin
 	if l.why != nil {
 		return l.why
 	}
+	l.checkReleased()
 	msg := nats.NewMsg(l.subject + key)
 	msg.Data = data
 	msg.Header.Set(ownerHeader, l.owner)
 	if op != "" {
 		msg.Header.Set(kvOpHeader, op)
 	}
-	ack, err := l.f.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(l.last))
+	ack, err := l.f.js.PublishMsg(ctx, msg, l.fenceOpts()...)
 	if err == nil {
-		l.last = ack.Sequence
+		l.last, l.lastID = ack.Sequence, ""
 		return nil
 	}
-	if isWrongSequence(err) {
+	if isWrongSequence(err) || isWrongMsgID(err) {
 		// Another daemon wrote: unless the write was this owner's own,
-		// which landed although its acknowledgement was lost, the fleet
-		// has a new owner.
+		// which landed although its acknowledgement was lost, or a
+		// deletion it did not wait for did not land, the fleet has a new
+		// owner.
 		if seq, ok := l.ownLast(ctx); ok {
-			l.last = seq
+			l.last, l.lastID = seq, ""
+			msg.Header.Del(jetstream.ExpectedLastMsgIDHeader)
 			ack, err = l.f.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(l.last))
 			if err == nil {
 				l.last = ack.Sequence
 				return nil
 			}
 		}
-		if isWrongSequence(err) {
+		if isWrongSequence(err) || isWrongMsgID(err) {
 			l.why = &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: what, Err: errors.New("another daemon took the fleet over")}
 			return &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: what, Err: err}
 		}
@@ -158,16 +169,122 @@ func (l *turnLog) save(ctx context.Context, id string, rec []byte) error {
 	return l.publish(ctx, turnPrefix+id, rec, "")
 }
 
+// release deletes the turn's key without waiting for the server to
+// acknowledge it: the turn is finished and its last record, already
+// acknowledged, says so, so the deletion is housekeeping that no caller
+// waits for (a deletion that never lands leaves a finished turn that a
+// later owner restores as finished, as a crash between the two would).
+// The round trip of a delegation no longer pays for it.
+//
+// The deletion is fenced like any write, and the write after it expects
+// the sequence the deletion gets if it lands: this owner's last plus one,
+// since a stream numbers its messages one by one and one connection's
+// messages are stored in the order sent. If it did not land, or landed
+// with another sequence, that write fails its fence, finds its own
+// message last in the stream (ownLast), and is sent again; if another
+// daemon wrote, the fleet has a new owner, as for any write.
 func (l *turnLog) release(ctx context.Context, id string) error {
+	const what = "forget a finished turn"
 	if !validKeyToken(id) {
 		return nil
 	}
-	return l.publish(ctx, turnPrefix+id, nil, "DEL")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.why != nil {
+		return l.why
+	}
+	l.checkReleased()
+	msg := nats.NewMsg(l.subject + turnPrefix + id)
+	msg.Header.Set(ownerHeader, l.owner)
+	msg.Header.Set(kvOpHeader, "DEL")
+	msgID := l.owner + "." + strconv.FormatUint(l.last+1, 10)
+	ack, err := l.f.js.PublishMsgAsync(msg, append(l.fenceOpts(), jetstream.WithMsgID(msgID))...)
+	if err != nil {
+		// Not sent: the stream's last message is still this owner's.
+		return unavailable(what, err)
+	}
+	l.last, l.lastID = l.last+1, msgID
+	l.released, l.releasedID = ack, id
+	return nil
+}
+
+// fenceOpts return the fence of the next write: the stream's last
+// sequence is this owner's last, and when that last was a deletion not
+// waited for, the last message is that deletion, named by its message ID.
+// The sequence alone would not do then: had the deletion been refused and
+// another daemon written one message, that message would have the very
+// sequence expected. l.mu is held.
+func (l *turnLog) fenceOpts() []jetstream.PublishOpt {
+	if l.lastID == "" {
+		return []jetstream.PublishOpt{jetstream.WithExpectLastSequence(l.last)}
+	}
+	return []jetstream.PublishOpt{jetstream.WithExpectLastSequence(l.last), jetstream.WithExpectLastMsgID(l.lastID)}
+}
+
+// isWrongMsgID reports a write refused because the stream's last message
+// is not the one its fence names.
+func isWrongMsgID(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastMsgID
+}
+
+// errCodeWrongLastMsgID is the server's JSStreamWrongLastMsgIDErrF, which
+// the client does not name.
+const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
+
+// checkReleased logs the failure of the last deletion, if its outcome is
+// known: the next write's fence corrects the sequence, and the finished
+// turn stays in the bucket until the sessions are reset. l.mu is held.
+func (l *turnLog) checkReleased() {
+	if l.released == nil {
+		return
+	}
+	select {
+	case <-l.released.Ok():
+		l.settled(nil)
+	case err := <-l.released.Err():
+		l.settled(err)
+	default:
+	}
+}
+
+// settled forgets the last deletion, whose outcome err is known (an
+// acknowledgement future says it once). l.mu is held.
+func (l *turnLog) settled(err error) {
+	if err != nil {
+		l.f.log.Warn("fleetnats: a finished turn was not forgotten", "fleet", l.f.name, "turn", l.releasedID, "err", err)
+	}
+	l.released, l.releasedID = nil, ""
+}
+
+// drain waits, within ctx, for the outcome of the last deletion of a
+// finished turn, so that what follows (a load, the ownership's end) sees
+// it landed or failed.
+func (l *turnLog) drain(ctx context.Context) {
+	l.mu.Lock()
+	ack := l.released
+	l.mu.Unlock()
+	if ack == nil {
+		return
+	}
+	var err error
+	select {
+	case <-ack.Ok():
+	case err = <-ack.Err():
+	case <-ctx.Done():
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released == ack {
+		l.settled(err)
+	}
 }
 
 // load returns the live turns' records.
 func (l *turnLog) load(ctx context.Context) ([][]byte, error) {
 	const op = "read the fleet's turns"
+	l.drain(ctx)
 	w, err := l.kv.Watch(ctx, turnPrefix+">", jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, unavailable(op, err)

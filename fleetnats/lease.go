@@ -275,9 +275,10 @@ func (o *Ownership) Close() error {
 	o.mu.Unlock()
 	close(o.stop)
 	<-o.done
-	o.turns.lose(&fleetstate.Error{Code: fleetstate.CodeClosed, Op: "journal", Err: errors.New("ownership closed")})
 	ctx, cancel := context.WithTimeout(context.Background(), o.f.timeout)
 	defer cancel()
+	o.turns.drain(ctx)
+	o.turns.lose(&fleetstate.Error{Code: fleetstate.CodeClosed, Op: "journal", Err: errors.New("ownership closed")})
 	return o.giveUp(ctx)
 }
 

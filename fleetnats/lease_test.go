@@ -3,6 +3,7 @@ package fleetnats_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -174,5 +175,77 @@ func TestOwnLeaseExpires(t *testing.T) {
 	case <-oa.Lost():
 	case <-time.After(10 * ttl):
 		t.Fatal("the old owner never learnt it lost the fleet")
+	}
+}
+
+// TestJournalReleaseNotWaitedFor: a release is not waited for, yet the
+// writes after it land in order, and a load sees it.
+func TestJournalReleaseNotWaitedFor(t *testing.T) {
+	url := leaseServer(t)
+	a := connect(t, url)
+	ctx := context.Background()
+	o, err := a.Own(ctx, fleetnats.OwnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	for i := range 50 {
+		id := fmt.Sprintf("t%d", i)
+		if err := o.Save(ctx, id, []byte(id)); err != nil {
+			t.Fatalf("Save %s after a release: %v", id, err)
+		}
+		if i < 49 {
+			if err := o.Release(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	recs, err := o.Load(ctx)
+	if err != nil || len(recs) != 1 || string(recs[0]) != "t49" {
+		t.Fatalf("Load = %q, %v; want [t49]", recs, err)
+	}
+	if err := o.Release(ctx, "t49"); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := o.Load(ctx); err != nil || len(recs) != 0 {
+		t.Fatalf("Load after the last release = %q, %v; want none", recs, err)
+	}
+}
+
+// TestOwnFencesTheOldOwnersRelease: a release of an owner that lost the
+// fleet never lands, and its next write fails.
+func TestOwnFencesTheOldOwnersRelease(t *testing.T) {
+	url := leaseServer(t)
+	a, b := connect(t, url), connect(t, url)
+	ctx := context.Background()
+	oa, err := a.Own(ctx, fleetnats.OwnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oa.Close()
+	if err := oa.Save(ctx, "turn-1", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := b.JetStream().KeyValue(ctx, "lease-owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := b.Own(ctx, fleetnats.OwnOptions{})
+	if err != nil {
+		t.Fatalf("Own after the lease went: %v", err)
+	}
+	defer ob.Close()
+	if err := oa.Release(ctx, "turn-1"); err != nil && fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
+		t.Fatalf("old owner's Release: %v; want nil or ERR_UNAVAILABLE", err)
+	}
+	if err := oa.Save(ctx, "turn-2", []byte("b")); fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
+		t.Fatalf("old owner's Save after its Release: %v; want ERR_UNAVAILABLE", err)
+	}
+	recs, err := ob.Load(ctx)
+	if err != nil || len(recs) != 1 || string(recs[0]) != "a" {
+		t.Fatalf("new owner's Load = %q, %v; want [a]: the old owner's release and save must not land", recs, err)
 	}
 }
