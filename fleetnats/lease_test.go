@@ -182,7 +182,7 @@ func TestOwnLeaseExpires(t *testing.T) {
 // writes after it land in order, and a load sees it.
 func TestJournalReleaseNotWaitedFor(t *testing.T) {
 	url := leaseServer(t)
-	a := connect(t, url)
+	a := leaseConnect(t, url)
 	ctx := context.Background()
 	o, err := a.Own(ctx, fleetnats.OwnOptions{})
 	if err != nil {
@@ -216,7 +216,7 @@ func TestJournalReleaseNotWaitedFor(t *testing.T) {
 // fleet never lands, and its next write fails.
 func TestOwnFencesTheOldOwnersRelease(t *testing.T) {
 	url := leaseServer(t)
-	a, b := connect(t, url), connect(t, url)
+	a, b := leaseConnect(t, url), leaseConnect(t, url)
 	ctx := context.Background()
 	oa, err := a.Own(ctx, fleetnats.OwnOptions{})
 	if err != nil {
