@@ -9,26 +9,8 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/fleetnats"
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/fleetstate/fleetstate/internal/natstest"
 )
-
-// leaseServer starts a JetStream server on loopback for one test.
-func leaseServer(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.ClientURL()
-}
 
 func leaseConnect(t *testing.T, url string) *fleetnats.Fleet {
 	t.Helper()
@@ -43,7 +25,7 @@ func leaseConnect(t *testing.T, url string) *fleetnats.Fleet {
 // TestOwnOneOwner: of two daemons the second is refused, named the first's
 // address, until the first gives the fleet up.
 func TestOwnOneOwner(t *testing.T) {
-	url := leaseServer(t)
+	url := natstest.Run(t).URL()
 	a, b := leaseConnect(t, url), leaseConnect(t, url)
 	ctx := context.Background()
 	oa, err := a.Own(ctx, fleetnats.OwnOptions{Addr: "http://127.0.0.1:1/mcp"})
@@ -71,7 +53,7 @@ func TestOwnOneOwner(t *testing.T) {
 // TestOwnFencesTheOldOwner: when the lease passes while the old owner still
 // believes it holds it, the old owner's writes fail and never land.
 func TestOwnFencesTheOldOwner(t *testing.T) {
-	url := leaseServer(t)
+	url := natstest.Run(t).URL()
 	a, b := leaseConnect(t, url), leaseConnect(t, url)
 	ctx := context.Background()
 	oa, err := a.Own(ctx, fleetnats.OwnOptions{})
@@ -110,7 +92,7 @@ func TestOwnFencesTheOldOwner(t *testing.T) {
 
 // TestJournalSaveReleaseReset: the last record of each live turn loads.
 func TestJournalSaveReleaseReset(t *testing.T) {
-	url := leaseServer(t)
+	url := natstest.Run(t).URL()
 	a := leaseConnect(t, url)
 	ctx := context.Background()
 	o, err := a.Own(ctx, fleetnats.OwnOptions{})
@@ -145,7 +127,7 @@ func TestJournalSaveReleaseReset(t *testing.T) {
 // up) passes to the next daemon once its TTL runs out, and the lost
 // owner's Lost closes.
 func TestOwnLeaseExpires(t *testing.T) {
-	url := leaseServer(t)
+	url := natstest.Run(t).URL()
 	a, b := leaseConnect(t, url), leaseConnect(t, url)
 	ctx := context.Background()
 	ttl := 600 * time.Millisecond
@@ -181,7 +163,7 @@ func TestOwnLeaseExpires(t *testing.T) {
 // TestJournalReleaseNotWaitedFor: a release is not waited for, yet the
 // writes after it land in order, and a load sees it.
 func TestJournalReleaseNotWaitedFor(t *testing.T) {
-	url := leaseServer(t)
+	url := natstest.Run(t).URL()
 	a := leaseConnect(t, url)
 	ctx := context.Background()
 	o, err := a.Own(ctx, fleetnats.OwnOptions{})
@@ -215,7 +197,7 @@ func TestJournalReleaseNotWaitedFor(t *testing.T) {
 // TestOwnFencesTheOldOwnersRelease: a release of an owner that lost the
 // fleet never lands, and its next write fails.
 func TestOwnFencesTheOldOwnersRelease(t *testing.T) {
-	url := leaseServer(t)
+	url := natstest.Run(t).URL()
 	a, b := leaseConnect(t, url), leaseConnect(t, url)
 	ctx := context.Background()
 	oa, err := a.Own(ctx, fleetnats.OwnOptions{})

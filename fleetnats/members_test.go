@@ -14,27 +14,9 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/fleetnats"
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/fleetstate/fleetstate/internal/natstest"
 	"github.com/spf13/afero"
 )
-
-// membersServer starts a JetStream server on loopback for one test.
-func membersServer(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.ClientURL()
-}
 
 // memberDaemon connects one daemon to the fleet "members"; log, if not nil,
 // receives its log.
@@ -178,7 +160,7 @@ func (p reportingPane) Report(st fleetstate.Status) { p.SetStatus(st) }
 // turn that ends without a reply is triaged from the pane's tail read
 // across the hop.
 func TestMemberSendAcrossDaemons(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	lm := fleetstate.NewLocalMember()
 	memberServe(t, b, map[string]fleetstate.Member{"w1": lm}, nil)
@@ -231,7 +213,7 @@ func TestMemberSendAcrossDaemons(t *testing.T) {
 // nor while B is gone (its status reads as UNKNOWN); the message stays
 // queued and is delivered once a daemon serves the pane again.
 func TestMemberStatusGating(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	ttl := time.Second
 	lm := fleetstate.NewLocalMember()
@@ -273,7 +255,7 @@ func TestMemberStatusGating(t *testing.T) {
 // TestMemberGoneCrossesTheHop: a pane gone for good on B reads as
 // ErrMemberGone on A, and A's open turn fails member_gone.
 func TestMemberGoneCrossesTheHop(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	lm := fleetstate.NewLocalMember()
 	memberServe(t, b, map[string]fleetstate.Member{"w1": lm}, nil)
@@ -306,7 +288,7 @@ func TestMemberGoneCrossesTheHop(t *testing.T) {
 // TestMemberNotServed: a pane no daemon serves is unavailable, never gone;
 // a context that ends ends the call with its own error.
 func TestMemberNotServed(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	a := memberDaemon(t, url, nil)
 	rm := a.RemoteMember("nobody")
 	ctx := context.Background()
@@ -341,7 +323,7 @@ func (p *stuckPane) Deliver(_ context.Context, content string) error {
 // TestMemberDeliverOnce: a delivery whose answer did not come in time is
 // not made again when the rendezvous tries it again.
 func TestMemberDeliverOnce(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	p := &stuckPane{LocalMember: fleetstate.NewLocalMember(), release: make(chan struct{})}
 	memberServe(t, b, map[string]fleetstate.Member{"w1": p}, nil)
@@ -386,7 +368,7 @@ func TestMemberDeliverOnce(t *testing.T) {
 // TestMemberReport: a hook's status reaches the pane's daemon; a pane that
 // takes no reports refuses it.
 func TestMemberReport(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	hooked := reportingPane{fleetstate.NewLocalMember()}
 	memberServe(t, b, map[string]fleetstate.Member{"hooked": hooked, "plain": fleetstate.NewLocalMember()}, nil)
@@ -429,7 +411,7 @@ func (e *paneEvents) has(ev string) bool {
 // unregistered by Close, and of those of a daemon that died, when their
 // registrations expire.
 func TestWatchPanes(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	a, b, c := memberDaemon(t, url, nil), memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	odd := "w.2 *>"
 	memberServe(t, b, map[string]fleetstate.Member{"w1": fleetstate.NewLocalMember(), odd: fleetstate.NewLocalMember()},
@@ -470,7 +452,7 @@ func TestWatchPanes(t *testing.T) {
 // rosters the first serves it and the second logs why it does not, until
 // the first goes.
 func TestMemberClaimedTwice(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	var log lockedWriter
 	a, b, c := memberDaemon(t, url, nil), memberDaemon(t, url, nil), memberDaemon(t, url, &log)
 	ttl := time.Second
@@ -509,7 +491,7 @@ func TestMemberClaimedTwice(t *testing.T) {
 // TestMemberRestartSameDaemon: a daemon that restarts with the same ID
 // serves its panes again at once, its old registrations still alive.
 func TestMemberRestartSameDaemon(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	lm := fleetstate.NewLocalMember()
 	opts := &fleetnats.ServeOptions{Daemon: "daemon-b"}
@@ -531,7 +513,7 @@ func TestMemberRestartSameDaemon(t *testing.T) {
 // TestServeMembersBadName: a roster name that is not an agent name is
 // refused.
 func TestServeMembersBadName(t *testing.T) {
-	url := membersServer(t)
+	url := natstest.Run(t).URL()
 	b := memberDaemon(t, url, nil)
 	_, err := b.ServeMembers(context.Background(), map[string]fleetstate.Member{"a::b": fleetstate.NewLocalMember()}, nil)
 	if !errors.Is(err, fleetstate.ErrInvalidAgentName) {
