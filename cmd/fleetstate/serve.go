@@ -211,6 +211,18 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return serveStdio(ctx, p.Server(), mcpadapter.Identity{}, stdin, stdout, stderr)
 	}
 	id := mcpadapter.Identity{}
+	if *agent != "" || *role != "" {
+		r, err := mcpadapter.ParseRole(*role)
+		if err != nil {
+			return fmt.Errorf("--role: %w", err)
+		}
+		if err := fleetstate.ValidateAgentName(*agent); err != nil {
+			return fmt.Errorf("--agent: %w", err)
+		}
+		id = mcpadapter.Identity{Agent: *agent, Role: r}
+	}
+	// On a fleet in NATS a stdio server serves the store; the fleet is
+	// its daemons'.
 	if nf.url != "" {
 		if *dir != "" {
 			return errors.New("mcp: --dir and --nats: a fleet on NATS keeps its files there; give one or the other")
@@ -224,16 +236,6 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		defer closeFleet()
 		return serveAdapterStdio(ctx, st, id, stdin, stdout, stderr)
-	}
-	if *agent != "" || *role != "" {
-		r, err := mcpadapter.ParseRole(*role)
-		if err != nil {
-			return fmt.Errorf("--role: %w", err)
-		}
-		if err := fleetstate.ValidateAgentName(*agent); err != nil {
-			return fmt.Errorf("--agent: %w", err)
-		}
-		id = mcpadapter.Identity{Agent: *agent, Role: r}
 	}
 	// A stdio server runs the fleet of its directory only for a named
 	// agent and only if no other process owns it; otherwise it serves the
