@@ -1,6 +1,9 @@
 package mcpadapter_test
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"os"
 	"sync"
@@ -212,12 +215,20 @@ func TestTokensReplacedSameSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Revoke aaaa and add bbbb: a file of the same size, given the same
-	// modification time, as a coarse clock would.
-	if _, err := cli.Revoke("aaaa"); err != nil {
+	// Replace aaaa's token by another of the same length: a file of the
+	// same size, given the same modification time, as a coarse clock
+	// would. (Revoking and adding through Tokens would change the size
+	// with the length of the creation time's fraction of a second.)
+	data, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Add("bbbb", mcpadapter.RoleMember); err != nil {
+	oldHash, newHash := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte("another token"))
+	rewritten := bytes.Replace(data, []byte(hex.EncodeToString(oldHash[:])), []byte(hex.EncodeToString(newHash[:])), 1)
+	if bytes.Equal(rewritten, data) {
+		t.Fatalf("the token file does not hold the token's hash:\n%s", data)
+	}
+	if err := os.WriteFile(path, rewritten, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
