@@ -218,11 +218,25 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 	if cfg.Replicas == 0 {
 		cfg.Replicas = f.replicas
 	}
-	kv, err := f.js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = f.js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			kv, err = f.js.KeyValue(ctx, cfg.Bucket)
+	var err error
+	// A server may refuse a creation for a moment (a concurrent creation
+	// of the same bucket by another daemon, a store it could not set up
+	// at once): a few tries, within ctx, before the bucket counts as
+	// unavailable.
+	for try := 0; ; try++ {
+		kv, err = f.js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = f.js.CreateKeyValue(ctx, cfg)
+			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				kv, err = f.js.KeyValue(ctx, cfg.Bucket)
+			}
+		}
+		if err == nil || try == 2 || ctx.Err() != nil || !isServerRefusal(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try+1) * 50 * time.Millisecond):
 		}
 	}
 	if err != nil {
@@ -258,6 +272,13 @@ func (f *Fleet) objectStore(ctx context.Context, kind string) (jetstream.ObjectS
 	f.objects[kind] = os
 	f.mu.Unlock()
 	return os, nil
+}
+
+// isServerRefusal reports an error the JetStream API answered (not one of
+// the connection or of the context).
+func isServerRefusal(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code >= 500
 }
 
 // unavailable reports a failure to reach JetStream as
