@@ -242,11 +242,15 @@ func (d *natsDaemon) run(ctx context.Context) error {
 		switch {
 		case err == nil:
 			forwardingTo = ""
-			if err := d.serveAsOwner(ctx, own, panes); err != nil {
-				d.log.Error("fleetstate: serving the fleet ended", "err", err)
-				d.handler.Store(&httpHandler{unavailableHandler(err.Error())})
+			err := d.serveAsOwner(ctx, own, panes)
+			if err == nil {
+				continue
 			}
-			continue
+			// Not at once again: an owner that cannot start (its journal
+			// unreadable, say) would otherwise take the lease and give it
+			// up in a loop.
+			d.log.Error("fleetstate: serving the fleet ended", "err", err)
+			d.handler.Store(&httpHandler{unavailableHandler(err.Error())})
 		case fleetstate.CodeOf(err) == fleetstate.CodeFleetOwned:
 			var owned *fleetstate.OwnedError
 			if errors.As(err, &owned) && owned.Owner.Addr != "" && owned.Owner.Addr != forwardingTo {
