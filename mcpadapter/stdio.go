@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/jsonstr"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -292,17 +293,17 @@ func appendValue(b []byte, v any) ([]byte, bool) {
 		if len(m) == 1 { // put's and get's
 			for k, s := range m {
 				b = append(b, '{')
-				b = appendString(b, k)
+				b = jsonstr.Append(b, k)
 				b = append(b, ':')
-				b = appendString(b, s)
+				b = jsonstr.Append(b, s)
 				return append(b, '}'), true
 			}
 		}
 	case errorBody:
 		b = append(b, `{"error":`...)
-		b = appendString(b, string(m.Error))
+		b = jsonstr.Append(b, string(m.Error))
 		b = append(b, `,"message":`...)
-		b = appendString(b, m.Message)
+		b = jsonstr.Append(b, m.Message)
 		return append(b, '}'), true
 	}
 	data, err := json.Marshal(v)

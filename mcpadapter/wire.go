@@ -19,6 +19,8 @@ package mcpadapter
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/fleetstate/fleetstate/internal/jsonstr"
 )
 
 // maxDepth bounds the nesting the reader skips through (in _meta).
@@ -457,70 +459,6 @@ func parseCall(line []byte, tools map[string]*tool) (callRequest, bool) {
 	return c, true
 }
 
-// appendString appends s as a JSON string, escaped as encoding/json's
-// Marshal escapes it: the HTML characters and U+2028, U+2029 as \u, short
-// escapes for \b, \f, \n, \r, \t, other control characters as \u00XX, and
-// each invalid byte of UTF-8 as the character U+FFFD itself.
-func appendString[S ~string | ~[]byte](b []byte, s S) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		var r rune
-		var n int
-		switch v := any(s).(type) {
-		case string:
-			r, n = utf8.DecodeRuneInString(v[i:])
-		case []byte:
-			r, n = utf8.DecodeRune(v[i:])
-		}
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, "\ufffd"...)
-			i += n
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += n
-			start = i
-			continue
-		}
-		i += n
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
 // appendCallResult appends the JSON-RPC response of id whose result carries
 // data (the JSON of the result's value) as structured content and as text,
 // in the shape and order mcp-go writes for [result]: its result is a map,
@@ -529,7 +467,7 @@ func appendCallResult(b, id, data []byte, isError bool) []byte {
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":{"content":[{"type":"text","text":`...)
-	b = appendString(b, data)
+	b = jsonstr.Append(b, data)
 	b = append(b, `}],`...)
 	if isError {
 		b = append(b, `"isError":true,`...)

@@ -12,23 +12,6 @@ import (
 	"github.com/spf13/afero"
 )
 
-// FuzzAppendString: the fast path's string encoder writes what
-// encoding/json writes, so that its responses are mcp-go's byte for byte.
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "<a href=\"x\">&amp;</a>", "\x00\x01\x1f\b\f\n\r\t\\\"/", "é😀\u2028\u2029", "\xff\xfe bad \xc3", "\ud7ff\ue000"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); !bytes.Equal(got, want) {
-			t.Errorf("appendString(%q) = %s; want %s", s, got, want)
-		}
-		if got := appendString(nil, []byte(s)); !bytes.Equal(got, want) {
-			t.Errorf("appendString([]byte(%q)) = %s; want %s", s, got, want)
-		}
-	})
-}
-
 // FuzzParseCall: whatever line the fast path takes is valid JSON, a
 // tools/call of a known tool, and decodes to the arguments, the id and the
 // progress token that mcp-go's decoding and decodeArgs give.
