@@ -134,7 +134,7 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 		}
 		nc, err := nats.Connect(opts.URL, no...)
 		if err != nil {
-			return nil, fmt.Errorf("fleetnats: connect to %s: %w", redact(opts.URL), err)
+			return nil, fmt.Errorf("fleetnats: connect to %s: %w", Redact(opts.URL), err)
 		}
 		f.nc, f.ownConn = nc, true
 	}
@@ -148,7 +148,7 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 	defer cancel()
 	if _, err := js.AccountInfo(cctx); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("fleetnats: JetStream at %s: %w", redact(f.nc.ConnectedUrlRedacted()), err)
+		return nil, fmt.Errorf("fleetnats: JetStream at %s: %w", Redact(f.nc.ConnectedUrlRedacted()), err)
 	}
 	if f.replicas <= 0 {
 		f.replicas = 1
@@ -159,8 +159,9 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 	return f, nil
 }
 
-// redact hides the passwords and tokens of URLs.
-func redact(urls string) string {
+// Redact hides the passwords and tokens in a list of NATS URLs, for logs
+// and messages.
+func Redact(urls string) string {
 	var out []string
 	for _, u := range strings.Split(urls, ",") {
 		if at := strings.LastIndex(u, "@"); at >= 0 {

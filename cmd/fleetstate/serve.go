@@ -119,12 +119,12 @@ func pruneMembers(rv *fleetstate.Rendezvous) {
 }
 
 // fleetElsewhere is the error of the fleet tools of a stdio server that
-// does not own the fleet: where the fleet is, and how to reach it.
-func fleetElsewhere(store *fleetstate.Store) error {
+// does not own the fleet: where the fleet is, and how to reach it; noDaemon
+// says what to do when no daemon owns it.
+func fleetElsewhere(store *fleetstate.Store, noDaemon string) error {
 	o, owned, _ := store.FleetOwner()
 	if !owned {
-		return &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "fleet",
-			Err: errors.New("no daemon serves this state directory's fleet: start one with fleetstate serve, then reach it with fleetstate mcp --connect URL and a token in $FLEET_TOKEN")}
+		return &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "fleet", Err: errors.New(noDaemon)}
 	}
 	where := "the daemon's URL"
 	if strings.HasPrefix(o.Addr, "http") {
@@ -257,7 +257,8 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if err != nil {
 			return err
 		}
-		if st, err = openStoreOnly(*dir, fleetElsewhere(store)); err != nil {
+		if st, err = openStoreOnly(*dir, fleetElsewhere(store,
+			"no daemon serves this state directory's fleet: start one with fleetstate serve, then reach it with fleetstate mcp --connect URL and a token in $FLEET_TOKEN")); err != nil {
 			return err
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,7 +155,7 @@ func serveNATS(ctx context.Context, c serveConfig, ln net.Listener, log *slog.Lo
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info("fleetstate: serving MCP", "url", self, "nats", fleetnatsRedact(c.nats.url), "fleet", f.Name(), "replicas", f.Replicas())
+	log.Info("fleetstate: serving MCP", "url", self, "nats", fleetnats.Redact(c.nats.url), "fleet", f.Name(), "replicas", f.Replicas())
 	runErr := make(chan error, 1)
 	rctx, cancel := context.WithCancel(ctx)
 	go func() { runErr <- d.run(rctx) }()
@@ -181,18 +180,6 @@ func serveNATS(ctx context.Context, c serveConfig, ln net.Listener, log *slog.Lo
 		result = nil
 	}
 	return result
-}
-
-func fleetnatsRedact(u string) string {
-	var out []string
-	for _, s := range strings.Split(u, ",") {
-		if p, err := url.Parse(s); err == nil && p.User != nil {
-			p.User = url.User("***")
-			s = p.String()
-		}
-		out = append(out, s)
-	}
-	return strings.Join(out, ",")
 }
 
 // httpHandler boxes a handler for an atomic.Pointer.
@@ -491,11 +478,7 @@ func natsStdio(ctx context.Context, n *natsFlags, log *slog.Logger) (*state, fun
 		return nil, nil, err
 	}
 	store := fleetstate.OpenBackend(f.Store(), &fleetstate.BackendOptions{Timeout: natsStoreTimeout})
-	elsewhere := &fleetstate.Error{Code: fleetstate.CodeFleetOwned, Op: "fleet",
-		Err: errors.New("the fleet is served by its daemons (fleetstate serve --nats): reach it with fleetstate mcp --connect URL and a token in $FLEET_TOKEN")}
-	if rec, ok, err := f.Owner(ctx); err == nil && ok {
-		elsewhere.Err = fmt.Errorf("the fleet is served by %s; reach it with fleetstate mcp --connect %s and a token in $FLEET_TOKEN", rec.Owner(), rec.Addr)
-	}
+	elsewhere := fleetElsewhere(store, "no daemon serves this fleet: start one with fleetstate serve --nats, then reach it with fleetstate mcp --connect URL and a token in $FLEET_TOKEN")
 	st := &state{store: store}
 	st.adapter = mcpadapter.New(store, nil, &mcpadapter.Options{FleetElsewhere: elsewhere})
 	return st, f.Close, nil
