@@ -3,8 +3,6 @@ package fleetstate
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"sort"
 	"time"
 )
@@ -85,10 +83,8 @@ func (j *journal) remoteReset() error {
 }
 
 func (j *journal) remoteClose() {
-	if c, ok := j.remote.(io.Closer); ok {
-		if err := c.Close(); err != nil {
-			j.log("fleetstate: close the journal", "err", err)
-		}
+	if err := j.remote.Close(); err != nil {
+		j.log("fleetstate: close the journal", "err", err)
 	}
 }
 
@@ -106,8 +102,8 @@ func (j *journal) remoteLoad() ([]*turn, error) {
 	seen := map[string]bool{}
 	for _, data := range recs {
 		var rec turnRecord
-		if err := json.Unmarshal(data, &rec); err != nil || rec.ID == "" || rec.Ticket == "" || seen[rec.ID] || !rec.valid() {
-			j.log("fleetstate: skip unreadable turn record", "err", errors.Join(err, errors.New("invalid record")))
+		if json.Unmarshal(data, &rec) != nil || rec.ID == "" || rec.Ticket == "" || seen[rec.ID] || !rec.valid() {
+			j.log("fleetstate: skip unreadable turn record", "record", string(data))
 			continue
 		}
 		if rec.State == TicketDone && rec.Held == nil {

@@ -90,3 +90,17 @@ func FuzzDecodeFileKey(f *testing.F) {
 		}
 	})
 }
+
+// TestMemberNameOneToken: a member's name has one token only; a token with
+// a line break, which the base64 decoder would skip, names no member.
+func TestMemberNameOneToken(t *testing.T) {
+	tok := memberToken("worker-1")
+	if name, err := memberName(tok); err != nil || name != "worker-1" {
+		t.Fatalf("memberName(%q) = %q, %v; want worker-1", tok, name, err)
+	}
+	for _, bad := range []string{tok[:2] + "\n" + tok[2:], tok + "\r", "", "!!"} {
+		if name, err := memberName(bad); err == nil {
+			t.Errorf("memberName(%q) = %q; want an error", bad, name)
+		}
+	}
+}

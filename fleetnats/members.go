@@ -2,7 +2,6 @@ package fleetnats
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,20 +115,17 @@ func (f *Fleet) memberSubject(tok, op string) string {
 	return f.name + ".member." + tok + "." + op
 }
 
-// memberToken encodes a member's name as one subject token and KV key:
-// base64url without padding.
-func memberToken(name string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(name))
-}
+// memberToken encodes a member's name as one subject token and KV key,
+// as the store encodes a name (encodeToken).
+func memberToken(name string) string { return encodeToken(name) }
 
-// memberName decodes a token of memberToken. The decoding is strict, so
-// that a name has one token only.
+// memberName decodes a token of memberToken: one name has one token only
+// (decodeToken).
 func memberName(tok string) (string, error) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(tok)
+	name, err := decodeToken(tok)
 	if err != nil {
 		return "", fmt.Errorf("fleetnats: %q is not a member token", tok)
 	}
-	name := string(b)
 	if err := fleetstate.ValidateAgentName(name); err != nil {
 		return "", err
 	}
