@@ -33,6 +33,16 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 	if err != nil {
 		return nil, err
 	}
+	rv, err := newRendezvous(store, log, rvOpts)
+	if err != nil {
+		return nil, err
+	}
+	return newState(store, rv, tokens, nil)
+}
+
+// newRendezvous runs the fleet's rendezvous on store with the servers'
+// settings over rvOpts.
+func newRendezvous(store *fleetstate.Store, log *slog.Logger, rvOpts *fleetstate.RendezvousOptions) (*fleetstate.Rendezvous, error) {
 	opts := fleetstate.RendezvousOptions{}
 	if rvOpts != nil {
 		opts = *rvOpts
@@ -45,14 +55,20 @@ func openState(dir string, log *slog.Logger, rvOpts *fleetstate.RendezvousOption
 	if opts.HoldReturned <= 0 {
 		opts.HoldReturned = holdReturned // and released per connection by the adapter
 	}
-	rv, err := fleetstate.NewRendezvous(store, &opts)
-	if err != nil {
-		return nil, err
-	}
-	// Every agent holding a member token is a member: known, but not ready
-	// until its connection makes its first call.
+	return fleetstate.NewRendezvous(store, &opts)
+}
+
+// newState serves rv: every agent holding a member token is a member,
+// known but not ready until its connection makes its first call, behind
+// the port that port gives (nil, or a nil port: it pulls). On an error it
+// closes rv.
+func newState(store *fleetstate.Store, rv *fleetstate.Rendezvous, tokens *mcpadapter.Tokens, port func(string) fleetstate.Member) (*state, error) {
 	for _, name := range tokens.Agents(mcpadapter.RoleMember) {
-		if err := rv.AddMember(name, nil); err != nil {
+		var p fleetstate.Member
+		if port != nil {
+			p = port(name)
+		}
+		if err := rv.AddMember(name, p); err != nil {
 			rv.Close()
 			return nil, err
 		}

@@ -286,12 +286,7 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 	defer stopTokens()
 	opts := *d.c.rvOpts
 	opts.Journal = own
-	opts.Logger = d.log
-	opts.AddOnReady = true
-	if opts.HoldReturned <= 0 {
-		opts.HoldReturned = holdReturned
-	}
-	rv, err := fleetstate.NewRendezvous(store, &opts)
+	rv, err := newRendezvous(store, d.log, &opts)
 	if err != nil {
 		own.Close()
 		return err
@@ -305,17 +300,10 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 		return err
 	}
 	defer stopPanes()
-	for _, name := range tokens.Agents(mcpadapter.RoleMember) {
-		if err := rv.AddMember(name, remote.port(name)); err != nil {
-			rv.Close()
-			return err
-		}
+	st, err := newState(store, rv, tokens, remote.port)
+	if err != nil {
+		return err
 	}
-	st := &state{store: store, rv: rv, tokens: tokens}
-	st.adapter = mcpadapter.New(store, rv, &mcpadapter.Options{
-		RolesConfigured: func() bool { return tokens.Len() > 0 },
-		MarkReady:       true,
-	})
 	fh, err := startFleetHTTP(ctx, st, d.c, d.log, remote.port, remote.report)
 	if err != nil {
 		return err
