@@ -437,7 +437,11 @@ func natsTokens(n *natsFlags, write bool, fn func(*mcpadapter.Tokens) error) err
 
 // tokensOf runs fn on the token file data and returns the file after it.
 func tokensOf(old []byte, fn func(*mcpadapter.Tokens) error) ([]byte, error) {
-	store := fleetstate.OpenBackend(nil, nil)
+	// The token file's code works on a store: one in memory, for this run.
+	store, err := fleetstate.Open(afero.NewMemMapFs(), "/fleet", &fleetstate.Options{NoGitIgnore: true})
+	if err != nil {
+		return nil, err
+	}
 	path := mcpadapter.TokenPath(store)
 	if old != nil {
 		if err := afero.WriteFile(store.Fs(), path, old, 0o600); err != nil {
