@@ -22,7 +22,7 @@ import (
 // replication, the elections and the guarantees are NATS's.
 func runNATS(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fs := newFlagSet("nats")
-	addr := fs.String("addr", "127.0.0.1:4222", "client address to listen on")
+	addr := fs.String("addr", "127.0.0.1:4222", "client address to listen on (port 0: a free one; the URL goes to standard output)")
 	storeDir := fs.String("store-dir", "", "JetStream's directory (default: a folder nats-NAME beside the working directory's state, ./.ai-fleet-state/nats-NAME)")
 	name := fs.String("name", "", "the server's name, unique in its cluster (default: derived from --addr)")
 	cluster := fs.String("cluster", "", "with --routes: the address this server's cluster routes listen on (host:port)")
@@ -46,8 +46,13 @@ func runNATS(ctx context.Context, args []string, stdout, stderr io.Writer, log *
 		return fmt.Errorf("--addr %q: %v", *addr, err)
 	}
 	port, err := strconv.Atoi(portStr)
-	if err != nil {
+	if err != nil || port < 0 {
 		return fmt.Errorf("--addr %q: bad port", *addr)
+	}
+	if port == 0 {
+		// A free port, as for any listener (to NATS, 0 means 4222); the
+		// URL printed on standard output names it.
+		port = server.RANDOM_PORT
 	}
 	if *name == "" {
 		*name = "fleetstate-" + host + "-" + portStr

@@ -18,7 +18,7 @@ import (
 // that owns the fleet, and it refuses to clean the sessions under that
 // daemon's turns.
 func TestNATSStdioAndTokens(t *testing.T) {
-	node := startNATSNode(t, "solo")
+	node := startNATSNode(t, "solo", "--addr", "127.0.0.1:0")
 	urls := natsURLs(node)
 	lead := natsToken(t, urls, "lead", "lead")
 	natsToken(t, urls, "gone", "member")

@@ -75,16 +75,16 @@ func TestOwnerReachesOtherDaemonsPanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
-	if !fleettest.Until(10*time.Second, 10*time.Millisecond, func() bool { return remote.port("pm") != nil }) {
-		t.Fatal("the owner never learnt of pm's pane on the other daemon")
+	// Once the owner has learnt of the pane, pm is a member; the agent in
+	// the pane mounts the fleet's MCP server through some daemon, and the
+	// owner's adapter marks it ready.
+	if !fleettest.Until(10*time.Second, 10*time.Millisecond, func() bool {
+		return remote.port("pm") != nil && rv.SetReady("pm", true) == nil
+	}) {
+		t.Fatal("the owner never made pm a member behind its pane on the other daemon")
 	}
 	if remote.port("lead") != nil {
 		t.Fatal("the lead, who has no pane, got a port")
-	}
-	// The agent in the pane mounts the fleet's MCP server through some
-	// daemon: the owner's adapter marks it ready.
-	if err := rv.SetReady("pm", true); err != nil {
-		t.Fatal(err)
 	}
 
 	sent := make(chan fleetstate.Outcome, 1)
