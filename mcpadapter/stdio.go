@@ -135,9 +135,14 @@ type stdioConn struct {
 	wg       sync.WaitGroup                 // the fast calls; Add under mu while !closed
 }
 
-// maxPooledLine bounds the line buffers kept for reuse; longer lines get
-// buffers of their own.
-const maxPooledLine = 64 << 10
+// maxPooledLine bounds the line and response buffers kept for reuse;
+// longer ones get buffers of their own. A put or get of 64 KiB has a line
+// of about 70 KiB and a response of about 140 KiB (the content is in it
+// twice, once escaped twice): below the bound, so that such calls reuse
+// their buffers instead of growing new ones, which at that size cost more
+// in copies and collections than the decoding does. The pools are
+// emptied by the collector as usual, so an idle server keeps none.
+const maxPooledLine = 1 << 20
 
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
@@ -280,7 +285,10 @@ func (c *stdioConn) call(ctx context.Context, t *tool, id []byte, args any, toke
 		isError = true
 	}
 	resp = getBuf()
-	*resp = appendCallResult((*resp)[:0], id, *data, isError)
+	// The text is data escaped, which at most doubles it: data is JSON,
+	// where only quotes and backslashes need a second escape.
+	*resp = slices.Grow((*resp)[:0], 2*len(*data)+len(id)+len(`{"jsonrpc":"2.0","id":,"result":{"content":[{"type":"text","text":""}],"isError":true,"structuredContent":}}`+"\n"))
+	*resp = appendCallResult(*resp, id, *data, isError)
 	return resp
 }
 

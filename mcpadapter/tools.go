@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -157,7 +158,9 @@ func (a *Adapter) storeTools() []tool {
 					return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "put",
 						Err: errorf("member %s may only write under its own agent name", id.Agent)}
 				}
-				fid, err := a.store.Put(*p.AgentName, *p.FileName, []byte(*p.Content), p.Overwrite != nil && *p.Overwrite)
+				// Put only reads content: it is passed without a copy.
+				content := unsafe.Slice(unsafe.StringData(*p.Content), len(*p.Content))
+				fid, err := a.store.Put(*p.AgentName, *p.FileName, content, p.Overwrite != nil && *p.Overwrite)
 				if err != nil {
 					return nil, err
 				}
@@ -182,7 +185,10 @@ func (a *Adapter) storeTools() []tool {
 				if err != nil {
 					return nil, err
 				}
-				return map[string]string{"content": string(data)}, nil
+				// data is this call's alone (Get returns a slice the
+				// caller owns), and nothing writes to it: it becomes the
+				// result's string without a copy.
+				return map[string]string{"content": unsafe.String(unsafe.SliceData(data), len(data))}, nil
 			},
 		},
 		{

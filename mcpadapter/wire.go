@@ -19,6 +19,7 @@ package mcpadapter
 import (
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/fleetstate/fleetstate/internal/jsonstr"
 )
@@ -157,7 +158,10 @@ func (r *reader) str() (string, bool) {
 		switch {
 		case c == '"':
 			r.i++
-			return string(buf), true
+			// buf is this string's alone and never written again: its
+			// bytes become the string without a copy of what may be
+			// the whole content of a file.
+			return unsafe.String(unsafe.SliceData(buf), len(buf)), true
 		case c < 0x20:
 			return "", false
 		case c == '\\':

@@ -9,6 +9,7 @@
 //
 //	go run ./bench/peer
 //	go run ./bench/peer -client=ts -rounds 3 -duration 2s
+//	go run ./bench/peer -client=ts -base ../main   # this tree against another
 //
 // It builds fleetstate (`fleetstate mcp` on a temporary state directory),
 // installs the pinned peer and the pinned TypeScript SDK with npm into the
@@ -45,8 +46,9 @@ const (
 // floorEnv makes the program a minimal MCP server instead (see serveFloor).
 const floorEnv = "FLEETSTATE_PEER_FLOOR"
 
-// The servers, in the order they are measured and printed.
-var serverNames = []string{"fleetstate", "peer", "floor"}
+// The servers, in the order they are measured and printed. base is
+// fleetstate built from another tree (-base), measured only when named.
+var serverNames = []string{"fleetstate", "base", "peer", "floor"}
 
 func main() {
 	if os.Getenv(floorEnv) != "" {
@@ -62,13 +64,21 @@ func main() {
 	sizes := flag.String("sizes", "1,64", "content sizes in KiB, comma-separated")
 	inflight := flag.String("inflight", "1,8", "calls in flight, comma-separated")
 	clients := flag.String("client", "go,ts", "clients, comma-separated: go (the MCP Go SDK), ts (the MCP TypeScript SDK)")
-	servers := flag.String("server", strings.Join(serverNames, ","), "servers, comma-separated: "+strings.Join(serverNames, ", "))
+	servers := flag.String("server", "fleetstate,peer,floor", "servers, comma-separated: "+strings.Join(serverNames, ", ")+"; -base adds base")
+	baseDir := flag.String("base", "", "a directory holding another tree of this module (a git worktree, say): its fleetstate is measured too, as server base, alternated with the others")
 	flag.Parse()
+	if *baseDir != "" && !strings.Contains(*servers, "base") {
+		*servers += ",base"
+	}
 	sizeList, err1 := intList(*sizes)
 	inflightList, err2 := intList(*inflight)
 	clientList, err3 := nameList(*clients, []string{"go", "ts"})
 	serverList, err4 := nameList(*servers, serverNames)
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	var err5 error
+	if slices.Contains(serverList, "base") && *baseDir == "" {
+		err5 = errors.New("server base needs -base DIR")
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		os.Exit(2)
 	}
@@ -85,7 +95,7 @@ func main() {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*duration, *rounds, sizeList, inflightList, clientList, serverList); err != nil {
+	if err := run(*duration, *rounds, sizeList, inflightList, clientList, serverList, *baseDir); err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -132,7 +142,7 @@ type client struct {
 	start func(ctx context.Context, s serverSpec) (runner, error)
 }
 
-func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames, serverList []string) error {
+func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames, serverList []string, baseDir string) error {
 	node, nodeErr := exec.LookPath("node")
 	npm, npmErr := exec.LookPath("npm")
 	if nodeErr != nil || npmErr != nil {
@@ -171,6 +181,14 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetstate/fleetstate/cmd/fleetstate").CombinedOutput(); err != nil {
 		return fmt.Errorf("build fleetstate: %v\n%s", err, out)
 	}
+	baseBin := filepath.Join(tmp, "fleetstate-base")
+	if baseDir != "" {
+		build := exec.Command("go", "build", "-o", baseBin, "./cmd/fleetstate")
+		build.Dir = baseDir
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("build fleetstate in %s: %v\n%s", baseDir, err, out)
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -180,6 +198,7 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames
 		peerDir := filepath.Join(tmp, "peer-"+c)
 		return map[string]serverSpec{
 			"fleetstate": {name: "fleetstate", cmd: []string{bin, "mcp", "--dir", filepath.Join(tmp, "fleet-"+c)}, session: true},
+			"base":       {name: "base", cmd: []string{baseBin, "mcp", "--dir", filepath.Join(tmp, "base-"+c)}, session: true},
 			"peer":       {name: "peer", cmd: []string{node, peerJS, peerDir}, peerTools: true, dir: peerDir},
 			"floor":      {name: "floor", cmd: []string{self}, env: []string{floorEnv + "=1"}},
 		}
@@ -240,8 +259,14 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames
 		for _, s := range serverList {
 			fmt.Printf(" %s ops/s |", s)
 		}
-		fmt.Println(" fleetstate / peer | floor / peer | fleetstate / floor |")
-		fmt.Println("| --- |" + strings.Repeat(" ---: |", len(serverList)+3))
+		extra := 3
+		fmt.Print(" fleetstate / peer | floor / peer | fleetstate / floor |")
+		if col("base") >= 0 {
+			extra += 2
+			fmt.Print(" base / floor | fleetstate / base |")
+		}
+		fmt.Println()
+		fmt.Println("| --- |" + strings.Repeat(" ---: |", len(serverList)+extra))
 		for _, kib := range sizes {
 			for _, inflight := range inflights {
 				rs := results[key{i, kib, inflight}]
@@ -258,7 +283,11 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames
 					}
 					return fmt.Sprintf("%.2f×", ops[x]/ops[y])
 				}
-				fmt.Printf(" %s | %s | %s |\n", ratio("fleetstate", "peer"), ratio("floor", "peer"), ratio("fleetstate", "floor"))
+				fmt.Printf(" %s | %s | %s |", ratio("fleetstate", "peer"), ratio("floor", "peer"), ratio("fleetstate", "floor"))
+				if col("base") >= 0 {
+					fmt.Printf(" %s | %s |", ratio("base", "floor"), ratio("fleetstate", "base"))
+				}
+				fmt.Println()
 			}
 		}
 		fmt.Println()
