@@ -17,6 +17,7 @@ package mcpadapter
 // writes for the same result (a test holds the two together).
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
@@ -127,28 +128,31 @@ func (r *reader) str() (string, bool) {
 	r.i++
 	start := r.i
 	// The common case: no escapes, all ASCII.
-	for r.i < len(r.b) {
-		c := r.b[r.i]
-		if c == '"' {
-			s := string(r.b[start:r.i])
-			r.i++
-			return s, true
-		}
-		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-			break
-		}
+	if r.i = jsonstr.PlainRun(r.b, r.i); r.i < len(r.b) && r.b[r.i] == '"' {
+		s := string(r.b[start:r.i])
 		r.i++
+		return s, true
 	}
 	// The value is at most as long as its text: one allocation, however
-	// long the string. A short rest of the line bounds it well enough.
+	// long the string. A short rest of the line bounds it well enough;
+	// otherwise the text ends at the first quote after an even number of
+	// backslashes (the plain run before r.i has none).
 	size := len(r.b) - start
 	if size > 64<<10 {
-		size = r.i - start
-		for j := r.i; j < len(r.b) && r.b[j] != '"'; j++ {
-			if r.b[j] == '\\' {
-				j++
+		for j := r.i; ; j++ {
+			q := bytes.IndexByte(r.b[j:], '"')
+			if q < 0 {
+				break
 			}
-			size = j + 1 - start
+			j += q
+			k := j
+			for k > r.i && r.b[k-1] == '\\' {
+				k--
+			}
+			if (j-k)%2 == 0 {
+				size = j - start
+				break
+			}
 		}
 	}
 	buf := make([]byte, r.i-start, size)
@@ -207,13 +211,7 @@ func (r *reader) str() (string, bool) {
 			}
 		case c < utf8.RuneSelf:
 			// Copy a run of plain bytes whole.
-			j := r.i + 1
-			for j < len(r.b) {
-				if c := r.b[j]; c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-					break
-				}
-				j++
-			}
+			j := jsonstr.PlainRun(r.b, r.i+1)
 			buf = append(buf, r.b[r.i:j]...)
 			r.i = j
 		default:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fleetstate/fleetstate"
@@ -125,5 +126,41 @@ func TestParseCallManyNames(t *testing.T) {
 	a := New(st, nil, nil)
 	if _, ok := parseCall(b.Bytes(), a.byName); ok {
 		t.Error("took a put with a million unknown arguments")
+	}
+}
+
+// TestReaderLongStrings: strings longer than the reader's short-line bound
+// (64 KiB of text), where it looks for the closing quote before it decodes,
+// decode as encoding/json decodes them, whatever precedes that quote; and
+// a string the line does not close is not understood.
+func TestReaderLongStrings(t *testing.T) {
+	long := strings.Repeat("fleetstate peer benchmark.\n", 3000)
+	for _, tc := range []struct{ name, text string }{
+		{"escapes", strconv.Quote(long)},
+		{"escaped quotes", `"` + strings.Repeat(`a\"b\\`, 20000) + `\\"`},
+		{"backslashes before the quote", `"\n` + strings.Repeat("x", 70000) + `\\\\\"\\"`},
+		{"non-ASCII", `"é` + strings.Repeat("x\u00e9\\u00e9", 10000) + `"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want string
+			if err := json.Unmarshal([]byte(tc.text), &want); err != nil {
+				t.Fatal(err)
+			}
+			r := &reader{b: []byte(tc.text + ` , "next"`)}
+			got, ok := r.str()
+			if !ok || got != want {
+				t.Fatalf("str: %v, %d bytes; want %d bytes", ok, len(got), len(want))
+			}
+			if !r.byte(',') {
+				t.Fatalf("no comma after the string, at %d", r.i)
+			}
+			if next, ok := r.str(); !ok || next != "next" {
+				t.Errorf("after the string: %q, %v", next, ok)
+			}
+			r = &reader{b: []byte(tc.text[:len(tc.text)-1])}
+			if _, ok := r.str(); ok {
+				t.Error("took a string without its closing quote")
+			}
+		})
 	}
 }

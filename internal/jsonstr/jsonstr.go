@@ -25,6 +25,62 @@ func safe(c byte) bool {
 	return safeHigh>>(c-64)&1 != 0
 }
 
+// Eight bytes at a time: a word whose every byte is b, and the tests of
+// whether any byte of a word is below n or equal to c (the classic
+// has-less-than test; exact for n <= 128 as used here).
+const (
+	ones  uint64 = 0x0101_0101_0101_0101
+	highs uint64 = 0x8080_8080_8080_8080
+)
+
+func anyBelow(x uint64, n byte) bool { return (x-ones*uint64(n))&^x&highs != 0 }
+
+func anyEqual(x uint64, c byte) bool { return anyBelow(x^ones*uint64(c), 1) }
+
+// word returns the eight bytes of s from i, the first lowest; the compiler
+// makes it one load.
+func word[S ~string | ~[]byte](s S, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// safeRun returns the end of the run of safe ASCII bytes of s from i:
+// whole words first, then byte by byte.
+func safeRun[S ~string | ~[]byte](s S, i int) int {
+	for ; i+8 <= len(s); i += 8 {
+		x := word(s, i)
+		if x&highs != 0 || anyBelow(x, 0x20) || anyEqual(x, '"') || anyEqual(x, '\\') ||
+			anyEqual(x, '<') || anyEqual(x, '>') || anyEqual(x, '&') {
+			break
+		}
+	}
+	for i < len(s) && s[i] < utf8.RuneSelf && safe(s[i]) {
+		i++
+	}
+	return i
+}
+
+// PlainRun returns the end of the run of bytes of b from i that a JSON
+// string's text holds as they are and that mean themselves: printable
+// ASCII but the quote and the backslash. A decoder copies such a run
+// whole.
+func PlainRun(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		x := word(b, i)
+		if x&highs != 0 || anyBelow(x, 0x20) || anyEqual(x, '"') || anyEqual(x, '\\') {
+			break
+		}
+	}
+	for i < len(b) {
+		if c := b[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			break
+		}
+		i++
+	}
+	return i
+}
+
 // Append appends s as a JSON string: quotes, backslashes and control
 // characters escaped (\b, \f, \n, \r, \t short, the others as \u00XX); <, >
 // and & (for HTML) and U+2028, U+2029 as \u; each invalid byte of UTF-8 as
@@ -36,7 +92,7 @@ func Append[S ~string | ~[]byte](b []byte, s S) []byte {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if safe(c) {
-				i++
+				i = safeRun(s, i+1)
 				continue
 			}
 			b = append(b, s[start:i]...)

@@ -38,3 +38,58 @@ func FuzzAppend(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRuns: the word-at-a-time scans end where byte-by-byte ones end.
+func FuzzRuns(f *testing.F) {
+	for _, s := range []string{"", "plain text, long enough for words", "0123456\"89abcdef", "abcdefgh\\ijklmnop", "abcdefghijklmno\x1fp", "abcdefghijkl<mnop&q>", "abcdefghijklmnopé", "\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x20\x21"} {
+		f.Add(s, 0)
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, s string, from int) {
+		if from < 0 || from > len(s) {
+			return
+		}
+		plain, safeEnd := from, from
+		for plain < len(s) && s[plain] >= 0x20 && s[plain] < utf8.RuneSelf && s[plain] != '"' && s[plain] != '\\' {
+			plain++
+		}
+		for safeEnd < len(s) && s[safeEnd] < utf8.RuneSelf && safe(s[safeEnd]) {
+			safeEnd++
+		}
+		if got := PlainRun([]byte(s), from); got != plain {
+			t.Errorf("PlainRun(%q, %d) = %d; want %d", s, from, got, plain)
+		}
+		if got := safeRun(s, from); got != safeEnd {
+			t.Errorf("safeRun(%q, %d) = %d; want %d", s, from, got, safeEnd)
+		}
+		if got := safeRun([]byte(s), from); got != safeEnd {
+			t.Errorf("safeRun([]byte(%q), %d) = %d; want %d", s, from, got, safeEnd)
+		}
+	})
+}
+
+// TestRunsEveryByte: each byte value, at each place of a word, stops the
+// scans exactly when the byte-by-byte tests say it should.
+func TestRunsEveryByte(t *testing.T) {
+	for c := range 256 {
+		for at := range 16 {
+			b := bytes.Repeat([]byte{'a'}, 24)
+			b[at] = byte(c)
+			isPlain := c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\'
+			isSafe := c < utf8.RuneSelf && safe(byte(c))
+			wantPlain, wantSafe := at, at
+			if isPlain {
+				wantPlain = len(b)
+			}
+			if isSafe {
+				wantSafe = len(b)
+			}
+			if got := PlainRun(b, 0); got != wantPlain {
+				t.Errorf("PlainRun with %#x at %d = %d; want %d", c, at, got, wantPlain)
+			}
+			if got := safeRun(b, 0); got != wantSafe {
+				t.Errorf("safeRun with %#x at %d = %d; want %d", c, at, got, wantSafe)
+			}
+		}
+	}
+}
