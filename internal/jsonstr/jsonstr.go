@@ -5,7 +5,10 @@
 // encoding/json would write.
 package jsonstr
 
-import "unicode/utf8"
+import (
+	"math/bits"
+	"unicode/utf8"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -25,17 +28,19 @@ func safe(c byte) bool {
 	return safeHigh>>(c-64)&1 != 0
 }
 
-// Eight bytes at a time: a word whose every byte is b, and the tests of
-// whether any byte of a word is below n or equal to c (the classic
-// has-less-than test; exact for n <= 128 as used here).
+// Eight bytes at a time. below and equal set the high bit of each byte of
+// x that is below n (n <= 128) or equal to c (an ASCII byte): the classic
+// has-less-than test. A borrow may set bits above the first byte that
+// matches, never below it, so the lowest bit set marks the first match
+// exactly, which is all the scans use.
 const (
 	ones  uint64 = 0x0101_0101_0101_0101
 	highs uint64 = 0x8080_8080_8080_8080
 )
 
-func anyBelow(x uint64, n byte) bool { return (x-ones*uint64(n))&^x&highs != 0 }
+func below(x uint64, n byte) uint64 { return (x - ones*uint64(n)) &^ x & highs }
 
-func anyEqual(x uint64, c byte) bool { return anyBelow(x^ones*uint64(c), 1) }
+func equal(x uint64, c byte) uint64 { return below(x^ones*uint64(c), 1) }
 
 // word returns the eight bytes of s from i, the first lowest; the compiler
 // makes it one load.
@@ -50,9 +55,8 @@ func word[S ~string | ~[]byte](s S, i int) uint64 {
 func safeRun[S ~string | ~[]byte](s S, i int) int {
 	for ; i+8 <= len(s); i += 8 {
 		x := word(s, i)
-		if x&highs != 0 || anyBelow(x, 0x20) || anyEqual(x, '"') || anyEqual(x, '\\') ||
-			anyEqual(x, '<') || anyEqual(x, '>') || anyEqual(x, '&') {
-			break
+		if m := x&highs | below(x, 0x20) | equal(x, '"') | equal(x, '\\') | equal(x, '<') | equal(x, '>') | equal(x, '&'); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
 		}
 	}
 	for i < len(s) && s[i] < utf8.RuneSelf && safe(s[i]) {
@@ -68,8 +72,8 @@ func safeRun[S ~string | ~[]byte](s S, i int) int {
 func PlainRun(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
 		x := word(b, i)
-		if x&highs != 0 || anyBelow(x, 0x20) || anyEqual(x, '"') || anyEqual(x, '\\') {
-			break
+		if m := x&highs | below(x, 0x20) | equal(x, '"') | equal(x, '\\'); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
 		}
 	}
 	for i < len(b) {

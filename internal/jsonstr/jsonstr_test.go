@@ -3,6 +3,7 @@ package jsonstr
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -91,5 +92,18 @@ func TestRunsEveryByte(t *testing.T) {
 				t.Errorf("safeRun with %#x at %d = %d; want %d", c, at, got, wantSafe)
 			}
 		}
+	}
+}
+
+// BenchmarkAppend: 64 KiB of bench/peer's content, a line break every 27
+// bytes, as the stdio server escapes a get's result (once, then the JSON
+// again as text).
+func BenchmarkAppend(b *testing.B) {
+	s := strings.Repeat("fleetstate peer benchmark.\n", 64<<10/27+1)[:64<<10]
+	buf := make([]byte, 0, 4*len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		once := Append(buf[:0], s)
+		Append(once[len(once):], once)
 	}
 }
