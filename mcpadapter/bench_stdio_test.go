@@ -80,13 +80,21 @@ func newLineClient(w io.Writer, r io.Reader) *lineClient {
 
 // call sends method with params (raw JSON) and returns the response line.
 func (c *lineClient) call(method, params string) ([]byte, error) {
+	return c.callLine(func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + "}\n"
+	})
+}
+
+// callLine sends the request line that line makes for the next id and
+// returns the response line.
+func (c *lineClient) callLine(line func(id string) string) ([]byte, error) {
 	c.mu.Lock()
 	c.next++
 	id := strconv.Itoa(c.next)
 	ch := make(chan []byte, 1)
 	c.wait[id] = ch
 	c.mu.Unlock()
-	if err := c.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + "}\n"); err != nil {
+	if err := c.send(line(id)); err != nil {
 		return nil, err
 	}
 	select {
@@ -105,14 +113,20 @@ func (c *lineClient) send(line string) error {
 }
 
 // startStdio serves a fresh adapter (store on a MemMapFs, no rendezvous)
-// with serve, as the anonymous caller, and returns an initialized client;
-// the benchmark's cleanup ends it.
+// with serve, as the anonymous caller, and returns an initialized client
+// in a new session; the benchmark's cleanup ends it.
 func startStdio(tb testing.TB, serve stdioServe) *lineClient {
 	tb.Helper()
 	st, err := fleetstate.Open(afero.NewMemMapFs(), "/state", &fleetstate.Options{NoGitIgnore: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return startStdioOn(tb, st, serve)
+}
+
+// startStdioOn is startStdio on the store st.
+func startStdioOn(tb testing.TB, st *fleetstate.Store, serve stdioServe) *lineClient {
+	tb.Helper()
 	a := mcpadapter.New(st, nil, nil)
 	srv := a.NewServer("fleetstate", "bench")
 	inR, inW := io.Pipe()
@@ -156,32 +170,40 @@ func BenchmarkStdio(b *testing.B) {
 					c := startStdio(b, impl.serve)
 					content := strings.Repeat("x", size)
 					b.SetBytes(int64(2 * size))
-					var wg sync.WaitGroup
-					errs := make(chan error, inflight)
-					per := b.N / inflight
-					b.ResetTimer()
-					for g := range inflight {
-						n := per
-						if g == 0 {
-							n += b.N % inflight
-						}
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							if err := putGet(c, fmt.Sprintf("f%d.txt", g), content, n); err != nil {
-								errs <- err
-							}
-						}()
-					}
-					wg.Wait()
-					b.StopTimer()
-					close(errs)
-					for err := range errs {
-						b.Fatal(err)
-					}
+					runWorkers(b, inflight, func(w, n int) error {
+						return putGet(c, fmt.Sprintf("f%d.txt", w), content, n)
+					})
 				})
 			}
 		}
+	}
+}
+
+// runWorkers runs work in inflight goroutines, worker w doing n of the
+// b.N operations, with the timer running only meanwhile; an error fails
+// the benchmark.
+func runWorkers(b *testing.B, inflight int, work func(w, n int) error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, inflight)
+	b.ResetTimer()
+	for w := range inflight {
+		n := b.N / inflight
+		if w == 0 {
+			n += b.N % inflight
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := work(w, n); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
 	}
 }
 
