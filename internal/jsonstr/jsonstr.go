@@ -25,6 +25,30 @@ func safe(c byte) bool {
 	return safeHigh>>(c-64)&1 != 0
 }
 
+// Eight bytes at a time (SWAR), for the common run of bytes that go as
+// they are: lsb has the low bit of every byte set, msb the high bit.
+const (
+	lsb uint64 = 0x0101_0101_0101_0101
+	msb uint64 = 0x8080_8080_8080_8080
+)
+
+// hasByte reports whether a byte of w is c: zero bytes of w^c found with
+// the borrow trick, which has no false negatives.
+func hasByte(w uint64, c byte) bool {
+	x := w ^ lsb*uint64(c)
+	return (x-lsb)&^x&msb != 0
+}
+
+// plain8 reports whether the eight bytes of w (little endian) all go into
+// a JSON string as they are: ASCII from 0x20, none of " \\ < > &. A false
+// answer only sends them through the loop byte by byte.
+func plain8(w uint64) bool {
+	if w&msb != 0 || (w-lsb*0x20)&^w&msb != 0 { // a byte ≥ 0x80, or < 0x20
+		return false
+	}
+	return !hasByte(w, '"') && !hasByte(w, '\\') && !hasByte(w, '<') && !hasByte(w, '>') && !hasByte(w, '&')
+}
+
 // Append appends s as a JSON string: quotes, backslashes and control
 // characters escaped (\b, \f, \n, \r, \t short, the others as \u00XX); <, >
 // and & (for HTML) and U+2028, U+2029 as \u; each invalid byte of UTF-8 as
@@ -33,6 +57,11 @@ func Append[S ~string | ~[]byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) && plain8(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if safe(c) {
