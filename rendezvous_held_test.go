@@ -528,6 +528,9 @@ func heldCrashStory(t *testing.T, n int) (changes int) {
 			t.Fatalf("dead at change %d: NewRendezvous: %v", n, err)
 		}
 		defer rv2.Close()
+		if tmp, _ := afero.Glob(mem, filepath.Join(filepath.Dir(heldLog), ".fleetstate-tmp-*")); len(tmp) > 0 {
+			t.Fatalf("dead at change %d: temporary files left after the restart: %q", n, tmp)
+		}
 		for _, f := range fates {
 			switch {
 			case f.unsure:

@@ -41,25 +41,32 @@ import (
 // TURN_ID.json, from before slots, are read the same way.
 //
 // An outcome that a call of the lead returned is held for HoldReturned
-// (15 minutes in a daemon) in case the response was lost. Its record no
-// longer changes, so such a turn does not keep its slot: at the end of the
-// writer's step that handed it (settle), its final record, already
-// durable in the slot, is appended to the held log, held.jsonl beside the
-// slots, and only once that append is done does the slot go back to the
-// pool. The slot still ends with the turn's record, but the log now speaks
-// for the turn: a new Rendezvous takes a slot whose last record is of a
-// turn the log names as free, whatever the log says of it. When the hold
-// ends (or the lead acks), a forget line {"forget":TURN_ID} is appended,
-// again at settle, before the call that released it returns. The last line
-// of the log that names a turn says its state, and torn lines are skipped
-// as in slots; records and forget lines of one step go in one write. Once
-// the log is past heldCompactMin bytes and twice the size of its live
+// (15 minutes in a daemon), in case the response was lost. Its record no
+// longer changes, so such a turn gives its slot back: at the end of the
+// writer's step that handed it (settle, off the send's critical path), its
+// final record, already durable in the slot, is appended to the held log,
+// held.jsonl beside the slots, and only once that append is done does the
+// slot go back to the pool (until then a crash finds the turn in its
+// slot). From then on the log speaks for the turn, and every later record
+// of it goes there: a slot whose last record is of a turn the log names
+// is free, whatever the log says of the turn. When the hold ends or the
+// lead acks, a forget line {"forget":TURN_ID} is appended at settle,
+// before the call that released the turn returns. The last line of the log
+// that names a turn says its state; torn lines are skipped as in slots;
+// what one step appends goes in one write. A new Rendezvous restores the
+// turns of the log as it restores finished turns of slots: held until
+// acked (the hold's timer does not outlive the process; so it always was).
+//
+// Once the log is past heldCompactMin bytes and twice the size of its live
 // records, settle compacts it: it first writes the free mark of every
-// pooled slot that still ends with a logged turn's record (so that no slot
-// speaks for a turn the log forgets), then writes the live records to a
-// temporary file and renames it over the log. Without this, every held
-// outcome kept its slot file for the whole hold, no slot came back to the
-// pool in a daemon's steady state, and every turn created a file.
+// pooled slot that still ends with a logged turn's record (no slot may
+// speak for a turn the compacted log no longer names), then writes the
+// live records to a temporary file and renames it over the log. So a round
+// trip whose outcome is held costs three appends (the message, the reply,
+// the log) and a forget line later, where it cost a file creation and an
+// append: before the log, a held outcome kept its slot for the whole hold,
+// no slot came back to the pool in a daemon's steady state, and every turn
+// created a file.
 //
 // The journal is the only writer of the rendezvous state, and it is owned:
 // opening one makes the process the owner of the state directory's fleet
@@ -646,6 +653,13 @@ func (j *journal) load() ([]*turn, error) {
 	}
 	for _, e := range entries {
 		name := e.Name()
+		if strings.HasPrefix(name, tempPrefix) && e.Mode().IsRegular() {
+			// Left by a rewrite of a slot or a compaction of the held log
+			// that a crash cut short: the journal is owned, so it is no
+			// one's.
+			_ = j.store.fs.Remove(filepath.Join(j.dir, name)) // best effort
+			continue
+		}
 		isSlot := isSlotName(name)
 		if !e.Mode().IsRegular() || !isSlot && !strings.HasSuffix(name, ".json") {
 			continue
