@@ -112,7 +112,23 @@ func TestHeldSteadyStateCreatesNoFile(t *testing.T) {
 	const rounds = 40
 	creates, writes := fsys.creates.Load(), fsys.writes.Load()
 	for i := range rounds {
-		held = append(held, heldRoundTrip(t, rv, "scout", fmt.Sprintf("task %d", i)))
+		// The member waits first, so that each message is written once,
+		// as delivered (see TestRoundTripAppends).
+		next := parkNext(t, rv, "scout")
+		sent := async(func() (fleetstate.Outcome, error) {
+			return rv.Send(context.Background(), "lead", "scout", fmt.Sprintf("task %d", i))
+		})
+		if got := <-next; !got.ok || got.err != nil {
+			t.Fatalf("round %d: Next = %+v", i, got)
+		}
+		if err := rv.Reply("scout", "done"); err != nil {
+			t.Fatal(err)
+		}
+		res := <-sent
+		if res.err != nil || res.o.Kind != fleetstate.OutcomeReply {
+			t.Fatalf("round %d: Send = %+v, %v; want the reply", i, res.o, res.err)
+		}
+		held = append(held, res.o)
 	}
 	if got := fsys.creates.Load() - creates; got != 0 {
 		t.Errorf("files created in %d round trips with held outcomes: %d; want 0", rounds, got)
