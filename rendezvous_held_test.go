@@ -95,6 +95,7 @@ func (c *createCountFS) Rename(oldname, newname string) error {
 // slot back to the pool. Each round trip opens three files for writing:
 // the slot for the delivered message and for the reply, and the held log.
 func TestHeldSteadyStateCreatesNoFile(t *testing.T) {
+	fileOnly(t, "the slot files of a state directory")
 	fsys := &createCountFS{Fs: afero.NewMemMapFs()}
 	st := open(t, fsys, "/state", nil)
 	rv, err := fleetstate.NewRendezvous(st, &fleetstate.RendezvousOptions{HoldReturned: 15 * time.Minute})
