@@ -66,7 +66,11 @@ import (
 // the log) and a forget line later, where it cost a file creation and an
 // append: before the log, a held outcome kept its slot for the whole hold,
 // no slot came back to the pool in a daemon's steady state, and every turn
-// created a file.
+// created a file. Where the lead's calls carry sessions, the adapter acks
+// such an outcome at the session's next call, soon after, and the record
+// and forget line are two appends the slot alone would not have needed;
+// moving only when the pool runs dry would spare them, but would put the
+// log's append on the send's path, so the move stays at settle.
 //
 // The journal is the only writer of the rendezvous state, and it is owned:
 // opening one makes the process the owner of the state directory's fleet
