@@ -16,3 +16,11 @@ func Parked(r *Rendezvous, member string) int {
 	}
 	return 0
 }
+
+// SetHeldLogMin sets the size of r's held log below which it is never
+// compacted (1 MiB otherwise), so that tests see compactions.
+func SetHeldLogMin(r *Rendezvous, n int64) {
+	r.lockW()
+	defer r.unlockW()
+	r.j.heldMin, r.j.heldAt = n, max(n, 2*r.j.heldLive)
+}

@@ -594,9 +594,7 @@ func (r *Rendezvous) shutdown(crashed bool) error {
 		r.unsubscribe(s)
 	}
 	if crashed {
-		if r.j.owner != nil {
-			r.j.owner.release()
-		}
+		r.j.crash()
 	} else {
 		r.j.close()
 	}

@@ -22,8 +22,9 @@ import (
 //
 // The flow and failure suites of the rendezvous (rendezvous_test.go,
 // rendezvous_owner_test.go, rendezvous_port_test.go, events_test.go,
-// rendezvous_disconnect_test.go, rendezvous_delegate_test.go and the state
-// machine of rendezvous_rapid_test.go) open their rendezvous through a
+// rendezvous_disconnect_test.go, rendezvous_delegate_test.go,
+// rendezvous_held_test.go and the state machine of
+// rendezvous_rapid_test.go) open their rendezvous through a
 // home, so that the same tests run on both backends: by default on a
 // state directory of an in-memory file system; with
 // FLEETSTATE_TEST_BACKEND=nats on a fresh fleet of the JetStream server at

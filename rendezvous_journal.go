@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fleetstate/fleetstate/internal/jsonstr"
 	"github.com/google/uuid"
 	"github.com/spf13/afero"
 )
@@ -39,6 +40,38 @@ import (
 // slots a crashed one left and removes old and torn ones. Files named
 // TURN_ID.json, from before slots, are read the same way.
 //
+// An outcome that a call of the lead returned is held for HoldReturned
+// (15 minutes in a daemon), in case the response was lost. Its record no
+// longer changes, so such a turn gives its slot back: at the end of the
+// writer's step that handed it (settle, off the send's critical path), its
+// final record, already durable in the slot, is appended to the held log,
+// held.jsonl beside the slots, and only once that append is done does the
+// slot go back to the pool (until then a crash finds the turn in its
+// slot). From then on the log speaks for the turn, and every later record
+// of it goes there: a slot whose last record is of a turn the log names
+// is free, whatever the log says of the turn. When the hold ends or the
+// lead acks, a forget line {"forget":TURN_ID} is appended at settle,
+// before the call that released the turn returns. The last line of the log
+// that names a turn says its state; torn lines are skipped as in slots;
+// what one step appends goes in one write. A new Rendezvous restores the
+// turns of the log as it restores finished turns of slots: held until
+// acked (the hold's timer does not outlive the process; so it always was).
+//
+// Once the log is past heldCompactMin bytes and twice the size of its live
+// records, settle compacts it: it first writes the free mark of every
+// pooled slot that still ends with a logged turn's record (no slot may
+// speak for a turn the compacted log no longer names), then writes the
+// live records to a temporary file and renames it over the log. So a round
+// trip whose outcome is held costs three appends (the message, the reply,
+// the log) and a forget line later, where it cost a file creation and an
+// append: before the log, a held outcome kept its slot for the whole hold,
+// no slot came back to the pool in a daemon's steady state, and every turn
+// created a file. Where the lead's calls carry sessions, the adapter acks
+// such an outcome at the session's next call, soon after, and the record
+// and forget line are two appends the slot alone would not have needed;
+// moving only when the pool runs dry would spare them, but would put the
+// log's append on the send's path, so the move stays at settle.
+//
 // The journal is the only writer of the rendezvous state, and it is owned:
 // opening one makes the process the owner of the state directory's fleet
 // (see owner.go), so that no second process restores the same turns and
@@ -47,6 +80,9 @@ const (
 	slotPrefix  = "slot-"
 	slotSuffix  = ".jsonl"
 	slotMaxSize = 64 << 10
+
+	heldLogName    = "held.jsonl"
+	heldCompactMin = 1 << 20 // bytes of held log below which it is never compacted
 )
 
 // freeRecord marks a slot that holds no turn.
@@ -60,6 +96,28 @@ type slot struct {
 	// the turn it held; the free mark is written by settle, unless a new
 	// turn's record goes in first (which says the same, one append less).
 	live bool
+	// covered: the slot is in the pool and ends with the record of a turn
+	// that the held log speaks for; its free mark is due only before the
+	// log is compacted (see compactHeld).
+	covered bool
+}
+
+// span is where a record lies in the held log: its JSON object, without
+// the line breaks around it.
+type span struct{ off, n int64 }
+
+// heldLine is a line of the held log: a turn's record, or a forget line.
+type heldLine struct {
+	turnRecord
+	Forget string `json:"forget,omitempty"`
+}
+
+// moving is a handed turn whose record settle moves to the held log, as it
+// stood when it was handed (it no longer changes).
+type moving struct {
+	t   *turn
+	rec turnRecord
+	n   int64 // the size of its record, once encoded by moveHeld
 }
 
 // journal keeps the rendezvous's turns on disk, one slot file per live
@@ -74,6 +132,16 @@ type journal struct {
 	buf   []byte // the record being written
 	log   func(msg string, args ...any)
 
+	// The held log (see the header): its size on disk, torn lines
+	// included; the bytes of its live records; where each live record is;
+	// the size past which settle compacts it, and the least such size.
+	heldSize, heldLive int64
+	held               map[string]span
+	heldAt, heldMin    int64
+	forgets            []byte   // forget lines for the next settle, ahead of the records it moves
+	moving             []moving // handed turns whose records the next settle moves to the log
+	closed             bool     // nothing more is written: closed, or crashed
+
 	// remote, when not nil, keeps the turns instead of slot files (see
 	// Journal), and released holds the turns to forget at the next settle.
 	remote   Journal
@@ -87,17 +155,29 @@ func openJournal(store *Store, addr string, logErr func(string, ...any)) (*journ
 	if err != nil {
 		return nil, err
 	}
-	return &journal{store: store, dir: store.path(privateDir, rendezvousDir, "turns"), owner: owner, log: logErr}, nil
+	return &journal{store: store, dir: store.path(privateDir, rendezvousDir, "turns"), owner: owner, log: logErr,
+		held: map[string]span{}, heldMin: heldCompactMin, heldAt: heldCompactMin}, nil
 }
 
-// close removes the free slots and gives up ownership.
+// close writes what is due, removes the free slots and gives up ownership.
 func (j *journal) close() {
 	if j.remote != nil {
 		j.remoteClose()
 		return
 	}
+	j.settle()
+	j.closed = true
 	j.removeFreeSlots()
 	j.owner.release()
+}
+
+// crash gives up ownership and writes nothing more, as a process killed at
+// this instant (for tests of restarts).
+func (j *journal) crash() {
+	j.closed = true
+	if j.owner != nil {
+		j.owner.release()
+	}
 }
 
 // reset removes every turn's record.
@@ -106,6 +186,9 @@ func (j *journal) reset() error {
 		return j.remoteReset()
 	}
 	j.free = nil
+	j.heldSize, j.heldLive, j.heldAt = 0, 0, j.heldMin
+	clear(j.held)
+	j.forgets, j.moving = j.forgets[:0], nil
 	if err := j.store.fs.RemoveAll(j.dir); err != nil {
 		return j.store.ioError("reset", err)
 	}
@@ -126,13 +209,16 @@ func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 	// buffer: no allocation, no reflection per write.
 	j.buf = append(appendRecord(append(j.buf[:0], '\n'), rec), '\n')
 	line := j.buf
+	if t.logged {
+		return j.persistHeld(t, line)
+	}
 	pooled := false
 	if t.slot.path == "" && len(j.free) > 0 {
 		t.slot, pooled = j.free[len(j.free)-1], true
 		j.free = j.free[:len(j.free)-1]
 	}
-	wasLive := t.slot.live
-	t.slot.live = false
+	wasLive, wasCovered := t.slot.live, t.slot.covered
+	t.slot.live, t.slot.covered = false, false
 	var err error
 	switch {
 	case t.slot.path == "":
@@ -166,7 +252,7 @@ func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 			// The write was taken back, or cut the slot's old records
 			// off: the slot is still free, and settle writes its free
 			// mark if it may still be due.
-			t.slot.live = wasLive
+			t.slot.live, t.slot.covered = wasLive, wasCovered
 			j.free = append(j.free, t.slot)
 			t.slot = slot{}
 		}
@@ -247,32 +333,65 @@ func (j *journal) newSlot(rec []byte) (slot, error) {
 
 // release frees the slot of a turn whose outcome reached the lead, for
 // reuse (its free mark waits for settle), or removes it if it grew large.
+// A turn in the held log gets a forget line there at settle instead.
 func (j *journal) release(t *turn) {
 	if j.remote != nil {
 		j.released = append(j.released, t.ID)
 		return
 	}
+	if t.logged {
+		if sp, ok := j.held[t.ID]; ok {
+			delete(j.held, t.ID)
+			j.heldLive -= sp.n + 2
+		}
+		j.forgets = appendForget(j.forgets, t.ID)
+		return
+	}
 	s := t.slot
 	t.slot = slot{}
+	j.pool(s, false)
+}
+
+// pool puts s back in the pool, ending with the record of a turn the free
+// mark of which settle writes (covered false) or that the held log speaks
+// for (covered), or removes it if it grew large.
+func (j *journal) pool(s slot, covered bool) {
 	if s.path == "" {
 		return
 	}
 	if isSlotName(filepath.Base(s.path)) && s.size+int64(len(freeRecord)) <= slotMaxSize {
-		s.live = true
+		s.live, s.covered = !covered, covered
 		j.free = append(j.free, s)
 		return
 	}
 	j.remove(s.path)
 }
 
-// settle writes the free mark of every pooled slot that still ends with
-// its old turn's record, so that a crash does not bring that turn back. A
-// slot the mark cannot be written to is removed instead.
+// retire notes that t, done, was handed to its lead and is now held only
+// in case the response was lost: the next settle moves its record to the
+// held log and its slot to the pool. r.mu and r.wmu must be held.
+func (j *journal) retire(t *turn) {
+	if j.remote != nil || j.closed || t.logged || t.State != TicketDone {
+		return
+	}
+	j.moving = append(j.moving, moving{t: t, rec: t.turnRecord})
+}
+
+// settle writes what the writer's step left due: the held log's forget
+// lines and the records of the turns handed meanwhile (whose slots then
+// go back to the pool), and the free mark of every pooled slot that still
+// ends with its old turn's record, so that a crash does not bring that
+// turn back. A slot the mark cannot be written to is removed instead.
+// Last, it compacts the held log if it grew past its bound.
 func (j *journal) settle() {
 	if j.remote != nil {
 		j.remoteSettle()
 		return
 	}
+	if j.closed {
+		return
+	}
+	j.moveHeld()
 	kept := j.free[:0]
 	for _, s := range j.free {
 		if s.live {
@@ -289,6 +408,179 @@ func (j *journal) settle() {
 		kept = append(kept, s)
 	}
 	j.free = kept
+	if j.heldSize > j.heldAt && len(j.forgets) == 0 {
+		j.compactHeld()
+	}
+}
+
+// moveHeld appends the pending forget lines and the records of the turns
+// retired since the last settle to the held log, in one write, and then
+// pools the slots of those turns. If the write fails, the turns keep their
+// slots and everything waits for the next settle.
+func (j *journal) moveHeld() {
+	if len(j.forgets) == 0 && len(j.moving) == 0 {
+		return
+	}
+	buf := append(j.buf[:0], j.forgets...)
+	n := 0
+	for _, m := range j.moving {
+		if m.t.logged || m.t.slot.path == "" {
+			continue // released meanwhile, or in the log already
+		}
+		start := len(buf) + 1
+		buf = append(appendRecord(append(buf, '\n'), &m.rec), '\n')
+		m.n = int64(len(buf) - 1 - start)
+		j.moving[n] = m
+		n++
+	}
+	clear(j.moving[n:])
+	j.moving = j.moving[:n]
+	j.buf = buf[:0]
+	if len(buf) == 0 {
+		return
+	}
+	off, err := j.appendHeld(buf)
+	if err != nil {
+		j.log("fleetstate: write the held log", "err", j.store.ioError("hold outcomes", err))
+		return
+	}
+	// Where each record landed: its object starts after the forget lines
+	// and the records before it, each between line breaks.
+	at := off + int64(len(j.forgets))
+	for _, m := range j.moving {
+		t := m.t
+		j.held[t.ID] = span{off: at + 1, n: m.n}
+		j.heldLive += m.n + 2
+		at += m.n + 2
+		t.logged = true
+		s := t.slot
+		t.slot = slot{}
+		j.pool(s, true)
+	}
+	j.forgets = j.forgets[:0]
+	clear(j.moving)
+	j.moving = j.moving[:0]
+}
+
+// persistHeld writes line, the new record of t, a turn in the held log, to
+// the log, after the pending forget lines (whose order it keeps).
+func (j *journal) persistHeld(t *turn, line []byte) error {
+	data := line
+	if len(j.forgets) > 0 {
+		data = append(append(make([]byte, 0, len(j.forgets)+len(line)), j.forgets...), line...)
+	}
+	off, err := j.appendHeld(data)
+	if err != nil {
+		return j.store.ioError("persist turn", err)
+	}
+	j.forgets = j.forgets[:0]
+	if sp, ok := j.held[t.ID]; ok {
+		j.heldLive -= sp.n + 2
+	}
+	n := int64(len(line)) - 2
+	j.held[t.ID] = span{off: off + int64(len(data)-len(line)) + 1, n: n}
+	j.heldLive += n + 2
+	return nil
+}
+
+// appendForget appends the forget line of turn id to b.
+func appendForget(b []byte, id string) []byte {
+	b = append(b, "\n{\"forget\":"...)
+	b = jsonstr.Append(b, id)
+	return append(b, "}\n"...)
+}
+
+// appendHeld appends data to the held log, in one write, and returns the
+// offset at which it landed. A failed append is taken back, as in
+// appendSlot. If the log is not there (its folder was cleaned by another
+// process), it is created and the records the journal knew in it are lost.
+func (j *journal) appendHeld(data []byte) (int64, error) {
+	path := filepath.Join(j.dir, heldLogName)
+	f, err := j.store.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND, filePerm)
+	if errors.Is(err, fs.ErrNotExist) {
+		if j.heldSize > 0 {
+			j.log("fleetstate: the held log went away; its held outcomes are lost", "turns", len(j.held))
+		}
+		j.heldSize, j.heldLive = 0, 0
+		clear(j.held)
+		if err = j.store.fs.MkdirAll(j.dir, dirPerm); err == nil {
+			f, err = j.store.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, filePerm)
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	off := j.heldSize
+	if err := writeAndClose(f, data, j.store.syncWrites, func(f afero.File) { _ = f.Truncate(off) }); err != nil {
+		return 0, err
+	}
+	j.heldSize += int64(len(data))
+	return off, nil
+}
+
+// compactHeld rewrites the held log with its live records only. First
+// every pooled slot that still ends with a logged turn's record gets its
+// free mark (or is removed): the compacted log no longer names the turns
+// it forgot, and such a slot would otherwise bring one back.
+func (j *journal) compactHeld() {
+	const op = "compact the held log"
+	ok := true
+	kept := j.free[:0]
+	for _, s := range j.free {
+		if s.covered && ok {
+			err := j.appendSlot(s.path, s.size, freeRecord)
+			if err == nil {
+				s.size += int64(len(freeRecord))
+				s.covered = false
+			} else if rerr := j.store.fs.Remove(s.path); rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
+				continue
+			} else {
+				j.log("fleetstate: "+op, "err", j.store.ioError(op, rerr))
+				ok = false // the slot still speaks for a turn: keep the log whole
+			}
+		}
+		kept = append(kept, s)
+	}
+	j.free = kept
+	path := filepath.Join(j.dir, heldLogName)
+	var data []byte
+	if ok {
+		old, err := afero.ReadFile(j.store.fs, path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			j.log("fleetstate: "+op, "err", j.store.ioError(op, err))
+			ok = false
+		}
+		ids := make([]string, 0, len(j.held))
+		for id := range j.held {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(a, b int) bool { return j.held[ids[a]].off < j.held[ids[b]].off })
+		spans := make(map[string]span, len(ids))
+		data = make([]byte, 0, j.heldLive)
+		for _, id := range ids {
+			sp := j.held[id]
+			if !ok || sp.off+sp.n > int64(len(old)) {
+				ok = false
+				break
+			}
+			data = append(data, '\n')
+			spans[id] = span{off: int64(len(data)), n: sp.n}
+			data = append(append(data, old[sp.off:sp.off+sp.n]...), '\n')
+		}
+		if ok {
+			if err := j.store.writeFile(op, path, data, true); err != nil {
+				j.log("fleetstate: "+op, "err", err)
+				ok = false
+			} else {
+				j.held, j.heldSize, j.heldLive = spans, int64(len(data)), int64(len(data))
+			}
+		}
+	}
+	// Next time at twice the live records, or later if this one failed.
+	j.heldAt = max(j.heldMin, 2*j.heldLive)
+	if !ok {
+		j.heldAt = max(j.heldAt, 2*j.heldSize)
+	}
 }
 
 func (j *journal) remove(path string) {
@@ -341,7 +633,8 @@ func (rec *turnRecord) valid() bool {
 	return validateAgentName(rec.Lead) == nil && validateAgentName(rec.Member) == nil
 }
 
-// load reads the turns an earlier rendezvous left on disk, oldest first.
+// load reads the turns an earlier rendezvous left on disk, oldest first:
+// those of the held log, and those of the slots the log does not speak for.
 func (j *journal) load() ([]*turn, error) {
 	const op = "restore rendezvous"
 	if j.remote != nil {
@@ -354,10 +647,23 @@ func (j *journal) load() ([]*turn, error) {
 		}
 		return nil, j.store.ioError(op, err)
 	}
-	var loaded []*turn
+	loaded, named, err := j.loadHeld()
+	if err != nil {
+		return nil, j.store.ioError(op, err)
+	}
 	seen := map[string]bool{}
+	for _, t := range loaded {
+		seen[t.ID] = true
+	}
 	for _, e := range entries {
 		name := e.Name()
+		if strings.HasPrefix(name, tempPrefix) && e.Mode().IsRegular() {
+			// Left by a rewrite of a slot or a compaction of the held log
+			// that a crash cut short: the journal is owned, so it is no
+			// one's.
+			_ = j.store.fs.Remove(filepath.Join(j.dir, name)) // best effort
+			continue
+		}
 		isSlot := isSlotName(name)
 		if !e.Mode().IsRegular() || !isSlot && !strings.HasSuffix(name, ".json") {
 			continue
@@ -368,16 +674,21 @@ func (j *journal) load() ([]*turn, error) {
 			return nil, j.store.ioError(op, err)
 		}
 		rec, ok := lastRecord(data)
-		if isSlot && (!ok || rec.ID == "") {
-			// A free slot, or one whose creation a crash cut short. The
-			// journal is owned, so nobody else is about to use it: a
-			// recent free one is reused, an old or torn one removed.
+		if isSlot && (!ok || rec.ID == "" || named[rec.ID]) {
+			// A free slot, one whose creation a crash cut short, or one
+			// pooled with the record of a turn the held log speaks for
+			// (its free mark is written at the first settle). The journal
+			// is owned, so nobody else is about to use it: a recent free
+			// one is reused, an old or torn one removed.
 			if ok && int64(len(data)) <= slotMaxSize && j.store.now().Sub(e.ModTime()) <= staleTempAge {
-				j.free = append(j.free, slot{path: path, size: int64(len(data))})
+				j.free = append(j.free, slot{path: path, size: int64(len(data)), live: rec.ID != ""})
 			} else {
 				_ = j.store.fs.Remove(path) // best effort
 			}
 			continue
+		}
+		if named[rec.ID] {
+			continue // a record from before slots, which the log replaced
 		}
 		if !ok || rec.Ticket == "" || !isSlot && rec.ID+".json" != name || seen[rec.ID] || !rec.valid() {
 			j.log("fleetstate: skip unreadable turn record", "file", name)
@@ -391,4 +702,60 @@ func (j *journal) load() ([]*turn, error) {
 	}
 	sort.Slice(loaded, func(i, k int) bool { return loaded[i].Seq < loaded[k].Seq })
 	return loaded, nil
+}
+
+// loadHeld reads the held log: the turns whose last line there is a
+// record, and every turn a line that parses names (whose slot, if it still
+// ends with the turn's record, is free). Lines that do not parse, torn by a
+// crash, are skipped.
+func (j *journal) loadHeld() (loaded []*turn, named map[string]bool, err error) {
+	data, err := afero.ReadFile(j.store.fs, filepath.Join(j.dir, heldLogName))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	named = map[string]bool{}
+	recs := map[string]turnRecord{}
+	spans := map[string]span{}
+	for off := 0; off < len(data); {
+		end := bytes.IndexByte(data[off:], '\n')
+		if end < 0 {
+			end = len(data) - off
+		}
+		line := data[off : off+end]
+		start := off
+		off += end + 1
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 {
+			continue
+		}
+		var hl heldLine
+		if json.Unmarshal(trimmed, &hl) != nil {
+			continue // torn
+		}
+		switch {
+		case hl.Forget != "":
+			named[hl.Forget] = true
+			delete(recs, hl.Forget)
+			delete(spans, hl.Forget)
+		case hl.ID != "":
+			named[hl.ID] = true
+			recs[hl.ID] = hl.turnRecord
+			lead := bytes.IndexByte(line, '{')
+			spans[hl.ID] = span{off: int64(start + lead), n: int64(len(trimmed))}
+		}
+	}
+	j.heldSize, j.heldLive = int64(len(data)), 0
+	clear(j.held)
+	for id, rec := range recs {
+		if rec.Ticket == "" || !rec.valid() || rec.State != TicketDone || rec.Held == nil {
+			j.log("fleetstate: skip unreadable turn record", "file", heldLogName)
+			continue
+		}
+		sp := spans[id]
+		j.held[id] = sp
+		j.heldLive += sp.n + 2
+		loaded = append(loaded, &turn{turnRecord: rec, logged: true})
+	}
+	j.heldAt = max(j.heldMin, 2*j.heldLive)
+	return loaded, named, nil
 }

@@ -755,3 +755,49 @@ func TestSlowDiskDoesNotBlockReaders(t *testing.T) {
 		t.Fatalf("ticket after the write = %+v", p)
 	}
 }
+
+// A brief and a reply far larger than a message of a replicated log (NATS
+// carries at most 1 MiB by default) are kept whole: queued, across a
+// restart, delivered, replied to, and held across another restart.
+func TestLargeBriefAndReplySurviveRestarts(t *testing.T) {
+	f := newFleet(t, nil)
+	f.pull("scout")
+	brief := largeText("brief", 3<<20)
+	o, err := f.r.SendDetached("lead", "scout", brief)
+	if err != nil {
+		t.Fatalf("SendDetached of %d bytes: %v", len(brief), err)
+	}
+	f.restart(nil, "scout")
+	if err := f.r.SetReady("scout", true); err != nil {
+		t.Fatal(err)
+	}
+	if msg := f.next("scout"); msg.Content != brief {
+		t.Fatalf("member got %d bytes after a restart; want the %d-byte brief whole", len(msg.Content), len(brief))
+	}
+	reply := largeText("reply", 2<<20+17)
+	if err := f.r.Reply("scout", reply); err != nil {
+		t.Fatalf("Reply of %d bytes: %v", len(reply), err)
+	}
+	f.restart(nil, "scout")
+	if got := f.poll(o.Ticket); got.Kind != fleetstate.OutcomeReply || got.Content != reply {
+		t.Fatalf("ticket after a restart = %s with %d bytes; want the %d-byte reply", got.Kind, len(got.Content), len(reply))
+	}
+	if err := f.r.Ack("lead", o.Ticket); err != nil {
+		t.Fatal(err)
+	}
+	f.restart(nil, "scout")
+	if _, err := f.r.Poll(context.Background(), "lead", o.Ticket, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
+		t.Fatalf("Poll of an acked ticket after a restart: %v; want %s", err, fleetstate.CodeUnknownTicket)
+	}
+}
+
+// largeText is n bytes of varied text (lines numbered, so that a chunk
+// lost, repeated or out of order shows).
+func largeText(what string, n int) string {
+	var b strings.Builder
+	b.Grow(n + 64)
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "%s line %d: \"quoted\" <tag> & tab\t é\n", what, i)
+	}
+	return b.String()[:n]
+}

@@ -49,6 +49,11 @@ import (
 //     next acting call (Send, SendDetached, Answer, Cancel, or a successful
 //     Ack) and not a call later; Poll, PollAll and PollPage release
 //     nothing; a restart turns it into a plain held outcome;
+//   - with HoldReturned, which some runs draw (as a daemon runs), the
+//     lead's next call releases nothing: a returned outcome is held until
+//     its ack or the end of its hold, and a restart turns it into a plain
+//     held outcome too (on a state directory such outcomes live in the
+//     held log, so restarts there check the log against the slots);
 //   - a call the model holds blocked has not returned, and no call blocked
 //     that should have returned.
 //
@@ -104,7 +109,8 @@ type rvMsg struct {
 	question string              // while state is question
 	held     *fleetstate.Outcome // the terminal outcome, once state is done
 	gone     bool                // forgotten: acked, or released after a call returned it
-	handed   bool                // a call returned the outcome; the lead's next acting call releases it
+	handed   bool                // a call returned the outcome; the lead's next acting call releases it, or the end of its hold
+	holdAt   time.Time           // with a hold, when a handed outcome is released
 	seen     bool                // the lead was shown the ticket's last question or outcome
 	answer   *string             // an answer to a restored question, for the member's next Ask
 	askedAt  time.Time           // when the question was asked: its window runs from here
@@ -193,6 +199,8 @@ type rvMachine struct {
 	leads   []string
 	members []string
 	clock   time.Time // fake time as the model expects it
+	opts    *fleetstate.RendezvousOptions
+	hold    time.Duration // HoldReturned; 0 for none
 
 	n        int
 	msgs     []*rvMsg // in the order of their turns' creation
@@ -226,11 +234,21 @@ const (
 
 func rvNewMachine(t *rapid.T) *rvMachine {
 	h := newHome(t)
-	_, r := openRendezvous(t, h, nil)
+	// Half the runs hold returned outcomes, for a whole number of seconds
+	// and a few microseconds: its end falls on no other bound.
+	var opts *fleetstate.RendezvousOptions
+	var hold time.Duration
+	if rapid.Bool().Draw(t, "hold returned") {
+		hold = time.Duration(rapid.IntRange(1, 120).Draw(t, "hold s"))*time.Second + 37*time.Microsecond
+		opts = &fleetstate.RendezvousOptions{HoldReturned: hold}
+	}
+	_, r := openRendezvous(t, h, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &rvMachine{
 		h:         h,
 		r:         r,
+		opts:      opts,
+		hold:      hold,
 		ctx:       ctx,
 		clock:     time.Now(),
 		byTicket:  map[string]*rvMsg{},
@@ -441,7 +459,8 @@ func (m *rvMachine) cancelTurn(t *rapid.T) {
 		m.mem[msg.member].cancelled = true
 		m.end(msg, rvCancelled, fleetstate.CodeTurnCancelled)
 	}
-	msg.handed, msg.seen = true, true
+	m.hand(msg)
+	msg.seen = true
 	want := m.view(msg)
 	want.Returned = false // Cancel is the call that returns it
 	if err != nil || o != want {
@@ -920,7 +939,7 @@ func (m *rvMachine) restart(t *rapid.T) {
 	fleetstate.Crash(m.r)
 	m.releaseAll(t, "Crash")
 	m.h.crashed(t)
-	_, r, err := m.h.open(t, nil)
+	_, r, err := m.h.open(t, m.opts)
 	if err != nil {
 		t.Fatalf("NewRendezvous after a crash: %v", err)
 	}
@@ -937,7 +956,7 @@ func (m *rvMachine) restart(t *rapid.T) {
 // secondRendezvous opens a rendezvous on the fleet of the open
 // one: refused, and nothing changes (check compares).
 func (m *rvMachine) secondRendezvous(t *rapid.T) {
-	_, r, err := m.h.open(t, nil)
+	_, r, err := m.h.open(t, m.opts)
 	if fleetstate.CodeOf(err) != fleetstate.CodeFleetOwned {
 		if r != nil {
 			r.Close()
@@ -1016,9 +1035,22 @@ func (m *rvMachine) shown(lead string, out []fleetstate.Outcome) {
 	}
 }
 
+// hand notes that a call returns msg's outcome: held until the lead's next
+// acting call, or with a hold until its end (the first call's).
+func (m *rvMachine) hand(msg *rvMsg) {
+	if !msg.handed && m.hold > 0 {
+		msg.holdAt = m.clock.Add(m.hold)
+	}
+	msg.handed = true
+}
+
 // release is the start of an acting call of lead: the outcomes calls of
-// the lead returned before are forgotten.
+// the lead returned before are forgotten, unless they are held for a
+// while instead.
 func (m *rvMachine) release(lead string) {
+	if m.hold > 0 {
+		return
+	}
 	for _, msg := range m.msgs {
 		if msg.lead == lead && msg.handed && !msg.gone {
 			msg.gone, msg.handed = true, false
@@ -1102,7 +1134,8 @@ func (m *rvMachine) end(msg *rvMsg, o fleetstate.Outcome, askCode fleetstate.Cod
 	held := o
 	msg.state, msg.held, msg.seen = fleetstate.TicketDone, &held, false
 	if c := msg.waiter; c != nil {
-		msg.handed, msg.seen = true, true
+		m.hand(msg)
+		msg.seen = true
 		m.resolve(c, rvWantErr{})
 	}
 }
@@ -1304,6 +1337,9 @@ func (m *rvMachine) nextInstant(until time.Time) (time.Time, bool) {
 		if !msg.gone {
 			consider(msg.readyAt)
 			consider(msg.windowAt)
+			if msg.handed {
+				consider(msg.holdAt)
+			}
 		}
 	}
 	for _, name := range m.members {
@@ -1340,6 +1376,10 @@ func (m *rvMachine) fire(x time.Time) (touched []*rvMsg) {
 	for _, msg := range m.msgs {
 		switch {
 		case msg.gone:
+		case msg.handed && msg.holdAt.Equal(x):
+			// The hold of a returned outcome ended.
+			msg.gone, msg.handed, msg.holdAt = true, false, time.Time{}
+			touched = append(touched, msg)
 		case msg.windowAt.Equal(x):
 			// A restored question nobody answered in its window.
 			msg.windowAt = time.Time{}
@@ -1411,7 +1451,7 @@ func (m *rvMachine) restore() {
 		if msg.gone {
 			continue
 		}
-		msg.seen, msg.handed, msg.readyAt, msg.windowAt = false, false, time.Time{}, time.Time{}
+		msg.seen, msg.handed, msg.holdAt, msg.readyAt, msg.windowAt = false, false, time.Time{}, time.Time{}, time.Time{}
 		switch msg.state {
 		case fleetstate.TicketQueued:
 			if !m.mem[msg.member].ready {
@@ -1510,7 +1550,7 @@ func (m *rvMachine) closeAndReopen(t *rapid.T) {
 		t.Fatalf("Next after Close: %v; want %s", err, closed)
 	}
 
-	_, r2 := openRendezvous(t, m.h, nil)
+	_, r2 := openRendezvous(t, m.h, m.opts)
 	m.r = r2 // closed at cleanup
 	m.restore()
 	m.compare(t, "after reopening, ")

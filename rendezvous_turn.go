@@ -31,6 +31,7 @@ type turnRecord struct {
 type turn struct {
 	turnRecord
 	slot       slot        // the file holding the turn's records; see rendezvous_journal.go
+	logged     bool        // its record is in the held log instead of a slot; like slot, guarded by Rendezvous.wmu
 	waiter     *waiter     // the lead's call blocked on the next outcome; nil if none
 	asker      chan answer // the member's Ask blocked on an answer; nil if none
 	readyTimer *time.Timer // fails the turn if its member is not ready in time
@@ -310,6 +311,9 @@ func (r *Rendezvous) hand(t *turn) {
 			}
 		})
 		t.holdTimer = tm
+		// Held for a re-poll only: its record moves to the held log and
+		// its slot to the pool (see rendezvous_journal.go).
+		r.j.retire(t)
 		return
 	}
 	l := r.lead(t.Lead)

@@ -50,6 +50,10 @@ type turnLog struct {
 	// deletion of a finished turn (see release), and releasedID its turn.
 	released   jetstream.PubAckFuture
 	releasedID string
+	// big holds the turns that had a "b." key in this ownership (records
+	// too large for one message: see journal_big.go), each with the blob
+	// that key names now, or "" when the record is back under "t.".
+	big map[string]string
 }
 
 func (f *Fleet) openTurnLog(ctx context.Context, owner string) (*turnLog, error) {
@@ -166,7 +170,16 @@ func (l *turnLog) save(ctx context.Context, id string, rec []byte) error {
 	if !validKeyToken(id) {
 		return &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "write the fleet's turns", Err: errors.New("turn ID " + id + " is no key")}
 	}
-	return l.publish(ctx, turnPrefix+id, rec, "")
+	if !l.fits(rec) {
+		return l.saveBig(ctx, id, rec)
+	}
+	if err := l.publish(ctx, turnPrefix+id, rec, ""); err != nil {
+		return err
+	}
+	if _, big := l.bigOf(id); big {
+		l.unbig(ctx, id)
+	}
+	return nil
 }
 
 // release deletes the turn's key without waiting for the server to
@@ -187,6 +200,9 @@ func (l *turnLog) release(ctx context.Context, id string) error {
 	const what = "forget a finished turn"
 	if !validKeyToken(id) {
 		return nil
+	}
+	if blob, big := l.bigOf(id); big {
+		return l.releaseBig(ctx, id, blob)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -285,13 +301,14 @@ func (l *turnLog) drain(ctx context.Context) {
 func (l *turnLog) load(ctx context.Context) ([][]byte, error) {
 	const op = "read the fleet's turns"
 	l.drain(ctx)
-	w, err := l.kv.Watch(ctx, turnPrefix+">", jetstream.IgnoreDeletes())
+	w, err := l.kv.WatchFiltered(ctx, []string{turnPrefix + ">", bigPrefix + ">"}, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, unavailable(op, err)
 	}
 	defer w.Stop()
-	var recs [][]byte
-	for {
+	turns := make(map[string]loadedTurn)
+	var order []string
+	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			return nil, unavailable(op, ctx.Err())
@@ -300,17 +317,45 @@ func (l *turnLog) load(ctx context.Context) ([][]byte, error) {
 				return nil, unavailable(op, errors.New("watch ended"))
 			}
 			if e == nil {
-				return recs, nil
+				done = true
+				break
 			}
-			recs = append(recs, e.Value())
+			id, big := strings.CutPrefix(e.Key(), bigPrefix)
+			if !big {
+				id = strings.TrimPrefix(e.Key(), turnPrefix)
+			}
+			lt, seen := turns[id]
+			if !seen {
+				order = append(order, id)
+			}
+			if big {
+				lt.b = e
+			} else {
+				lt.t = e
+			}
+			turns[id] = lt
 		}
 	}
+	l.mu.Lock()
+	l.big = nil
+	l.mu.Unlock()
+	recs := make([][]byte, 0, len(order))
+	for _, id := range order {
+		rec, ok, err := l.resolve(ctx, id, turns[id])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			recs = append(recs, rec)
+		}
+	}
+	return recs, l.sweep(ctx)
 }
 
 // reset deletes every turn, fenced like any write.
 func (l *turnLog) reset(ctx context.Context) error {
 	const op = "reset the fleet's turns"
-	lister, err := l.kv.ListKeysFiltered(ctx, turnPrefix+">")
+	lister, err := l.kv.ListKeysFiltered(ctx, turnPrefix+">", bigPrefix+">")
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
 			return nil
@@ -326,7 +371,10 @@ func (l *turnLog) reset(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	l.mu.Lock()
+	l.big = nil
+	l.mu.Unlock()
+	return l.sweep(ctx)
 }
 
 // validKeyToken reports whether s can be one token of a key.

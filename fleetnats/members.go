@@ -153,8 +153,11 @@ type memberRequest struct {
 	TimeoutMS int64  `json:"timeout_ms"`
 	ID        string `json:"id,omitempty"` // of a delivery
 	Content   string `json:"content,omitempty"`
-	Lines     int    `json:"lines,omitempty"`
-	Status    string `json:"status,omitempty"` // of a report
+	// Blob names the content instead, in NAME-turnblobs, when it is too
+	// large for one message.
+	Blob   *blobRef `json:"blob,omitempty"`
+	Lines  int      `json:"lines,omitempty"`
+	Status string   `json:"status,omitempty"` // of a report
 }
 
 type memberReply struct {
@@ -495,8 +498,14 @@ func (s *MemberServer) serve(p *pane, m *nats.Msg) memberReply {
 	var err error
 	switch op {
 	case "deliver":
+		content := req.Content
+		if req.Blob != nil {
+			if content, err = s.brief(ctx, *req.Blob); err != nil {
+				return replyError(err)
+			}
+		}
 		var inDoubt bool
-		inDoubt, err = s.deliver(ctx, p, req.ID, req.Content)
+		inDoubt, err = s.deliver(ctx, p, req.ID, content)
 		if inDoubt {
 			rep := replyError(unavailable("deliver", err))
 			rep.InDoubt = true
@@ -525,6 +534,32 @@ func (s *MemberServer) serve(p *pane, m *nats.Msg) memberReply {
 		return replyError(err)
 	}
 	return rep
+}
+
+// fitsMessage reports whether content, as a JSON string, fits in one
+// message with room to spare: escapes may make it up to six times longer.
+func (f *Fleet) fitsMessage(content string) bool {
+	chunk := f.chunkSize()
+	if len(content) <= chunk/6 {
+		return true
+	}
+	if len(content) > chunk {
+		return false
+	}
+	j, err := json.Marshal(content)
+	return err == nil && len(j) <= chunk
+}
+
+// brief reads the content of a delivery from the blob ref names.
+func (s *MemberServer) brief(ctx context.Context, ref blobRef) (string, error) {
+	kv, err := s.f.turnBlobs(ctx)
+	if err == nil {
+		var data []byte
+		if data, err = readBlob(ctx, kv, ref); err == nil {
+			return string(data), nil
+		}
+	}
+	return "", unavailable("read a brief to deliver", err)
 }
 
 // deliver delivers content to p once per delivery ID: a request that
@@ -634,7 +669,27 @@ func (r *RemoteMember) Deliver(ctx context.Context, content string) error {
 	}
 	p := r.pending
 	r.mu.Unlock()
-	rep, answered, err := r.call(ctx, "deliver", memberRequest{ID: p.id, Content: content})
+	req := memberRequest{ID: p.id, Content: content}
+	if !r.f.fitsMessage(content) {
+		// Too large for one message: the pane's daemon reads it from a
+		// blob, which is purged when the call returns (a later attempt,
+		// with the same delivery ID, writes its own).
+		kv, err := r.f.turnBlobs(ctx)
+		if err != nil {
+			return err
+		}
+		_, ref, err := r.f.writeBlob(ctx, kv, []byte(content))
+		if err != nil {
+			return unavailable(fmt.Sprintf("deliver to member %q", r.name), err)
+		}
+		defer func() {
+			if err := r.f.dropBlob(context.WithoutCancel(ctx), kv.Bucket(), ref.ID); err != nil {
+				r.f.log.Warn("fleetnats: a delivered brief stays until the next owner sweeps it", "fleet", r.f.name, "blob", ref.ID, "err", err)
+			}
+		}()
+		req.Content, req.Blob = "", &ref
+	}
+	rep, answered, err := r.call(ctx, "deliver", req)
 	if answered && !rep.InDoubt {
 		r.mu.Lock()
 		if r.pending == p {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/natstest"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/afero"
 )
 
@@ -518,5 +521,55 @@ func TestServeMembersBadName(t *testing.T) {
 	_, err := b.ServeMembers(context.Background(), map[string]fleetstate.Member{"a::b": fleetstate.NewLocalMember()}, nil)
 	if !errors.Is(err, fleetstate.ErrInvalidAgentName) {
 		t.Fatalf("ServeMembers: %v; want ErrInvalidAgentName", err)
+	}
+}
+
+// TestMemberLargeBrief: a brief too large for one NATS message (as it is,
+// or once escaped as JSON) reaches the pane of another daemon whole, and
+// the blob that carried it is gone after.
+func TestMemberLargeBrief(t *testing.T) {
+	url := natstest.Run(t).URL()
+	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
+	panes := map[string]fleetstate.Member{}
+	rv := memberOwner(t)
+	var text strings.Builder
+	for i := 0; text.Len() < 3<<20; i++ {
+		fmt.Fprintf(&text, "line %d of a long brief, \"quoted\" <tag> & é\n", i)
+	}
+	briefs := []string{text.String(), strings.Repeat("\x01", 300<<10)}
+	for i := range briefs {
+		panes["w"+strconv.Itoa(i)] = fleetstate.NewLocalMember()
+	}
+	memberServe(t, b, panes, nil)
+	for name := range panes {
+		memberAdd(t, rv, name, a.RemoteMember(name))
+	}
+	for i, brief := range briefs {
+		name := "w" + strconv.Itoa(i)
+		lm := panes[name].(*fleetstate.LocalMember)
+		o, err := rv.SendDetached("lead", name, brief)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := memberReceive(t, lm); got != brief {
+			t.Fatalf("B's pane got %d bytes; want the %d-byte brief whole", len(got), len(brief))
+		}
+		if err := rv.ReplyTurn(name, o.TurnID, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv, err := a.JetStream().KeyValue(context.Background(), "members-turnblobs")
+	if err != nil {
+		t.Fatalf("the blobs of large briefs: %v", err)
+	}
+	keys, err := kv.ListKeys(context.Background())
+	var left []string
+	if err == nil {
+		for k := range keys.Keys() {
+			left = append(left, k)
+		}
+	}
+	if (err != nil && !errors.Is(err, jetstream.ErrNoKeysFound)) || len(left) > 0 {
+		t.Fatalf("blobs left after delivery: %v, %v; want none", left, err)
 	}
 }

@@ -41,6 +41,7 @@ var rendezvousSuites = []string{
 	"rendezvous_disconnect_test.go",
 	"rendezvous_delegate_test.go",
 	"rendezvous_rapid_test.go",
+	"rendezvous_held_test.go",
 	"events_test.go",
 }
 

@@ -29,9 +29,7 @@ package fleetnats
 // call that failed for want of the server did not happen later either.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -66,13 +64,6 @@ const (
 	kindInline = 'f'
 	kindBlob   = 'b'
 )
-
-// blobRef is what an index entry of a large file holds after kindBlob.
-type blobRef struct {
-	ID     string `json:"id"`
-	Size   int64  `json:"size"`
-	Chunks int    `json:"chunks"`
-}
 
 // Store returns the fleet's store of sessions and files, for
 // [fleetstate.OpenBackend]. It is safe for concurrent use, and any number
@@ -112,10 +103,7 @@ func (s *store) blobs(ctx context.Context) (jetstream.KeyValue, error) {
 // limits returns the largest inline content and blob chunk that fit in a
 // message of the server the connection is on.
 func (s *store) limits() (inline, chunk int) {
-	chunk = chunkMax
-	if mp := int(s.f.nc.MaxPayload()); mp > 0 && mp-envelope < chunk {
-		chunk = max(mp-envelope, 1)
-	}
+	chunk = s.f.chunkSize()
 	return min(inlineMax, chunk-1), chunk
 }
 
@@ -347,8 +335,7 @@ func pathConflict(name, what string) error {
 // entry returns the index entry of content: inline, or naming a blob it
 // writes.
 func (s *store) entry(ctx context.Context, content []byte) (value []byte, blob string, err error) {
-	inline, chunk := s.limits()
-	if len(content) <= inline {
+	if inline, _ := s.limits(); len(content) <= inline {
 		value = make([]byte, 1+len(content))
 		value[0] = kindInline
 		copy(value[1:], content)
@@ -358,79 +345,33 @@ func (s *store) entry(ctx context.Context, content []byte) (value []byte, blob s
 	if err != nil {
 		return nil, "", err
 	}
-	ref := blobRef{ID: uuid.NewString(), Size: int64(len(content))}
-	for off := 0; off < len(content); off += chunk {
-		end := min(off+chunk, len(content))
-		if _, err := kv.Put(ctx, ref.ID+"."+strconv.Itoa(ref.Chunks), content[off:end]); err != nil {
-			s.dropBlob(context.WithoutCancel(ctx), ref.ID)
-			return nil, "", storeError("write a blob", err)
-		}
-		ref.Chunks++
-	}
-	j, err := json.Marshal(ref)
+	value, ref, err := s.f.writeBlob(ctx, kv, content)
 	if err != nil {
-		return nil, "", &fleetstate.Error{Code: fleetstate.CodeInternal, Err: err}
+		return nil, "", storeError("write a blob", err)
 	}
-	return append([]byte{kindBlob}, j...), ref.ID, nil
-}
-
-func kindOf(v []byte) byte {
-	if len(v) == 0 {
-		return 0
-	}
-	return v[0]
-}
-
-func parseBlobRef(v []byte) (blobRef, error) {
-	var ref blobRef
-	if kindOf(v) != kindBlob {
-		return ref, errors.New("fleetnats: not a blob entry")
-	}
-	err := json.Unmarshal(v[1:], &ref)
-	return ref, err
+	return value, ref.ID, nil
 }
 
 // dropBlob purges a blob's chunks, best effort: a blob left behind is
 // named by no entry, so only its space is lost, until Clean.
 func (s *store) dropBlob(ctx context.Context, id string) {
-	ctx, cancel := context.WithTimeout(ctx, blobCleanupTimeout)
-	defer cancel()
-	name := "KV_" + s.f.bucketName("blobs")
-	st, err := s.f.js.Stream(ctx, name)
-	if err == nil {
-		err = st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+s.f.bucketName("blobs")+"."+id+".>"))
-	}
-	if err != nil {
+	if err := s.f.dropBlob(ctx, s.f.bucketName("blobs"), id); err != nil {
 		s.f.log.Warn("fleetnats: a blob of an overwritten file stays until the sessions are cleaned",
 			"fleet", s.f.name, "blob", id, "err", err)
 	}
 }
-
-// errBlobGone says that a chunk of a blob was purged while it was read.
-var errBlobGone = errors.New("fleetnats: blob gone")
 
 func (s *store) readBlob(ctx context.Context, ref blobRef) ([]byte, error) {
 	kv, err := s.blobs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	buf.Grow(int(ref.Size))
-	for i := range ref.Chunks {
-		e, err := kv.Get(ctx, ref.ID+"."+strconv.Itoa(i))
-		if isNotFound(err) {
-			return nil, errBlobGone
-		}
-		if err != nil {
-			return nil, storeError("read a blob", err)
-		}
-		buf.Write(e.Value())
+	data, err := readBlob(ctx, kv, ref)
+	var fe *fleetstate.Error
+	if err != nil && !errors.Is(err, errBlobGone) && !errors.As(err, &fe) {
+		err = storeError("read a blob", err)
 	}
-	if int64(buf.Len()) != ref.Size {
-		return nil, &fleetstate.Error{Code: fleetstate.CodeInternal,
-			Err: fmt.Errorf("fleetnats: blob %s holds %d bytes; its entry says %d", ref.ID, buf.Len(), ref.Size)}
-	}
-	return buf.Bytes(), nil
+	return data, err
 }
 
 func (s *store) Get(ctx context.Context, id fleetstate.FileID) ([]byte, error) {

@@ -3,6 +3,7 @@ package jsonstr
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -23,7 +24,7 @@ type named string
 // FuzzAppend: Append writes what encoding/json writes, for a string, its
 // bytes and a named string type alike.
 func FuzzAppend(f *testing.F) {
-	for _, s := range []string{"", "plain", "<a href=\"x\">&amp;</a>", "\x00\x01\x1f\b\f\n\r\t\\\"/", "é😀\u2028\u2029", "\xff\xfe bad \xc3", "\ud7ff\ue000", "a\xe2\x80"} {
+	for _, s := range []string{"", "plain", "<a href=\"x\">&amp;</a>", "\x00\x01\x1f\b\f\n\r\t\\\"/", "é😀\u2028\u2029", "\xff\xfe bad \xc3", "\ud7ff\ue000", "a\xe2\x80", "0123456789abcdef\"0123456<89abcdef>&\\\x1f\x7f\x80é0123456789\u2028abcdefgh"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -95,15 +96,27 @@ func TestRunsEveryByte(t *testing.T) {
 	}
 }
 
-// BenchmarkAppend: 64 KiB of bench/peer's content, a line break every 27
-// bytes, as the stdio server escapes a get's result (once, then the JSON
-// again as text).
+// BenchmarkAppend: a short name, a long text with a line break every 17
+// bytes, and 64 KiB of bench/peer's content (a line break every 27 bytes)
+// escaped as the stdio server escapes a get's result: once, then that JSON
+// again as text.
 func BenchmarkAppend(b *testing.B) {
-	s := strings.Repeat("fleetstate peer benchmark.\n", 64<<10/27+1)[:64<<10]
-	buf := make([]byte, 0, 4*len(s))
-	b.SetBytes(int64(len(s)))
-	for b.Loop() {
-		once := Append(buf[:0], s)
-		Append(once[len(once):], once)
+	for _, s := range []string{"turn-0b6f3c1e-5d7a-4c2e-9f3b-2a1d4e5f6a7b", string(bytes.Repeat([]byte("plain text, line\n"), 4096))} {
+		b.Run(strconv.Itoa(len(s)), func(b *testing.B) {
+			buf := make([]byte, 0, 2*len(s)+2)
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				buf = Append(buf[:0], s)
+			}
+		})
 	}
+	b.Run("peer-64KiB-twice", func(b *testing.B) {
+		s := strings.Repeat("fleetstate peer benchmark.\n", 64<<10/27+1)[:64<<10]
+		buf := make([]byte, 0, 4*len(s))
+		b.SetBytes(int64(len(s)))
+		for b.Loop() {
+			once := Append(buf[:0], s)
+			Append(once[len(once):], once)
+		}
+	})
 }
