@@ -39,3 +39,31 @@ func TestReleaseThatDidNotLand(t *testing.T) {
 		t.Fatalf("Load = %q, %v; want both records", recs, err)
 	}
 }
+
+// TestParsePubAck: the sequence of an acknowledgement, read without
+// reflection, and the server's refusals as the errors jetstream returns,
+// so that the fence recognises a wrong last sequence.
+func TestParsePubAck(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		data      string
+		seq       uint64
+		wrongSeq  bool
+		wantError bool
+	}{
+		{"ack", `{"stream":"KV_f-turns","seq":42}`, 42, false, false},
+		{"ack with domain", `{"stream":"KV_f-turns","domain":"hub","seq":7,"duplicate":true}`, 7, false, false},
+		{"fleet named error", `{"stream":"KV_error-turns","seq":3}`, 3, false, false},
+		{"wrong last sequence", `{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 5"},"stream":"KV_f-turns","seq":0}`, 0, true, true},
+		{"other refusal", `{"error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}`, 0, false, true},
+		{"no stream", `{"seq":0}`, 0, false, true},
+		{"not JSON", `+OK`, 0, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seq, err := parsePubAck([]byte(tc.data))
+			if seq != tc.seq || (err != nil) != tc.wantError || isWrongSequence(err) != tc.wrongSeq {
+				t.Fatalf("parsePubAck(%s) = %d, %v; want %d, error %v, wrong sequence %v", tc.data, seq, err, tc.seq, tc.wantError, tc.wrongSeq)
+			}
+		})
+	}
+}
