@@ -17,8 +17,10 @@ package fleetnats_test
 //   - nats-3-inproc: the same cluster, the client in process with one of
 //     its servers (a daemon embedding one node of three).
 //
-// They run only with -bench; see BENCHMARKS.md for the commands and
-// figures.
+// Besides the wall time, the round trip reports the process's CPU time per
+// operation (cpu-µs/op), servers included: the work done, which a loaded
+// machine changes far less than the wall time. They run only with -bench;
+// see BENCHMARKS.md for the commands and figures.
 
 import (
 	"bytes"
@@ -212,12 +214,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 			if writes != nil {
 				writes.n.Store(0)
 			}
+			cpu := cpuTime()
 			for b.Loop() {
 				o, err := rv.Send(ctx, "lead", "member-0", "do it")
 				if err != nil || o.Kind != fleetstate.OutcomeReply {
 					b.Fatalf("Send = %+v, %v; want a reply", o, err)
 				}
 			}
+			reportCPU(b, cpu)
 			if writes != nil {
 				b.ReportMetric(float64(writes.n.Load())/float64(b.N), "writes/op")
 			}
@@ -225,6 +229,16 @@ func BenchmarkRoundTrip(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// reportCPU reports the CPU time the process used per operation since
+// cpuTime said start: the client's and the embedded servers' work, which
+// on a loaded machine varies much less than the wall time does.
+func reportCPU(b *testing.B, start time.Duration) {
+	if start == 0 {
+		return
+	}
+	b.ReportMetric(float64(cpuTime()-start)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 }
 
 // countingJournal counts the writes (saves and releases) of a journal
