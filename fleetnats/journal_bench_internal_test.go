@@ -25,16 +25,7 @@ func BenchmarkJournalWrite(b *testing.B) {
 				ctx := context.Background()
 				opts := conn.opts
 				opts.Fleet = "jw" + op + conn.name
-				f, err := Connect(ctx, opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer f.Close()
-				o, err := f.Own(ctx, OwnOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer o.Close()
+				o := ownFleet(b, opts)
 				b.ReportAllocs()
 				for b.Loop() {
 					if err := o.Save(ctx, "t1", rec); err != nil {

@@ -8,21 +8,28 @@ import (
 	"github.com/fleetstate/fleetstate/internal/natstest"
 )
 
+// ownFleet connects to the fleet of opts and owns it, until the test ends.
+func ownFleet(tb testing.TB, opts Options) *Ownership {
+	tb.Helper()
+	f, err := Connect(context.Background(), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(f.Close)
+	o, err := f.Own(context.Background(), OwnOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { o.Close() })
+	return o
+}
+
 // TestReleaseThatDidNotLand: when a release the owner did not wait for
 // did not land, the stream's last sequence is one short of what the owner
 // expects; its next write finds its own message last and lands.
 func TestReleaseThatDidNotLand(t *testing.T) {
 	ctx := context.Background()
-	f, err := Connect(ctx, Options{URL: natstest.Run(t).URL(), Fleet: "lost", Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	o, err := f.Own(ctx, OwnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	o := ownFleet(t, Options{URL: natstest.Run(t).URL(), Fleet: "lost", Timeout: 2 * time.Second})
 	if err := o.Save(ctx, "t1", []byte("a")); err != nil {
 		t.Fatal(err)
 	}

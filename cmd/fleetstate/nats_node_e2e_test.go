@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,23 +24,11 @@ import (
 // the owner answers ERR_UNAVAILABLE, never what it kept. Stopped with
 // SIGTERM, the daemon stops its node with it.
 func TestNATSNodeInDaemon(t *testing.T) {
-	clients, routes := make([]string, 3), make([]string, 3)
-	for i := range 3 {
-		clients[i], routes[i] = freeAddr(t), freeAddr(t)
-	}
-	others := func(i int) string {
-		var r []string
-		for j := range 3 {
-			if j != i {
-				r = append(r, "nats-route://"+routes[j])
-			}
-		}
-		return strings.Join(r, ",")
-	}
+	clients, routes := clusterAddrs(t, 3)
 	var nodes []*natsNode
 	for i := range 2 {
-		nodes = append(nodes, startNATSNode(t, "n"+string(rune('1'+i)), "--addr", clients[i],
-			"--cluster", routes[i], "--routes", others(i), "--cluster-name", "e2e"))
+		nodes = append(nodes, startNATSNode(t, fmt.Sprintf("n%d", i+1), "--addr", clients[i],
+			"--cluster", routes[i], "--routes", otherRoutes(routes, i), "--cluster-name", "e2e"))
 	}
 	urls := natsURLs(nodes...)
 	// The two nodes have a quorum of the three and elect JetStream's meta
@@ -48,7 +37,7 @@ func TestNATSNodeInDaemon(t *testing.T) {
 	f := natsFleet(t, urls)
 	store := t.TempDir()
 	a := startServe(t, "--nats-node", "--nats-addr", clients[2], "--nats-name", "n3",
-		"--nats-cluster", routes[2], "--nats-routes", others(2), "--nats-cluster-name", "e2e",
+		"--nats-cluster", routes[2], "--nats-routes", otherRoutes(routes, 2), "--nats-cluster-name", "e2e",
 		"--nats-store-dir", store, "--nats-max-store", "268435456", "--nats-max-mem", "67108864",
 		"--lease", natsLease, "--send-timeout", "20s")
 	defer func() {
