@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,4 +112,36 @@ func TestNATSNodeInDaemon(t *testing.T) {
 	}
 	stopDaemon(t, b, syscall.SIGTERM, 15*time.Second)
 	stopDaemon(t, a, syscall.SIGTERM, 30*time.Second)
+}
+
+// TestNATSNodeAlone: `serve --nats-node` with a node of its own, no
+// cluster: the fleet is R1 on it, `token add --nats` reaches it at its
+// client port, a lead's new session, put and get go through, and SIGTERM stops the
+// daemon and its node (the port is closed after).
+func TestNATSNodeAlone(t *testing.T) {
+	addr := freeAddr(t)
+	store := t.TempDir()
+	d := startServe(t, "--nats-node", "--nats-addr", addr, "--nats-store-dir", store,
+		"--nats-max-store", "268435456", "--nats-max-mem", "67108864", "--lease", natsLease)
+	url := "nats://" + addr
+	waitOwner(t, natsFleet(t, url), d.url, 30*time.Second)
+	token := natsToken(t, url, "solo", "lead")
+	c := dialNATS(t, d.url, token, "solo")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.NewSession(ctx, "alone"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Put(ctx, "solo", "notes/a.txt", []byte("on the daemon's node"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Get(ctx, id); err != nil || string(got) != "on the daemon's node" {
+		t.Fatalf("Get = %q, %v; want what was put", got, err)
+	}
+	stopDaemon(t, d, syscall.SIGTERM, 30*time.Second)
+	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		conn.Close()
+		t.Fatalf("the daemon's NATS node still listens at %s after the daemon stopped", addr)
+	}
 }
