@@ -88,7 +88,7 @@ func (n *natsFlags) check(embedded bool) error {
 func (n *natsFlags) connect(ctx context.Context, log *slog.Logger, name string) (*fleetnats.Fleet, error) {
 	opts := fleetnats.Options{URL: n.url, Fleet: n.fleet, CredsFile: n.creds,
 		Replicas: n.replicas, Logger: log, Name: name}
-	if n.node != nil {
+	if n.node != nil { // a nil *server.Server would be a non-nil provider
 		opts.InProcess = n.node
 	}
 	return fleetnats.Connect(ctx, opts)
