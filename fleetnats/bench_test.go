@@ -8,11 +8,19 @@ package fleetnats_test
 //   - file-os: the file backend on disk (afero's OsFs under b.TempDir()),
 //   - file-mem: the file backend in memory (afero's MemMapFs),
 //   - nats-1: JetStream on one embedded server (natstest.Run), R1,
+//     reached over loopback TCP, as a daemon reaches a separate server,
+//   - nats-1-inproc: the same server reached in process
+//     (Options.InProcess), as a daemon reaches the node it embeds
+//     (serve --nats-node),
 //   - nats-3: JetStream on a cluster of three embedded servers routed on
-//     loopback (natstest.Cluster), R3.
+//     loopback (natstest.Cluster), R3, reached over loopback TCP,
+//   - nats-3-inproc: the same cluster, the client in process with one of
+//     its servers (a daemon embedding one node of three).
 //
-// The clients reach the servers over loopback TCP, as a daemon does. They
-// run only with -bench; see BENCHMARKS.md for the commands and figures.
+// Besides the wall time, the round trip reports the process's CPU time per
+// operation (cpu-µs/op), servers included: the work done, which a loaded
+// machine changes far less than the wall time. They run only with -bench;
+// see BENCHMARKS.md for the commands and figures.
 
 import (
 	"bytes"
@@ -44,11 +52,11 @@ type benchBackend struct {
 var benchFleets atomic.Int64
 
 // benchBackends starts the servers the JetStream backends need, once for
-// the benchmark b and its sub-benchmarks, and returns the four backends.
+// the benchmark b and its sub-benchmarks, and returns the backends.
 func benchBackends(b *testing.B) []benchBackend {
 	b.Helper()
-	single := natstest.Run(b).URL()
-	cluster := natstest.URLs(natstest.Cluster(b, 3))
+	single := natstest.Run(b)
+	cluster := natstest.Cluster(b, 3)
 	file := func(mk func(*testing.B) (afero.Fs, string)) func(*testing.B) (*fleetstate.Store, *fleetstate.RendezvousOptions) {
 		return func(b *testing.B) (*fleetstate.Store, *fleetstate.RendezvousOptions) {
 			b.Helper()
@@ -61,14 +69,12 @@ func benchBackends(b *testing.B) []benchBackend {
 			return st, &fleetstate.RendezvousOptions{}
 		}
 	}
-	jetStream := func(url string, replicas int) func(*testing.B) (*fleetstate.Store, *fleetstate.RendezvousOptions) {
+	// jetStream connects to the servers of opts (URL or InProcess).
+	jetStream := func(opts fleetnats.Options) func(*testing.B) (*fleetstate.Store, *fleetstate.RendezvousOptions) {
 		return func(b *testing.B) (*fleetstate.Store, *fleetstate.RendezvousOptions) {
 			b.Helper()
-			f, err := fleetnats.Connect(context.Background(), fleetnats.Options{
-				URL:      url,
-				Fleet:    fmt.Sprintf("bench%d", benchFleets.Add(1)),
-				Replicas: replicas,
-			})
+			opts.Fleet = fmt.Sprintf("bench%d", benchFleets.Add(1))
+			f, err := fleetnats.Connect(context.Background(), opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -90,8 +96,10 @@ func benchBackends(b *testing.B) []benchBackend {
 			return afero.NewOsFs(), filepath.Join(b.TempDir(), "state")
 		})},
 		{"file-mem", file(func(*testing.B) (afero.Fs, string) { return afero.NewMemMapFs(), "/state" })},
-		{"nats-1", jetStream(single, 1)},
-		{"nats-3", jetStream(cluster, 3)},
+		{"nats-1", jetStream(fleetnats.Options{URL: single.URL(), Replicas: 1})},
+		{"nats-1-inproc", jetStream(fleetnats.Options{InProcess: single, Replicas: 1})},
+		{"nats-3", jetStream(fleetnats.Options{URL: natstest.URLs(cluster), Replicas: 3})},
+		{"nats-3-inproc", jetStream(fleetnats.Options{InProcess: cluster[0], Replicas: 3})},
 	}
 }
 
@@ -206,12 +214,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 			if writes != nil {
 				writes.n.Store(0)
 			}
+			cpu := cpuTime()
 			for b.Loop() {
 				o, err := rv.Send(ctx, "lead", "member-0", "do it")
 				if err != nil || o.Kind != fleetstate.OutcomeReply {
 					b.Fatalf("Send = %+v, %v; want a reply", o, err)
 				}
 			}
+			reportCPU(b, cpu)
 			if writes != nil {
 				b.ReportMetric(float64(writes.n.Load())/float64(b.N), "writes/op")
 			}
@@ -219,6 +229,16 @@ func BenchmarkRoundTrip(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// reportCPU reports the CPU time the process used per operation since
+// cpuTime said start: the client's and the embedded servers' work, which
+// on a loaded machine varies much less than the wall time does.
+func reportCPU(b *testing.B, start time.Duration) {
+	if start == 0 {
+		return
+	}
+	b.ReportMetric(float64(cpuTime()-start)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 }
 
 // countingJournal counts the writes (saves and releases) of a journal

@@ -40,9 +40,17 @@ type Options struct {
 	// ("nats://a:4222,nats://b:4222"). User and password or a token may
 	// be in a URL; tls:// URLs connect with TLS.
 	URL string
-	// Conn, when not nil, is used instead of dialling URL (an embedded
-	// server's in-process connection, say). Close does not close it.
+	// Conn, when not nil, is used instead of dialling URL. Close does not
+	// close it.
 	Conn *nats.Conn
+	// InProcess, when not nil and Conn is nil, is a NATS server embedded
+	// in this process (a *server.Server of nats-server), which Connect
+	// reaches through memory rather than over TCP, saving the loopback
+	// hop of every call (BENCHMARKS.md has the figures). URL is then
+	// ignored; the server's cluster, if it has one, still replicates the
+	// fleet, and other processes still reach the server at its client
+	// port. Close closes the connection.
+	InProcess nats.InProcessConnProvider
 	// Fleet names the fleet: daemons with the same servers and the same
 	// name serve the same fleet. Letters, digits, '-' and '_', at most 32.
 	// Empty means DefaultFleet.
@@ -112,8 +120,10 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 		buckets:  map[string]jetstream.KeyValue{},
 		objects:  map[string]jetstream.ObjectStore{},
 	}
+	// where names the servers in messages.
+	where := Redact(opts.URL)
 	if f.nc == nil {
-		if opts.URL == "" {
+		if opts.URL == "" && opts.InProcess == nil {
 			return nil, errors.New("fleetnats: no NATS server URL")
 		}
 		no := []nats.Option{
@@ -132,11 +142,19 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 		if opts.CredsFile != "" {
 			no = append(no, nats.UserCredentials(opts.CredsFile))
 		}
+		if opts.InProcess != nil {
+			// Every connection, the first and each after a reconnect, is
+			// made in memory to this server.
+			no = append(no, nats.InProcessServer(opts.InProcess))
+			opts.URL, where = "", "the NATS server in this process"
+		}
 		nc, err := nats.Connect(opts.URL, no...)
 		if err != nil {
-			return nil, fmt.Errorf("fleetnats: connect to %s: %w", Redact(opts.URL), err)
+			return nil, fmt.Errorf("fleetnats: connect to %s: %w", where, err)
 		}
 		f.nc, f.ownConn = nc, true
+	} else {
+		where = Redact(f.nc.ConnectedUrlRedacted())
 	}
 	js, err := jetstream.New(f.nc)
 	if err != nil {
@@ -148,7 +166,7 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 	defer cancel()
 	if _, err := js.AccountInfo(cctx); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("fleetnats: JetStream at %s: %w", Redact(f.nc.ConnectedUrlRedacted()), err)
+		return nil, fmt.Errorf("fleetnats: JetStream at %s: %w", where, err)
 	}
 	if f.replicas <= 0 {
 		f.replicas = 1
@@ -222,8 +240,8 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 	var err error
 	// A server may refuse a creation for a moment (a concurrent creation
 	// of the same bucket by another daemon, a store it could not set up
-	// at once): a few tries, within ctx, before the bucket counts as
-	// unavailable.
+	// at once, a cluster whose servers are still joining): a few tries,
+	// within ctx, before the bucket counts as unavailable.
 	for try := 0; ; try++ {
 		kv, err = f.js.KeyValue(ctx, cfg.Bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -232,7 +250,7 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 				kv, err = f.js.KeyValue(ctx, cfg.Bucket)
 			}
 		}
-		if err == nil || try == 2 || ctx.Err() != nil || !isServerRefusal(err) {
+		if err == nil || try == createTries-1 || ctx.Err() != nil || !isServerRefusal(err) {
 			break
 		}
 		select {
@@ -275,12 +293,23 @@ func (f *Fleet) objectStore(ctx context.Context, kind string) (jetstream.ObjectS
 	return os, nil
 }
 
+// createTries bounds the tries of a bucket's creation that a server
+// refuses for a moment: about 2.2 s of waits in all, enough for a server
+// that joined a cluster to be known to its JetStream leader.
+const createTries = 10
+
 // isServerRefusal reports an error the JetStream API answered (not one of
-// the connection or of the context).
+// the connection or of the context) that may pass: a server error, or a
+// cluster that lacks the servers to place a bucket's replicas on (those
+// that just started are placed once the leader has their statistics).
 func isServerRefusal(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code >= 500
+	return errors.As(err, &apiErr) && (apiErr.Code >= 500 || apiErr.ErrorCode == errCodeNoPeers)
 }
+
+// errCodeNoPeers is the server's JSClusterNoPeersErrF ("no suitable peers
+// for placement"), which the client does not name.
+const errCodeNoPeers jetstream.ErrorCode = 10005
 
 // unavailable reports a failure to reach JetStream as
 // [fleetstate.CodeUnavailable].

@@ -1,11 +1,15 @@
 package fleetnats
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/nats-io/nats.go"
@@ -39,6 +43,9 @@ type turnLog struct {
 	stream  jetstream.Stream
 	subject string // "$KV.BUCKET."
 	owner   string // the ownership's ID
+	// ownerVal is owner as a header's values, shared by every message:
+	// nats.go only reads it.
+	ownerVal []string
 
 	mu   sync.Mutex
 	last uint64 // the stream's sequence after this owner's last write
@@ -70,7 +77,7 @@ func (f *Fleet) openTurnLog(ctx context.Context, owner string) (*turnLog, error)
 	if err != nil {
 		return nil, unavailable("open the turns", err)
 	}
-	return &turnLog{f: f, kv: kv, stream: stream, subject: "$KV." + name + ".", owner: owner}, nil
+	return &turnLog{f: f, kv: kv, stream: stream, subject: "$KV." + name + ".", owner: owner, ownerVal: []string{owner}}, nil
 }
 
 // fence writes this owner's epoch record, expecting the stream's last
@@ -110,7 +117,8 @@ func (l *turnLog) lose(why error) {
 }
 
 // publish writes one message of the bucket, key's value data or, with op
-// "DEL", its deletion, fenced by the stream's last sequence.
+// "DEL", its deletion, fenced by the stream's last sequence, and waits for
+// the server's acknowledgement.
 func (l *turnLog) publish(ctx context.Context, key string, data []byte, op string) error {
 	const what = "write the fleet's turns"
 	l.mu.Lock()
@@ -119,15 +127,10 @@ func (l *turnLog) publish(ctx context.Context, key string, data []byte, op strin
 		return l.why
 	}
 	l.checkReleased()
-	msg := nats.NewMsg(l.subject + key)
-	msg.Data = data
-	msg.Header.Set(ownerHeader, l.owner)
-	if op != "" {
-		msg.Header.Set(kvOpHeader, op)
-	}
-	ack, err := l.f.js.PublishMsg(ctx, msg, l.fenceOpts()...)
+	msg := l.message(key, data, op)
+	seq, err := l.request(ctx, msg)
 	if err == nil {
-		l.last, l.lastID = ack.Sequence, ""
+		l.last, l.lastID = seq, ""
 		return nil
 	}
 	if isWrongSequence(err) || isWrongMsgID(err) {
@@ -137,10 +140,10 @@ func (l *turnLog) publish(ctx context.Context, key string, data []byte, op strin
 		// owner.
 		if seq, ok := l.ownLast(ctx); ok {
 			l.last, l.lastID = seq, ""
-			msg.Header.Del(jetstream.ExpectedLastMsgIDHeader)
-			ack, err = l.f.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(l.last))
+			msg = l.message(key, data, op)
+			seq, err = l.request(ctx, msg)
 			if err == nil {
-				l.last = ack.Sequence
+				l.last = seq
 				return nil
 			}
 		}
@@ -150,6 +153,82 @@ func (l *turnLog) publish(ctx context.Context, key string, data []byte, op strin
 		}
 	}
 	return unavailable(what, err)
+}
+
+// message returns the next write of the bucket, key's value data or, with
+// op "DEL", its deletion, with the fence of fenceHeaders. l.mu is held.
+func (l *turnLog) message(key string, data []byte, op string) *nats.Msg {
+	h := nats.Header{ownerHeader: l.ownerVal}
+	if op != "" {
+		h[kvOpHeader] = []string{op}
+	}
+	l.fenceHeaders(h)
+	return &nats.Msg{Subject: l.subject + key, Data: data, Header: h}
+}
+
+// request publishes msg and waits for the stream's acknowledgement: the
+// sequence msg got, or the server's refusal as a [*jetstream.APIError]. It
+// is what jetstream's PublishMsg does, short of what the journal does not
+// use: its options and a decoding of the acknowledgement by reflection
+// (the profile of a round trip in process showed it).
+func (l *turnLog) request(ctx context.Context, msg *nats.Msg) (uint64, error) {
+	resp, err := l.f.nc.RequestMsgWithContext(ctx, msg)
+	// No responders: the stream has no leader for a moment (an
+	// election); a few tries, as jetstream's PublishMsg makes.
+	for try := 0; errors.Is(err, nats.ErrNoResponders) && try < noResponderTries; try++ {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(noResponderWait):
+		}
+		resp, err = l.f.nc.RequestMsgWithContext(ctx, msg)
+	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		return 0, jetstream.ErrNoStreamResponse
+	}
+	if err != nil {
+		return 0, err
+	}
+	return parsePubAck(resp.Data)
+}
+
+// The tries of a write that no server answers, and the wait before each,
+// as jetstream's PublishMsg has them.
+const (
+	noResponderTries = jetstream.DefaultPubRetryAttempts
+	noResponderWait  = jetstream.DefaultPubRetryWait
+)
+
+// parsePubAck returns the sequence of an acknowledgement,
+// {"stream":"KV_NAME-turns","seq":N,...}, or the error it carries.
+func parsePubAck(data []byte) (uint64, error) {
+	if !bytes.Contains(data, []byte(`"error":`)) {
+		if i := bytes.Index(data, []byte(`"seq":`)); i >= 0 {
+			rest := data[i+len(`"seq":`):]
+			n := 0
+			for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+				n++
+			}
+			if seq, err := strconv.ParseUint(string(rest[:n]), 10, 64); err == nil && seq > 0 {
+				return seq, nil
+			}
+		}
+	}
+	var ack struct {
+		Error  *jetstream.APIError `json:"error"`
+		Stream string              `json:"stream"`
+		Seq    uint64              `json:"seq"`
+	}
+	if err := json.Unmarshal(data, &ack); err != nil {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	if ack.Error != nil {
+		return 0, fmt.Errorf("nats: %w", ack.Error)
+	}
+	if ack.Stream == "" {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	return ack.Seq, nil
 }
 
 // ownLast returns the stream's last sequence if its last message is this
@@ -210,11 +289,10 @@ func (l *turnLog) release(ctx context.Context, id string) error {
 		return l.why
 	}
 	l.checkReleased()
-	msg := nats.NewMsg(l.subject + turnPrefix + id)
-	msg.Header.Set(ownerHeader, l.owner)
-	msg.Header.Set(kvOpHeader, "DEL")
+	msg := l.message(turnPrefix+id, nil, "DEL")
 	msgID := l.owner + "." + strconv.FormatUint(l.last+1, 10)
-	ack, err := l.f.js.PublishMsgAsync(msg, append(l.fenceOpts(), jetstream.WithMsgID(msgID))...)
+	msg.Header[jetstream.MsgIDHeader] = []string{msgID}
+	ack, err := l.f.js.PublishMsgAsync(msg)
 	if err != nil {
 		// Not sent: the stream's last message is still this owner's.
 		return unavailable(what, err)
@@ -224,17 +302,17 @@ func (l *turnLog) release(ctx context.Context, id string) error {
 	return nil
 }
 
-// fenceOpts return the fence of the next write: the stream's last
+// fenceHeaders sets in h the fence of the next write: the stream's last
 // sequence is this owner's last, and when that last was a deletion not
 // waited for, the last message is that deletion, named by its message ID.
 // The sequence alone would not do then: had the deletion been refused and
 // another daemon written one message, that message would have the very
 // sequence expected. l.mu is held.
-func (l *turnLog) fenceOpts() []jetstream.PublishOpt {
-	if l.lastID == "" {
-		return []jetstream.PublishOpt{jetstream.WithExpectLastSequence(l.last)}
+func (l *turnLog) fenceHeaders(h nats.Header) {
+	h[jetstream.ExpectedLastSeqHeader] = []string{strconv.FormatUint(l.last, 10)}
+	if l.lastID != "" {
+		h[jetstream.ExpectedLastMsgIDHeader] = []string{l.lastID}
 	}
-	return []jetstream.PublishOpt{jetstream.WithExpectLastSequence(l.last), jetstream.WithExpectLastMsgID(l.lastID)}
 }
 
 // isWrongMsgID reports a write refused because the stream's last message

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,14 +23,8 @@ import (
 // replication, the elections and the guarantees are NATS's.
 func runNATS(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fs := newFlagSet("nats")
-	addr := fs.String("addr", "127.0.0.1:4222", "client address to listen on (port 0: a free one; the URL goes to standard output)")
-	storeDir := fs.String("store-dir", "", "JetStream's directory (default: a folder nats-NAME beside the working directory's state, ./.ai-fleet-state/nats-NAME)")
-	name := fs.String("name", "", "the server's name, unique in its cluster (default: derived from --addr)")
-	cluster := fs.String("cluster", "", "with --routes: the address this server's cluster routes listen on (host:port)")
-	clusterName := fs.String("cluster-name", "fleetstate", "the cluster's name, the same on every server of it")
-	routes := fs.String("routes", "", "the other servers' cluster addresses, comma-separated nats-route://host:port URLs")
-	maxStore := fs.Int64("max-store", 8<<30, "bytes of disk JetStream may use")
-	maxMem := fs.Int64("max-mem", 256<<20, "bytes of memory JetStream may use")
+	var node natsNodeFlags
+	node.add(fs, "")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
@@ -41,69 +36,105 @@ func runNATS(ctx context.Context, args []string, stdout, stderr io.Writer, log *
 	if log, err = newLogger(stderr, *logLevel, "text"); err != nil {
 		return err
 	}
-	host, portStr, err := net.SplitHostPort(*addr)
+	s, err := node.start(log)
 	if err != nil {
-		return fmt.Errorf("--addr %q: %v", *addr, err)
+		return err
 	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 {
-		return fmt.Errorf("--addr %q: bad port", *addr)
-	}
-	if port == 0 {
-		// A free port, as for any listener (to NATS, 0 means 4222); the
-		// URL printed on standard output names it.
-		port = server.RANDOM_PORT
-	}
-	if *name == "" {
-		*name = "fleetstate-" + host + "-" + portStr
-	}
-	if *storeDir == "" {
-		*storeDir = filepath.Join(".ai-fleet-state", "nats-"+*name)
-	}
-	o := &server.Options{
-		ServerName:         *name,
-		Host:               host,
-		Port:               port,
-		JetStream:          true,
-		StoreDir:           *storeDir,
-		JetStreamMaxStore:  *maxStore,
-		JetStreamMaxMemory: *maxMem,
-		NoSigs:             true,
-	}
-	if *cluster != "" || *routes != "" {
-		if *cluster == "" || *routes == "" {
-			return errors.New("nats: --cluster and --routes go together")
-		}
-		chost, cport, err := net.SplitHostPort(*cluster)
-		if err != nil {
-			return fmt.Errorf("--cluster %q: %v", *cluster, err)
-		}
-		cp, err := strconv.Atoi(cport)
-		if err != nil {
-			return fmt.Errorf("--cluster %q: bad port", *cluster)
-		}
-		o.Cluster = server.ClusterOpts{Name: *clusterName, Host: chost, Port: cp}
-		o.Routes = server.RoutesFromStr(*routes)
-		if len(o.Routes) == 0 {
-			return fmt.Errorf("--routes %q: no route URL", *routes)
-		}
-	}
-	s, err := server.NewServer(o)
-	if err != nil {
-		return fmt.Errorf("nats: %v", err)
-	}
-	s.SetLoggerV2(natsLogger{log}, false, false, false)
-	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		s.Shutdown()
-		return errors.New("nats: the server did not start within 30s")
-	}
-	log.Info("fleetstate: NATS server ready", "url", s.ClientURL(), "name", *name, "store", *storeDir, "cluster", *cluster)
 	fmt.Fprintln(stdout, s.ClientURL())
 	<-ctx.Done()
 	s.Shutdown()
 	s.WaitForShutdown()
 	return nil
+}
+
+// natsNodeFlags are the flags of a NATS server that a command runs: those
+// of nats, and with the prefix "nats-" those of serve --nats-node, whose
+// daemon embeds its node.
+type natsNodeFlags struct {
+	prefix                                             string // of the flags' names
+	addr, storeDir, name, cluster, clusterName, routes string
+	maxStore, maxMem                                   int64
+}
+
+// add adds the node's flags to fs, each name with prefix.
+func (n *natsNodeFlags) add(fs *flag.FlagSet, prefix string) {
+	n.prefix = prefix
+	p := "--" + prefix
+	fs.StringVar(&n.addr, prefix+"addr", "127.0.0.1:4222", "client address the NATS server listens on (port 0: a free one; the URL goes to the log, and for nats to standard output)")
+	fs.StringVar(&n.storeDir, prefix+"store-dir", "", "JetStream's directory (default: a folder nats-NAME beside the working directory's state, ./.ai-fleet-state/nats-NAME)")
+	fs.StringVar(&n.name, prefix+"name", "", "the NATS server's name, unique in its cluster (default: derived from "+p+"addr)")
+	fs.StringVar(&n.cluster, prefix+"cluster", "", "with "+p+"routes: the address this NATS server's cluster routes listen on (host:port)")
+	fs.StringVar(&n.clusterName, prefix+"cluster-name", "fleetstate", "the NATS cluster's name, the same on every server of it")
+	fs.StringVar(&n.routes, prefix+"routes", "", "the other NATS servers' cluster addresses, comma-separated nats-route://host:port URLs")
+	fs.Int64Var(&n.maxStore, prefix+"max-store", 8<<30, "bytes of disk JetStream may use")
+	fs.Int64Var(&n.maxMem, prefix+"max-mem", 256<<20, "bytes of memory JetStream may use")
+}
+
+// start starts the NATS server the flags describe and returns it once it
+// accepts connections; the caller shuts it down.
+func (n *natsNodeFlags) start(log *slog.Logger) (*server.Server, error) {
+	p := "--" + n.prefix
+	host, portStr, err := net.SplitHostPort(n.addr)
+	if err != nil {
+		return nil, fmt.Errorf("%saddr %q: %v", p, n.addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 {
+		return nil, fmt.Errorf("%saddr %q: bad port", p, n.addr)
+	}
+	if port == 0 {
+		// A free port, as for any listener (to NATS, 0 means 4222); the
+		// URL logged names it.
+		port = server.RANDOM_PORT
+	}
+	name, storeDir := n.name, n.storeDir
+	if name == "" {
+		name = "fleetstate-" + host + "-" + portStr
+	}
+	if storeDir == "" {
+		storeDir = filepath.Join(".ai-fleet-state", "nats-"+name)
+	}
+	o := &server.Options{
+		ServerName:         name,
+		Host:               host,
+		Port:               port,
+		JetStream:          true,
+		StoreDir:           storeDir,
+		JetStreamMaxStore:  n.maxStore,
+		JetStreamMaxMemory: n.maxMem,
+		NoSigs:             true,
+	}
+	if n.cluster != "" || n.routes != "" {
+		if n.cluster == "" || n.routes == "" {
+			return nil, fmt.Errorf("nats: %scluster and %sroutes go together", p, p)
+		}
+		chost, cport, err := net.SplitHostPort(n.cluster)
+		if err != nil {
+			return nil, fmt.Errorf("%scluster %q: %v", p, n.cluster, err)
+		}
+		cp, err := strconv.Atoi(cport)
+		if err != nil {
+			return nil, fmt.Errorf("%scluster %q: bad port", p, n.cluster)
+		}
+		o.Cluster = server.ClusterOpts{Name: n.clusterName, Host: chost, Port: cp}
+		o.Routes = server.RoutesFromStr(n.routes)
+		if len(o.Routes) == 0 {
+			return nil, fmt.Errorf("%sroutes %q: no route URL", p, n.routes)
+		}
+	}
+	s, err := server.NewServer(o)
+	if err != nil {
+		return nil, fmt.Errorf("nats: %v", err)
+	}
+	s.SetLoggerV2(natsLogger{log}, false, false, false)
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, errors.New("nats: the server did not start within 30s")
+	}
+	log.Info("fleetstate: NATS server ready", "url", s.ClientURL(), "name", name, "store", storeDir, "cluster", n.cluster)
+	return s, nil
 }
 
 // natsLogger passes the NATS server's log to the command's.

@@ -66,20 +66,11 @@ func (n *natsNode) log() string {
 // The test's cleanup kills them before their directories are removed.
 func startNATSCluster(t *testing.T, n int) []*natsNode {
 	t.Helper()
-	clients, routes := make([]string, n), make([]string, n)
-	for i := range n {
-		clients[i], routes[i] = freeAddr(t), freeAddr(t)
-	}
+	clients, routes := clusterAddrs(t, n)
 	nodes := make([]*natsNode, n)
 	for i := range n {
-		var others []string
-		for j := range n {
-			if j != i {
-				others = append(others, "nats-route://"+routes[j])
-			}
-		}
 		nodes[i] = startNATSNode(t, fmt.Sprintf("n%d", i+1), "--addr", clients[i],
-			"--cluster", routes[i], "--routes", strings.Join(others, ","), "--cluster-name", "e2e")
+			"--cluster", routes[i], "--routes", otherRoutes(routes, i), "--cluster-name", "e2e")
 	}
 	nc := natsConn(t, natsURLs(nodes...))
 	js, err := jetstream.New(nc)
@@ -98,6 +89,29 @@ func startNATSCluster(t *testing.T, n int) []*natsNode {
 		t.Fatalf("JetStream of the cluster did not answer within 30s: %v", err)
 	}
 	return nodes
+}
+
+// clusterAddrs returns, for a cluster of n servers on loopback, free
+// client and cluster (route) addresses.
+func clusterAddrs(t *testing.T, n int) (clients, routes []string) {
+	t.Helper()
+	clients, routes = make([]string, n), make([]string, n)
+	for i := range n {
+		clients[i], routes[i] = freeAddr(t), freeAddr(t)
+	}
+	return clients, routes
+}
+
+// otherRoutes returns the routes of every server but the i-th, as --routes
+// takes them.
+func otherRoutes(routes []string, i int) string {
+	var others []string
+	for j, r := range routes {
+		if j != i {
+			others = append(others, "nats-route://"+r)
+		}
+	}
+	return strings.Join(others, ",")
 }
 
 func startNATSNode(t *testing.T, name string, args ...string) *natsNode {

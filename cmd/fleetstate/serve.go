@@ -243,7 +243,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if *dir != "" {
 			return errors.New("mcp: --dir and --nats: a fleet on NATS keeps its files there; give one or the other")
 		}
-		if err := nf.check(); err != nil {
+		if err := nf.check(false); err != nil {
 			return err
 		}
 		st, closeFleet, err := natsStdio(ctx, &nf, log)
@@ -334,6 +334,10 @@ type serveConfig struct {
 	conns, perToken, sessions           int
 	rvOpts                              *fleetstate.RendezvousOptions
 	nats                                natsFlags
+	// embed runs node in the daemon (--nats-node) and keeps the fleet
+	// there.
+	embed bool
+	node  natsNodeFlags
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
@@ -355,6 +359,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.StringVar(&c.notifyCmd, "notify", "", "a shell command run with the event as JSON on its standard input when a member asks, turns BLOCKED, a detached ticket finishes or a turn fails")
 	c.rvOpts = rendezvousFlags(fs)
 	c.nats.add(fs, true)
+	fs.BoolVar(&c.embed, "nats-node", false, "run a NATS server with JetStream inside this daemon, as fleetstate nats does (its flags here start with --nats-: --nats-addr, --nats-store-dir, --nats-cluster, --nats-routes, ...), and keep the fleet there, reached in process; other daemons reach the fleet at its --nats-addr")
+	c.node.add(fs, "nats-")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -378,10 +384,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 			return fmt.Errorf("%s %d: must be positive, or -1 for no limit", name, n)
 		}
 	}
-	if c.nats.url != "" && c.dir != "" {
+	if c.embed && c.nats.url != "" {
+		return errors.New("serve: --nats-node and --nats: a daemon with its own node keeps the fleet there; the other daemons name that node's --nats-addr in their --nats")
+	}
+	if (c.nats.url != "" || c.embed) && c.dir != "" {
 		return errors.New("serve: --dir and --nats: a fleet on NATS keeps its whole state there; give one or the other")
 	}
-	if err := c.nats.check(); err != nil {
+	if err := c.nats.check(c.embed); err != nil {
 		return err
 	}
 	// Listen first, so that the ownership of the directory can say where
@@ -392,6 +401,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	}
 	if c.conns > 0 {
 		ln = newLimitListener(ln, c.conns, log)
+	}
+	if c.embed {
+		return serveNATSNode(ctx, c, ln, log)
 	}
 	if c.nats.url != "" {
 		return serveNATS(ctx, c, ln, log)

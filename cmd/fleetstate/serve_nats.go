@@ -23,6 +23,7 @@ import (
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/afero"
 )
 
@@ -43,6 +44,9 @@ type natsFlags struct {
 	url, fleet, creds, advertise string
 	replicas                     int
 	lease                        time.Duration
+	// node, when not nil, is the NATS server this daemon embeds
+	// (serve --nats-node), reached in process instead of at url.
+	node *server.Server
 }
 
 func (n *natsFlags) add(fs *flag.FlagSet, daemon bool) {
@@ -56,8 +60,10 @@ func (n *natsFlags) add(fs *flag.FlagSet, daemon bool) {
 	}
 }
 
-func (n *natsFlags) check() error {
-	if n.url == "" {
+// check checks the flags of a fleet on NATS, if the command is on one:
+// --nats given, or embedded, a daemon with its own node.
+func (n *natsFlags) check(embedded bool) error {
+	if n.url == "" && !embedded {
 		return nil
 	}
 	if err := fleetnats.ValidateFleetName(n.fleet); err != nil {
@@ -80,8 +86,12 @@ func (n *natsFlags) check() error {
 
 // connect connects to the fleet.
 func (n *natsFlags) connect(ctx context.Context, log *slog.Logger, name string) (*fleetnats.Fleet, error) {
-	return fleetnats.Connect(ctx, fleetnats.Options{URL: n.url, Fleet: n.fleet, CredsFile: n.creds,
-		Replicas: n.replicas, Logger: log, Name: name})
+	opts := fleetnats.Options{URL: n.url, Fleet: n.fleet, CredsFile: n.creds,
+		Replicas: n.replicas, Logger: log, Name: name}
+	if n.node != nil { // a nil *server.Server would be a non-nil provider
+		opts.InProcess = n.node
+	}
+	return fleetnats.Connect(ctx, opts)
 }
 
 // natsStoreTimeout bounds each store call on NATS in a daemon: a daemon
@@ -136,6 +146,43 @@ func openNATSStore(ctx context.Context, f *fleetnats.Fleet, log *slog.Logger) (*
 
 // tokenConfig is the key of the tokens in the fleet's configuration.
 const tokenConfig = "tokens"
+
+// serveNATSNode runs the daemon of a fleet on NATS with its own NATS
+// server (serve --nats-node): the server starts first and stops last, so
+// that the daemon reaches it in process for as long as it runs, and other
+// daemons (serve --nats), token --nats, or servers routed to it in a
+// cluster reach it at its client and cluster addresses. A daemon killed
+// takes its node with it: the daemons that named only this node are cut
+// off (ERR_UNAVAILABLE) until it is back, and a cluster carries on with
+// its other nodes.
+func serveNATSNode(ctx context.Context, c serveConfig, ln net.Listener, log *slog.Logger) error {
+	s, err := c.node.start(log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}()
+	// A node of a cluster has JetStream once the cluster has a leader and
+	// the node caught up with it; the other nodes may be starting too.
+	waiting := time.Now()
+	for !s.JetStreamIsCurrent() {
+		if time.Since(waiting) > 5*time.Second {
+			log.Warn("fleetstate: waiting for the NATS cluster's JetStream", "cluster", c.node.cluster, "routes", c.node.routes)
+			waiting = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			ln.Close()
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	c.nats.node, c.nats.url = s, s.ClientURL()
+	return serveNATS(ctx, c, ln, log)
+}
 
 // serveNATS runs the daemon of a fleet on NATS until ctx is done.
 func serveNATS(ctx context.Context, c serveConfig, ln net.Listener, log *slog.Logger) error {

@@ -59,7 +59,7 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 		if *dir != "" {
 			return fmt.Errorf("token %s: --dir and --nats: a fleet on NATS keeps its tokens there; give one or the other", sub)
 		}
-		if err := nf.check(); err != nil {
+		if err := nf.check(false); err != nil {
 			return err
 		}
 		// The command may run more than once (see natsTokens): what it
