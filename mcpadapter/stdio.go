@@ -6,15 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"slices"
-	"strconv"
 	"sync"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/internal/jsonstr"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -202,7 +198,7 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	if !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
-	req, ok := parseCall(line, c.a.byName)
+	req, ok := parseCall(line, c.a.byName, false)
 	if !ok {
 		return false
 	}
@@ -232,7 +228,6 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	c.recycle(bp, line) // args hold copies of what they need
-	c.a.fast.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer func() { <-c.slots }()
@@ -245,7 +240,7 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 			c.mu.Unlock()
 			cancel()
 		}()
-		resp := c.call(ctx, t, id, args, token)
+		resp := c.a.respond(ctx, c.srv, t, id, nil, args, token)
 		if _, err := c.out.Write(*resp); err != nil {
 			c.log.Printf("Error writing tool response: %v", err)
 		}
@@ -254,103 +249,11 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	return true
 }
 
-// call runs one fast call and returns its response line, in a buffer of
-// bufPool.
-func (c *stdioConn) call(ctx context.Context, t *tool, id []byte, args any, token mcp.ProgressToken) (resp *[]byte) {
-	defer func() {
-		// What mcp-go's WithRecovery and its handling of a handler's
-		// error answer.
-		if r := recover(); r != nil {
-			msg, _ := json.Marshal(fmt.Sprintf("panic recovered in %s tool handler: %v", t.name, r))
-			b := getBuf()
-			*b = append(*b, `{"jsonrpc":"2.0","id":`...)
-			*b = append(*b, id...)
-			*b = append(*b, `,"error":{"code":`+strconv.Itoa(mcp.INTERNAL_ERROR)+`,"message":`...)
-			*b = append(*b, msg...)
-			*b = append(*b, "}}\n"...)
-			resp = b
-		}
-	}()
-	v, err := c.a.invoke(ctx, t, args, nil, c.srv, token)
-	data := getBuf()
-	defer putBuf(data)
-	isError := err != nil
-	if isError {
-		v = errorBodyOf(err)
-	}
-	var ok bool
-	if *data, ok = appendValue((*data)[:0], v); !ok {
-		msg := "mcpadapter: encode result: " + string(*data)
-		*data, _ = appendValue((*data)[:0], errorBody{Error: fleetstate.CodeInternal, Message: msg})
-		isError = true
-	}
-	resp = getBuf()
-	// The text is data escaped, which at most doubles it: data is JSON,
-	// where only quotes and backslashes need a second escape.
-	*resp = slices.Grow((*resp)[:0], 2*len(*data)+len(id)+len(`{"jsonrpc":"2.0","id":,"result":{"content":[{"type":"text","text":""}],"isError":true,"structuredContent":}}`+"\n"))
-	*resp = appendCallResult(*resp, id, *data, isError)
-	return resp
-}
-
-// appendValue appends v as json.Marshal encodes it; the values of the hot
-// tools without reflection. On a failure it reports false and leaves the
-// error's text in b.
-func appendValue(b []byte, v any) ([]byte, bool) {
-	switch m := v.(type) {
-	case map[string]string:
-		if len(m) == 1 { // put's and get's
-			for k, s := range m {
-				b = append(b, '{')
-				b = jsonstr.Append(b, k)
-				b = append(b, ':')
-				b = jsonstr.Append(b, s)
-				return append(b, '}'), true
-			}
-		}
-	case errorBody:
-		b = append(b, `{"error":`...)
-		b = jsonstr.Append(b, string(m.Error))
-		b = append(b, `,"message":`...)
-		b = jsonstr.Append(b, m.Message)
-		return append(b, '}'), true
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return append(b, err.Error()...), false
-	}
-	return append(b, data...), true
-}
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-func putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledLine {
-		*b = (*b)[:0]
-		bufPool.Put(b)
-	}
-}
-
 // cancel cancels the fast call a notifications/cancelled line names; the
 // line goes on to mcp-go all the same, for the calls it serves.
 func (c *stdioConn) cancel(line []byte) {
-	var n struct {
-		Method string `json:"method"`
-		Params struct {
-			RequestID any `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &n) != nil || n.Method != string(mcp.MethodNotificationCancelled) {
-		return
-	}
-	var key string
-	switch id := n.Params.RequestID.(type) {
-	case string:
-		key = strconv.Quote(id) // fast ids are plain ASCII: their text is this
-	case float64:
-		key = strconv.FormatFloat(id, 'f', -1, 64)
-	default:
+	key, ok := cancelledRequest(line)
+	if !ok {
 		return
 	}
 	c.mu.Lock()

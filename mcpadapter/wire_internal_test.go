@@ -35,7 +35,7 @@ func FuzzParseCall(f *testing.F) {
 	}
 	a := New(st, nil, &Options{FleetElsewhere: errorf("elsewhere")}) // every tool, fleet ones too
 	f.Fuzz(func(t *testing.T, line []byte) {
-		c, ok := parseCall(line, a.byName)
+		c, ok := parseCall(line, a.byName, false)
 		if !ok {
 			return
 		}
@@ -101,7 +101,7 @@ func TestAppendCallResult(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := appendCallResult(nil, []byte("7"), data, isError); !bytes.Equal(got, append(want, '\n')) {
+			if got := appendCallResult(nil, []byte("7"), nil, data, isError); !bytes.Equal(got, append(want, '\n')) {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
 		}
@@ -124,7 +124,7 @@ func TestParseCallManyNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := New(st, nil, nil)
-	if _, ok := parseCall(b.Bytes(), a.byName); ok {
+	if _, ok := parseCall(b.Bytes(), a.byName, false); ok {
 		t.Error("took a put with a million unknown arguments")
 	}
 }
