@@ -13,6 +13,7 @@ import (
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // rawHTTP is a daemon driven with raw HTTP requests.
@@ -129,6 +130,8 @@ func TestHTTPSameAsMCPGo(t *testing.T) {
 
 		{"progress token", "lead", `{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"get_session"}}`, modernHeader("get_session"), false},
 		{"capabilities of the wrong type", "lead", `{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":5}},"name":"get_session"}}`, modernHeader("get_session"), false},
+		{"a number out of range in _meta", "lead", `{"jsonrpc":"2.0","id":44,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"n":1e400},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"get_session"}}`, modernHeader("get_session"), false},
+		{"a number out of range in capabilities", "lead", `{"jsonrpc":"2.0","id":45,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"experimental":{"n":-1e999}}},"name":"get_session"}}`, modernHeader("get_session"), false},
 		{"no capabilities", "lead", `{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"get_session"}}`, modernHeader("get_session"), false},
 		{"no _meta", "lead", `{"jsonrpc":"2.0","id":23,"method":"tools/call","params":{"name":"get_session"}}`, modernHeader("get_session"), false},
 		{"header version differs", "lead", call("24", "get_session", `{}`), with("get_session", "Mcp-Protocol-Version", "2025-11-25"), false},
@@ -282,5 +285,29 @@ func TestHTTPFastWithMCPGoClient(t *testing.T) {
 	}
 	if n := mcpadapter.FastCalls(s.d.Adapter) - before; n != 3 {
 		t.Errorf("%d calls on the fast path; want 3", n)
+	}
+}
+
+// TestHTTPFastWithOfficialSDK: the official Go SDK, which speaks
+// 2026-07-28 with client capabilities that are not empty, has its calls
+// served on the fast path too.
+func TestHTTPFastWithOfficialSDK(t *testing.T) {
+	s := startRawHTTP(t, mcpadapter.HTTPOptions{})
+	c := sdk.NewClient(&sdk.Implementation{Name: "sdk", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: s.d.URL, HTTPClient: fleettest.BearerClient(s.d.Token["lead"])}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	before := mcpadapter.FastCalls(s.d.Adapter)
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "new_session", Arguments: map[string]any{"name": "x"}})
+	if err != nil || res.IsError {
+		t.Fatalf("new_session: %v, %v", res, err)
+	}
+	if out, _ := res.StructuredContent.(map[string]any); out["id"] == nil {
+		t.Errorf("new_session: %v; want an id", res.StructuredContent)
+	}
+	if n := mcpadapter.FastCalls(s.d.Adapter) - before; n != 1 {
+		t.Errorf("%d calls on the fast path; want 1", n)
 	}
 }

@@ -352,7 +352,12 @@ func (r *reader) skip(depth int) ([]byte, bool) {
 	case 'n':
 		ok = r.literal("null")
 	default:
-		_, ok = r.number()
+		// mcp-go decodes what the fast path skips (in _meta) into
+		// generic values: a number out of float64's range fails there.
+		var text []byte
+		if text, ok = r.number(); ok {
+			_, ok = parseNumber(text)
+		}
 	}
 	return r.b[start:r.i], ok
 }
@@ -526,14 +531,20 @@ func appendCallResult(b, id, meta, data []byte, isError bool) []byte {
 }
 
 // clientCapabilities reports whether text, an object, decodes as mcp-go
-// decodes the client capabilities of a 2026-07-28 request: without that
-// the request is refused, by mcp-go.
+// decodes the client capabilities of a 2026-07-28 request (without that
+// the request is refused, by mcp-go): as a generic value first, which it
+// then encodes again and decodes into its type.
 func clientCapabilities(text []byte) bool {
 	if string(text) == "{}" {
 		return true
 	}
+	var v any
+	if json.Unmarshal(text, &v) != nil {
+		return false
+	}
+	again, err := json.Marshal(v)
 	var caps mcp.ClientCapabilities
-	return json.Unmarshal(text, &caps) == nil
+	return err == nil && json.Unmarshal(again, &caps) == nil
 }
 
 // parseNumber returns the value of a number the reader read; a number out
