@@ -116,7 +116,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 	status := statusHandler(opts.OnStatus)
 	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests()}
 	if !opts.NoFastPath {
-		h.fast = newHTTPFast(a, srv)
+		h.fast = newHTTPFast(a, srv, limit)
 	}
 	if opts.Membership != nil {
 		h.unwatch = opts.Membership.onRevoke(h.revoke)

@@ -42,7 +42,8 @@ import (
 type httpFast struct {
 	a    *Adapter
 	srv  *server.MCPServer
-	meta []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
+	meta  []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
+	limit int64  // of a request's body: see HTTPOptions.MaxRequestBytes
 
 	mu       sync.Mutex
 	inflight map[fastCall]*context.CancelFunc // guarded by mu
@@ -57,12 +58,12 @@ type fastCall struct {
 
 // newHTTPFast returns the fast path of srv, or nil if srv's results cannot
 // be told in advance.
-func newHTTPFast(a *Adapter, srv *server.MCPServer) *httpFast {
+func newHTTPFast(a *Adapter, srv *server.MCPServer, limit int64) *httpFast {
 	meta := resultMeta(srv)
 	if meta == nil {
 		return nil
 	}
-	return &httpFast{a: a, srv: srv, meta: meta, inflight: map[fastCall]*context.CancelFunc{}}
+	return &httpFast{a: a, srv: srv, meta: meta, limit: limit, inflight: map[fastCall]*context.CancelFunc{}}
 }
 
 // discoverProbe is the smallest server/discover of protocol 2026-07-28.
@@ -102,7 +103,7 @@ func resultMeta(srv *server.MCPServer) []byte {
 func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity) (served bool, body *[]byte) {
 	body = getBuf()
 	var err error
-	*body, err = readAll((*body)[:0], r.Body, r.ContentLength)
+	*body, err = readAll((*body)[:0], r.Body, min(r.ContentLength, f.limit))
 	if err != nil {
 		// mcp-go answers the reading's error.
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(*body), errReader{err}))
@@ -181,13 +182,14 @@ func (f *httpFast) cancel(id Identity, msg []byte) {
 	}
 }
 
-// readAll appends what r holds to b, as io.ReadAll does; size, if known
-// and positive, is what to expect.
+// readAll appends what r holds to b, as io.ReadAll does; size, if
+// positive, is what to expect (a Content-Length within the limit: a
+// client's claim, never trusted beyond it).
 func readAll(b []byte, r io.Reader, size int64) ([]byte, error) {
 	if r == nil {
 		return b, nil
 	}
-	if size > 0 && size <= DefaultMaxRequestBytes && int64(cap(b)-len(b)) < size+1 {
+	if size > 0 && int64(cap(b)-len(b)) < size+1 {
 		b = append(make([]byte, 0, int64(len(b))+size+1), b...)
 	}
 	for {
