@@ -43,7 +43,5 @@ func FastInFlight(h *Handler) int {
 	if h.fast == nil {
 		return 0
 	}
-	h.fast.mu.Lock()
-	defer h.fast.mu.Unlock()
-	return len(h.fast.inflight)
+	return h.fast.calls.len()
 }

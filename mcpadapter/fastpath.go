@@ -122,3 +122,71 @@ func cancelledRequest(msg []byte) (string, bool) {
 	}
 	return "", false
 }
+
+// fastCalls are the fast calls in flight of a stdio connection or an HTTP
+// handler, by a key made of their request's id, so that a
+// notifications/cancelled can cancel one. The zero value is ready; it is
+// safe for concurrent use.
+type fastCalls[K comparable] struct {
+	mu     sync.Mutex
+	closed bool                      // guarded by mu; no call starts once set
+	calls  map[K]*context.CancelFunc // guarded by mu
+	wg     sync.WaitGroup            // the calls; Add under mu while !closed
+}
+
+// start counts a call under key, which cancel cancels, unless the calls
+// are closed; the call then runs done when it ends.
+func (f *fastCalls[K]) start(key K, cancel context.CancelFunc) (done func(), ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, false
+	}
+	if f.calls == nil {
+		f.calls = map[K]*context.CancelFunc{}
+	}
+	entry := &cancel
+	f.calls[key] = entry
+	f.wg.Add(1)
+	return func() {
+		f.mu.Lock()
+		// A later call may have reused the key.
+		if f.calls[key] == entry {
+			delete(f.calls, key)
+		}
+		f.mu.Unlock()
+		cancel()
+		f.wg.Done()
+	}, true
+}
+
+// cancel cancels the call under key, if there is one.
+func (f *fastCalls[K]) cancel(key K) {
+	f.mu.Lock()
+	cancel := f.calls[key]
+	delete(f.calls, key)
+	f.mu.Unlock()
+	if cancel != nil {
+		(*cancel)()
+	}
+}
+
+// close stops new calls and cancels those in flight; wait then waits for
+// them to end.
+func (f *fastCalls[K]) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for _, cancel := range f.calls {
+		(*cancel)()
+	}
+}
+
+func (f *fastCalls[K]) wait() { f.wg.Wait() }
+
+// len returns how many calls are in flight.
+func (f *fastCalls[K]) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}

@@ -31,7 +31,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -40,13 +39,11 @@ import (
 // httpFast is the fast path of one [Handler]. It is safe for concurrent
 // use.
 type httpFast struct {
-	a    *Adapter
-	srv  *server.MCPServer
+	a     *Adapter
+	srv   *server.MCPServer
 	meta  []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
 	limit int64  // of a request's body: see HTTPOptions.MaxRequestBytes
-
-	mu       sync.Mutex
-	inflight map[fastCall]*context.CancelFunc // guarded by mu
+	calls fastCalls[fastCall]
 }
 
 // fastCall names a call in flight: its caller and its request's id, as
@@ -63,7 +60,7 @@ func newHTTPFast(a *Adapter, srv *server.MCPServer, limit int64) *httpFast {
 	if meta == nil {
 		return nil
 	}
-	return &httpFast{a: a, srv: srv, meta: meta, limit: limit, inflight: map[fastCall]*context.CancelFunc{}}
+	return &httpFast{a: a, srv: srv, meta: meta, limit: limit}
 }
 
 // discoverProbe is the smallest server/discover of protocol 2026-07-28.
@@ -117,21 +114,9 @@ func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity) (s
 		}
 		return false, body
 	}
-	key := fastCall{id: id, req: string(req.id)}
 	ctx, cancel := context.WithCancel(ContextWithIdentity(r.Context(), id))
-	entry := &cancel
-	f.mu.Lock()
-	f.inflight[key] = entry
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		// Another call of the caller may have reused the id.
-		if f.inflight[key] == entry {
-			delete(f.inflight, key)
-		}
-		f.mu.Unlock()
-		cancel()
-	}()
+	done, _ := f.calls.start(fastCall{id: id, req: string(req.id)}, cancel) // never closed
+	defer done()
 	resp := f.a.respond(ctx, f.srv, req.tool, req.id, f.meta, req.args, nil)
 	defer putBuf(resp)
 	if r.Context().Err() != nil {
@@ -168,17 +153,8 @@ func isJSON(ct string) bool {
 // names. Only the caller's own calls: mcp-go keys the calls of protocol
 // 2026-07-28 by their request id alone, across callers.
 func (f *httpFast) cancel(id Identity, msg []byte) {
-	req, ok := cancelledRequest(msg)
-	if !ok {
-		return
-	}
-	key := fastCall{id: id, req: req}
-	f.mu.Lock()
-	cancel := f.inflight[key]
-	delete(f.inflight, key)
-	f.mu.Unlock()
-	if cancel != nil {
-		(*cancel)()
+	if req, ok := cancelledRequest(msg); ok {
+		f.calls.cancel(fastCall{id: id, req: req})
 	}
 }
 

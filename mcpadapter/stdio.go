@@ -61,7 +61,7 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 		o.InFlight = DefaultStdioInFlight
 	}
 	c := &stdioConn{a: a, srv: srv, out: &lockedWriter{w: out}, log: o.ErrorLog,
-		slots: make(chan struct{}, max(o.InFlight, 0)), inflight: map[string]*context.CancelFunc{}}
+		slots: make(chan struct{}, max(o.InFlight, 0))}
 	fast := o.InFlight > 0
 
 	// mcp-go's server reads what the fast path does not take from a pipe.
@@ -105,9 +105,9 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 	}
 	// As mcp-go does with its own calls when the input ends: cancel the
 	// calls in flight, and wait for their responses to be written.
-	c.close()
+	c.calls.close()
 	cancel()
-	c.wg.Wait()
+	c.calls.wait()
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, errStdioEnded) {
 		return nil
 	}
@@ -122,13 +122,9 @@ type stdioConn struct {
 	srv   *server.MCPServer
 	out   *lockedWriter
 	log   *log.Logger
-	base  context.Context // the session's and the caller's, set before read starts
-	slots chan struct{}   // one token per fast call in flight
-
-	mu       sync.Mutex
-	closed   bool                           // guarded by mu; no new fast call starts once set
-	inflight map[string]*context.CancelFunc // guarded by mu; fast calls by their id's JSON text
-	wg       sync.WaitGroup                 // the fast calls; Add under mu while !closed
+	base  context.Context   // the session's and the caller's, set before read starts
+	slots chan struct{}     // one token per fast call in flight
+	calls fastCalls[string] // by their id's JSON text
 }
 
 // maxPooledLine bounds the line and response buffers kept for reuse;
@@ -214,32 +210,18 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	default:
 		return false // mcp-go's queue takes it
 	}
-	key := string(req.id)
 	id := slices.Clone(req.id)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	ctx, cancel := context.WithCancel(c.base)
+	done, ok := c.calls.start(string(req.id), cancel)
+	if !ok {
+		cancel()
 		<-c.slots
 		return false
 	}
-	ctx, cancel := context.WithCancel(c.base)
-	entry := &cancel
-	c.inflight[key] = entry
-	c.wg.Add(1)
-	c.mu.Unlock()
 	c.recycle(bp, line) // args hold copies of what they need
 	go func() {
-		defer c.wg.Done()
+		defer done()
 		defer func() { <-c.slots }()
-		defer func() {
-			c.mu.Lock()
-			// A later request may have reused the id.
-			if c.inflight[key] == entry {
-				delete(c.inflight, key)
-			}
-			c.mu.Unlock()
-			cancel()
-		}()
 		resp := c.a.respond(ctx, c.srv, t, id, nil, args, token)
 		if _, err := c.out.Write(*resp); err != nil {
 			c.log.Printf("Error writing tool response: %v", err)
@@ -252,26 +234,8 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 // cancel cancels the fast call a notifications/cancelled line names; the
 // line goes on to mcp-go all the same, for the calls it serves.
 func (c *stdioConn) cancel(line []byte) {
-	key, ok := cancelledRequest(line)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	cancel := c.inflight[key]
-	delete(c.inflight, key)
-	c.mu.Unlock()
-	if cancel != nil {
-		(*cancel)()
-	}
-}
-
-// close stops new fast calls and cancels those in flight.
-func (c *stdioConn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	for _, cancel := range c.inflight {
-		(*cancel)()
+	if key, ok := cancelledRequest(line); ok {
+		c.calls.cancel(key)
 	}
 }
 
