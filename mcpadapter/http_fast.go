@@ -43,6 +43,7 @@ type httpFast struct {
 	srv   *server.MCPServer
 	meta  []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
 	limit int64  // of a request's body: see HTTPOptions.MaxRequestBytes
+	tools map[string]*tool
 	calls fastCalls[fastCall]
 }
 
@@ -54,13 +55,22 @@ type fastCall struct {
 }
 
 // newHTTPFast returns the fast path of srv, or nil if srv's results cannot
-// be told in advance.
+// be told in advance. srv is a's server (see [Adapter.NewServer]), with
+// more tools perhaps: the fast path serves those of a's tools that srv
+// has when the handler is made, and leaves the others to mcp-go, which
+// answers that it does not know them.
 func newHTTPFast(a *Adapter, srv *server.MCPServer, limit int64) *httpFast {
 	meta := resultMeta(srv)
 	if meta == nil {
 		return nil
 	}
-	return &httpFast{a: a, srv: srv, meta: meta, limit: limit}
+	tools := make(map[string]*tool, len(a.byName))
+	for name, t := range a.byName {
+		if srv.GetTool(name) != nil {
+			tools[name] = t
+		}
+	}
+	return &httpFast{a: a, srv: srv, meta: meta, limit: limit, tools: tools}
 }
 
 // discoverProbe is the smallest server/discover of protocol 2026-07-28.
@@ -136,7 +146,7 @@ func (f *httpFast) take(h http.Header, body []byte) (callRequest, bool) {
 		h.Get(mcp.HeaderLastEventID) != "" {
 		return callRequest{}, false
 	}
-	req, ok := parseCall(body, f.a.byName, true)
+	req, ok := parseCall(body, f.tools, true)
 	if !ok || req.version != modernVersion || !req.caps || req.progress != nil || h.Get(mcp.HeaderName) != req.tool.name {
 		return callRequest{}, false
 	}

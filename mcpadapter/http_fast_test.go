@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/afero"
 )
 
 // rawHTTP is a daemon driven with raw HTTP requests.
@@ -309,5 +312,29 @@ func TestHTTPFastWithOfficialSDK(t *testing.T) {
 	}
 	if n := mcpadapter.FastCalls(s.d.Adapter) - before; n != 1 {
 		t.Errorf("%d calls on the fast path; want 1", n)
+	}
+}
+
+// TestHTTPFastOnlyToolsOfTheServer: an adapter tool that the server does
+// not have is left to mcp-go, which does not know it.
+func TestHTTPFastOnlyToolsOfTheServer(t *testing.T) {
+	st, err := fleetstate.Open(afero.NewMemMapFs(), "/state", &fleetstate.Options{NoGitIgnore: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mcpadapter.New(st, nil, nil)
+	srv := a.NewServer("fleetstate", "test")
+	srv.DeleteTools("get_session")
+	h := a.HTTPHandler(srv, mcpadapter.HTTPOptions{Anonymous: true})
+	defer h.Close()
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"get_session"}}`))
+	for k, v := range modernHeader("get_session") {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if n := mcpadapter.FastCalls(a); n != 0 || !strings.Contains(rec.Body.String(), "not found") {
+		t.Errorf("%d fast calls; answer %d %s; want mcp-go's tool not found", n, rec.Code, rec.Body.String())
 	}
 }
