@@ -2,8 +2,10 @@ package mcpadapter
 
 // The fast path of the HTTP handler: a POST of a tools/call under
 // protocol version 2026-07-28, served without mcp-go's streamable-HTTP
-// server, which decodes such a request five times over (its envelope, its
-// era, its _meta twice, the whole call) and encodes its result twice.
+// server, which decodes such a request, in part or whole, some nine times
+// (mcp-go v1.2.1: the envelope twice, the _meta three times, the params
+// twice for the header checks, the whole call) and encodes its result
+// twice.
 //
 // Why only that protocol: it has no sessions. mcp-go serves each of its
 // requests on a session of its own that nothing else sees, ignores
@@ -15,8 +17,8 @@ package mcpadapter
 // What the fast path takes, mcp-go would have served in the same way: the
 // checks below are the ones mcp-go makes of such a request (content type,
 // protocol version in the header and in _meta, the Mcp-Method and Mcp-Name
-// headers, no Last-Event-ID, client capabilities present), made as a
-// filter. Anything they do not pass, and anything parseCall does not
+// headers, no Last-Event-ID, client capabilities that decode), made as
+// a filter. Anything they do not pass, and anything parseCall does not
 // understand completely, goes to mcp-go with its body unchanged, so that
 // every refusal is mcp-go's own, byte for byte. So does a call with a
 // progress token: its notifications make mcp-go answer with an event
