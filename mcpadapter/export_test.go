@@ -37,3 +37,11 @@ func SetTokensClock(t *Tokens, now func() time.Time) {
 
 // FastCalls returns how many tool calls a served on its fast path.
 func FastCalls(a *Adapter) int64 { return a.fast.Load() }
+
+// FastInFlight returns how many calls h's fast path has in flight.
+func FastInFlight(h *Handler) int {
+	if h.fast == nil {
+		return 0
+	}
+	return h.fast.calls.len()
+}

@@ -6,15 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"slices"
-	"strconv"
 	"sync"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/internal/jsonstr"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -65,7 +61,7 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 		o.InFlight = DefaultStdioInFlight
 	}
 	c := &stdioConn{a: a, srv: srv, out: &lockedWriter{w: out}, log: o.ErrorLog,
-		slots: make(chan struct{}, max(o.InFlight, 0)), inflight: map[string]*context.CancelFunc{}}
+		slots: make(chan struct{}, max(o.InFlight, 0))}
 	fast := o.InFlight > 0
 
 	// mcp-go's server reads what the fast path does not take from a pipe.
@@ -109,9 +105,9 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 	}
 	// As mcp-go does with its own calls when the input ends: cancel the
 	// calls in flight, and wait for their responses to be written.
-	c.close()
+	c.calls.close()
 	cancel()
-	c.wg.Wait()
+	c.calls.wait()
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, errStdioEnded) {
 		return nil
 	}
@@ -126,13 +122,9 @@ type stdioConn struct {
 	srv   *server.MCPServer
 	out   *lockedWriter
 	log   *log.Logger
-	base  context.Context // the session's and the caller's, set before read starts
-	slots chan struct{}   // one token per fast call in flight
-
-	mu       sync.Mutex
-	closed   bool                           // guarded by mu; no new fast call starts once set
-	inflight map[string]*context.CancelFunc // guarded by mu; fast calls by their id's JSON text
-	wg       sync.WaitGroup                 // the fast calls; Add under mu while !closed
+	base  context.Context   // the session's and the caller's, set before read starts
+	slots chan struct{}     // one token per fast call in flight
+	calls fastCalls[string] // by their id's JSON text
 }
 
 // maxPooledLine bounds the line and response buffers kept for reuse;
@@ -202,7 +194,7 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	if !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
-	req, ok := parseCall(line, c.a.byName)
+	req, ok := parseCall(line, c.a.byName, false)
 	if !ok {
 		return false
 	}
@@ -218,34 +210,19 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	default:
 		return false // mcp-go's queue takes it
 	}
-	key := string(req.id)
 	id := slices.Clone(req.id)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	ctx, cancel := context.WithCancel(c.base)
+	done, ok := c.calls.start(string(req.id), cancel)
+	if !ok {
+		cancel()
 		<-c.slots
 		return false
 	}
-	ctx, cancel := context.WithCancel(c.base)
-	entry := &cancel
-	c.inflight[key] = entry
-	c.wg.Add(1)
-	c.mu.Unlock()
 	c.recycle(bp, line) // args hold copies of what they need
-	c.a.fast.Add(1)
 	go func() {
-		defer c.wg.Done()
+		defer done()
 		defer func() { <-c.slots }()
-		defer func() {
-			c.mu.Lock()
-			// A later request may have reused the id.
-			if c.inflight[key] == entry {
-				delete(c.inflight, key)
-			}
-			c.mu.Unlock()
-			cancel()
-		}()
-		resp := c.call(ctx, t, id, args, token)
+		resp := c.a.respond(ctx, c.srv, t, id, nil, args, token)
 		if _, err := c.out.Write(*resp); err != nil {
 			c.log.Printf("Error writing tool response: %v", err)
 		}
@@ -254,121 +231,11 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	return true
 }
 
-// call runs one fast call and returns its response line, in a buffer of
-// bufPool.
-func (c *stdioConn) call(ctx context.Context, t *tool, id []byte, args any, token mcp.ProgressToken) (resp *[]byte) {
-	defer func() {
-		// What mcp-go's WithRecovery and its handling of a handler's
-		// error answer.
-		if r := recover(); r != nil {
-			msg, _ := json.Marshal(fmt.Sprintf("panic recovered in %s tool handler: %v", t.name, r))
-			b := getBuf()
-			*b = append(*b, `{"jsonrpc":"2.0","id":`...)
-			*b = append(*b, id...)
-			*b = append(*b, `,"error":{"code":`+strconv.Itoa(mcp.INTERNAL_ERROR)+`,"message":`...)
-			*b = append(*b, msg...)
-			*b = append(*b, "}}\n"...)
-			resp = b
-		}
-	}()
-	v, err := c.a.invoke(ctx, t, args, nil, c.srv, token)
-	data := getBuf()
-	defer putBuf(data)
-	isError := err != nil
-	if isError {
-		v = errorBodyOf(err)
-	}
-	var ok bool
-	if *data, ok = appendValue((*data)[:0], v); !ok {
-		msg := "mcpadapter: encode result: " + string(*data)
-		*data, _ = appendValue((*data)[:0], errorBody{Error: fleetstate.CodeInternal, Message: msg})
-		isError = true
-	}
-	resp = getBuf()
-	// The text is data escaped, which at most doubles it: data is JSON,
-	// where only quotes and backslashes need a second escape.
-	*resp = slices.Grow((*resp)[:0], 2*len(*data)+len(id)+len(`{"jsonrpc":"2.0","id":,"result":{"content":[{"type":"text","text":""}],"isError":true,"structuredContent":}}`+"\n"))
-	*resp = appendCallResult(*resp, id, *data, isError)
-	return resp
-}
-
-// appendValue appends v as json.Marshal encodes it; the values of the hot
-// tools without reflection. On a failure it reports false and leaves the
-// error's text in b.
-func appendValue(b []byte, v any) ([]byte, bool) {
-	switch m := v.(type) {
-	case map[string]string:
-		if len(m) == 1 { // put's and get's
-			for k, s := range m {
-				b = append(b, '{')
-				b = jsonstr.Append(b, k)
-				b = append(b, ':')
-				b = jsonstr.Append(b, s)
-				return append(b, '}'), true
-			}
-		}
-	case errorBody:
-		b = append(b, `{"error":`...)
-		b = jsonstr.Append(b, string(m.Error))
-		b = append(b, `,"message":`...)
-		b = jsonstr.Append(b, m.Message)
-		return append(b, '}'), true
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return append(b, err.Error()...), false
-	}
-	return append(b, data...), true
-}
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-func putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledLine {
-		*b = (*b)[:0]
-		bufPool.Put(b)
-	}
-}
-
 // cancel cancels the fast call a notifications/cancelled line names; the
 // line goes on to mcp-go all the same, for the calls it serves.
 func (c *stdioConn) cancel(line []byte) {
-	var n struct {
-		Method string `json:"method"`
-		Params struct {
-			RequestID any `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &n) != nil || n.Method != string(mcp.MethodNotificationCancelled) {
-		return
-	}
-	var key string
-	switch id := n.Params.RequestID.(type) {
-	case string:
-		key = strconv.Quote(id) // fast ids are plain ASCII: their text is this
-	case float64:
-		key = strconv.FormatFloat(id, 'f', -1, 64)
-	default:
-		return
-	}
-	c.mu.Lock()
-	cancel := c.inflight[key]
-	delete(c.inflight, key)
-	c.mu.Unlock()
-	if cancel != nil {
-		(*cancel)()
-	}
-}
-
-// close stops new fast calls and cancels those in flight.
-func (c *stdioConn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	for _, cancel := range c.inflight {
-		(*cancel)()
+	if key, ok := cancelledRequest(line); ok {
+		c.calls.cancel(key)
 	}
 }
 

@@ -2,7 +2,11 @@ package mcpadapter
 
 // The fast path's JSON: a reader of the one request shape it serves (a
 // JSON-RPC tools/call of an adapter tool, with arguments of strings,
-// booleans and numbers) and a writer of the one response shape it answers.
+// booleans and numbers) and a writer of the one response shape it answers,
+// for both transports: stdio (ServeStdio) and streamable HTTP under
+// protocol version 2026-07-28 (http_fast.go), whose requests carry the
+// protocol version and the client's capabilities in _meta and whose
+// results carry the server's identity and a resultType.
 //
 // The reader is strict and partial by design: it accepts only input whose
 // meaning is beyond doubt, and reports anything else as not understood, so
@@ -18,11 +22,13 @@ package mcpadapter
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/fleetstate/fleetstate/internal/jsonstr"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // maxDepth bounds the nesting the reader skips through (in _meta).
@@ -34,7 +40,16 @@ type callRequest struct {
 	tool     *tool
 	args     any    // decoded, a value of tool.newArgs
 	progress []byte // the progress token's JSON text; nil if absent
+
+	// Read only when parseCall is asked for the _meta of protocol
+	// version 2026-07-28.
+	version string // the protocol version in _meta; "" if absent
+	caps    bool   // client capabilities, an object that mcp-go decodes, are in _meta
 }
+
+// modernVersion is the protocol version whose requests the HTTP fast path
+// takes: the first without sessions, and the newest mcp-go speaks.
+const modernVersion = mcp.ProtocolVersion20260728
 
 // reader reads JSON from b. Every method reports false for input it does
 // not understand; the reader's position is then meaningless.
@@ -337,7 +352,12 @@ func (r *reader) skip(depth int) ([]byte, bool) {
 	case 'n':
 		ok = r.literal("null")
 	default:
-		_, ok = r.number()
+		// mcp-go decodes what the fast path skips (in _meta) into
+		// generic values: a number out of float64's range fails there.
+		var text []byte
+		if text, ok = r.number(); ok {
+			_, ok = parseNumber(text)
+		}
 	}
 	return r.b[start:r.i], ok
 }
@@ -384,7 +404,14 @@ func (r *reader) requestID() ([]byte, bool) {
 // the end), and arguments are decoded as they are read when the tool's
 // name came before them, as clients send it; otherwise they are skipped
 // and decoded after.
-func parseCall(line []byte, tools map[string]*tool) (callRequest, bool) {
+//
+// In _meta only a progress token is understood, and with modern also the
+// members a 2026-07-28 request carries: the protocol version (a string),
+// the client's capabilities (an object that decodes as mcp-go's
+// ClientCapabilities), and the client's name and log level, which mcp-go
+// reads without failing whatever they hold and which change nothing in a
+// tool call's answer. The caller checks the version.
+func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, bool) {
 	var c callRequest
 	r := &reader{b: line}
 	var method, version string
@@ -411,17 +438,30 @@ func parseCall(line []byte, tools map[string]*tool) (callRequest, bool) {
 				c.args = c.tool.newArgs()
 				ok = readArgs(r, c.tool.input, c.tool.index, c.args)
 			case "_meta":
-				// Only a progress token: any other metadata (a protocol
-				// version, trace context) is mcp-go's to read.
+				// Any other metadata (trace context, a subscription) is
+				// mcp-go's to read.
 				ok = r.object(func(name string) bool {
-					if name != "progressToken" {
-						return false
-					}
-					switch r.peek() {
-					case '"':
-						c.progress, ok = r.skip(0)
-					default:
-						c.progress, ok = r.requestID()
+					var ok bool
+					switch {
+					case name == "progressToken":
+						switch r.peek() {
+						case '"':
+							c.progress, ok = r.skip(0)
+						default:
+							c.progress, ok = r.requestID()
+						}
+					case !modern:
+					case name == mcp.MetaKeyProtocolVersion:
+						c.version, ok = r.str()
+					case name == mcp.MetaKeyClientCapabilities:
+						var caps []byte
+						if r.peek() == '{' {
+							caps, ok = r.skip(0)
+						}
+						c.caps = ok && clientCapabilities(caps)
+						ok = c.caps
+					case name == mcp.MetaKeyClientInfo, name == mcp.MetaKeyLogLevel:
+						_, ok = r.skip(0)
 					}
 					return ok
 				})
@@ -464,19 +504,47 @@ func parseCall(line []byte, tools map[string]*tool) (callRequest, bool) {
 // appendCallResult appends the JSON-RPC response of id whose result carries
 // data (the JSON of the result's value) as structured content and as text,
 // in the shape and order mcp-go writes for [result]: its result is a map,
-// so its keys are sorted.
-func appendCallResult(b, id, data []byte, isError bool) []byte {
+// so its keys are sorted. A non-nil meta is the result's _meta, and makes
+// the result one of protocol version 2026-07-28, which mcp-go stamps with
+// the server's identity (meta) and resultType "complete".
+func appendCallResult(b, id, meta, data []byte, isError bool) []byte {
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
-	b = append(b, `,"result":{"content":[{"type":"text","text":`...)
+	b = append(b, `,"result":{`...)
+	if meta != nil {
+		b = append(b, `"_meta":`...)
+		b = append(b, meta...)
+		b = append(b, ',')
+	}
+	b = append(b, `"content":[{"type":"text","text":`...)
 	b = jsonstr.Append(b, data)
 	b = append(b, `}],`...)
 	if isError {
 		b = append(b, `"isError":true,`...)
 	}
+	if meta != nil {
+		b = append(b, `"resultType":"complete",`...)
+	}
 	b = append(b, `"structuredContent":`...)
 	b = append(b, data...)
 	return append(b, "}}\n"...)
+}
+
+// clientCapabilities reports whether text, an object, decodes as mcp-go
+// decodes the client capabilities of a 2026-07-28 request (without that
+// the request is refused, by mcp-go): as a generic value first, which it
+// then encodes again and decodes into its type.
+func clientCapabilities(text []byte) bool {
+	if string(text) == "{}" {
+		return true
+	}
+	var v any
+	if json.Unmarshal(text, &v) != nil {
+		return false
+	}
+	again, err := json.Marshal(v)
+	var caps mcp.ClientCapabilities
+	return err == nil && json.Unmarshal(again, &caps) == nil
 }
 
 // parseNumber returns the value of a number the reader read; a number out
