@@ -107,7 +107,12 @@ func benchCall(ctx context.Context, c *client.Client, name string, args map[stri
 // BenchmarkMCP measures, over streamable HTTP on 127.0.0.1, side by side
 // on one server:
 //
-//   - noop: a no-op tool call, the floor of any call on this server;
+//   - noop: a no-op tool call, the floor of any call on this server (a
+//     tool added from outside the adapter, so mcp-go serves it);
+//   - small: get_session, an adapter tool the server answers from one
+//     small file, through the same request path as the round trip's
+//     calls (under protocol 2026-07-28, the HTTP fast path): a baseline
+//     that the fast path does not flatter;
 //   - rt: the round trip, the lead's fleet_send to a member that waits in
 //     fleet_next, the member's fleet_reply, and fleet_send returning it.
 //
@@ -115,9 +120,10 @@ func benchCall(ctx context.Context, c *client.Client, name string, args map[stri
 // N no-op calls at once (N clients, one per member token, beside the
 // member's own session) followed by a round of N sends at once from the
 // lead, one per member; the two rounds alternate, so that both see the
-// same load of the machine. Reported per call: noop-p50-ns, noop-p99-ns,
-// rt-p50-ns and rt-p99-ns (median and 99th percentile latency), and
-// rt/noop, the ratio of the medians. ns/op is the time of both rounds.
+// same load of the machine, and so does a round of N get_session calls.
+// Reported per call: noop-p50-ns, noop-p99-ns, small-p50-ns,
+// small-p99-ns, rt-p50-ns and rt-p99-ns (median and 99th percentile
+// latency), and rt/noop and rt/small, the ratios of the medians. ns/op is the time of both rounds.
 // The server is as `fleetstate serve` runs it: bearer tokens, the state on
 // disk, and the token file watched for revocations.
 func BenchmarkMCP(b *testing.B) {
@@ -176,10 +182,17 @@ func benchMCP(b *testing.B, n int) {
 		}
 	}
 	settle()
-	var noopLat, rtLat []time.Duration
+	if _, err := benchCall(ctx, lead, "new_session", map[string]any{"name": "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	var noopLat, smallLat, rtLat []time.Duration
 	for b.Loop() {
 		noopLat = benchRound(b, noopLat, n, func(ctx context.Context, i int) error {
 			_, err := benchCall(ctx, noop[i], "noop", nil)
+			return err
+		})
+		smallLat = benchRound(b, smallLat, n, func(ctx context.Context, i int) error {
+			_, err := benchCall(ctx, noop[i], "get_session", nil)
 			return err
 		})
 		rtLat = benchRound(b, rtLat, n, func(ctx context.Context, i int) error {
@@ -197,12 +210,16 @@ func benchMCP(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	np50, np99 := percentiles(noopLat)
+	sp50, sp99 := percentiles(smallLat)
 	rp50, rp99 := percentiles(rtLat)
 	b.ReportMetric(np50, "noop-p50-ns")
 	b.ReportMetric(np99, "noop-p99-ns")
+	b.ReportMetric(sp50, "small-p50-ns")
+	b.ReportMetric(sp99, "small-p99-ns")
 	b.ReportMetric(rp50, "rt-p50-ns")
 	b.ReportMetric(rp99, "rt-p99-ns")
 	b.ReportMetric(rp50/np50, "rt/noop")
+	b.ReportMetric(rp50/sp50, "rt/small")
 	b.ReportMetric(float64(len(rtLat)), "calls")
 }
 
