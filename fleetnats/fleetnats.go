@@ -261,11 +261,26 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 	if err != nil {
 		return nil, unavailable("open bucket "+cfg.Bucket, err)
 	}
+	// A replicated bucket just created may not answer reads for a moment
+	// (no responders while its stream's replicas start): wait, a few
+	// tries within ctx, until a read of a key finds it or not.
+	for try := 0; try < createTries && ctx.Err() == nil; try++ {
+		if _, err := kv.Get(ctx, probeKey); !errors.Is(err, nats.ErrNoResponders) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try+1) * 50 * time.Millisecond):
+		}
+	}
 	f.mu.Lock()
 	f.buckets[kind] = kv
 	f.mu.Unlock()
 	return kv, nil
 }
+
+// probeKey is the key read to see that a bucket answers; no one writes it.
+const probeKey = "fleetstate-probe"
 
 // objects returns the fleet's object store of kind, created if it does
 // not exist.
