@@ -81,7 +81,12 @@ func startServe(t *testing.T, args ...string) *daemon {
 		t.Fatal(err)
 	}
 	d := &daemon{cmd: cmd}
-	t.Cleanup(func() { d.kill(syscall.SIGKILL) })
+	t.Cleanup(func() {
+		d.kill(syscall.SIGKILL)
+		if t.Failed() { // what the daemon said, for the failure's story
+			t.Logf("the log of the daemon at %s:\n%s", d.url, strings.Join(d.lines(), "\n"))
+		}
+	})
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
