@@ -210,7 +210,7 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 		// A poll shows what was returned, and keeps it: a lead that
 		// lost a response looks for it there.
 		if receipt = sessionID(ctx); receipt != "" {
-			a.conns.received(receipt, id.Agent)
+			a.conns.received(receipt, id.Agent, ticketArg(args))
 		}
 	}
 	stop := startProgress(ctx, srv, token, a.opt.ProgressInterval)
@@ -223,6 +223,21 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 		a.conns.returnedTo(receipt, o)
 	}
 	return out, nil
+}
+
+// ticketArg returns the ticket a call's arguments name, if any.
+func ticketArg(args any) string {
+	var tk *string
+	switch a := args.(type) {
+	case *ackArgs:
+		tk = a.Ticket
+	case *cancelArgs:
+		tk = a.Ticket
+	}
+	if tk == nil {
+		return ""
+	}
+	return *tk
 }
 
 func (a *Adapter) permit(t tool, id Identity) error {

@@ -70,7 +70,8 @@ func newConnections(rv *fleetstate.Rendezvous) *connections {
 //
 // The outcome a blocking fleet_send (or fleet_cancel) returned stays held on
 // its ticket until the connection that carried it calls again: that call
-// shows the response arrived. Another connection of the same lead proves
+// shows the response arrived (unless that call acks or cancels the very
+// ticket: then the call after it does). Another connection of the same lead proves
 // nothing about it. (Servers run the rendezvous with HoldReturned, so that
 // only this, an ack or the end of the hold releases them.) A connection is
 // the MCP session; calls without one cannot be told apart, and what they
@@ -91,14 +92,22 @@ func (c *connections) returnedTo(key string, o fleetstate.Outcome) {
 	c.returned[key] = append(c.returned[key], o.Ticket)
 }
 
-// received releases what earlier calls on connection key returned to lead.
-func (c *connections) received(key, lead string) {
+// received releases what earlier calls on connection key returned to
+// lead, but for the ticket the new call names (this one): that call acks
+// it, as a lead is told to, or cancels it again, and must find it; it is
+// released at the connection's next call instead.
+func (c *connections) received(key, lead, this string) {
 	c.mu.Lock()
 	tickets := c.returned[key]
 	delete(c.returned, key)
+	if this != "" && slices.Contains(tickets, this) {
+		c.returned[key] = []string{this}
+	}
 	c.mu.Unlock()
 	for _, tk := range tickets {
-		_ = c.rv.Ack(lead, tk) // acked meanwhile, or cleaned: nothing to release
+		if tk != this {
+			_ = c.rv.Ack(lead, tk) // acked meanwhile, or cleaned: nothing to release
+		}
 	}
 }
 

@@ -263,3 +263,23 @@ func TestRefusedStreamIsNoConnection(t *testing.T) {
 		t.Fatalf("ticket after refused streams %v; want still working", p)
 	}
 }
+
+// TestAckOfAnOutcomeJustReturned: on a connection with a session, the
+// outcome a call returned is let go at that connection's next call; when
+// that very call acks the ticket (as a lead is told to), or cancels it
+// again, it finds it, rather than ERR_UNKNOWN_TICKET. The call after lets
+// it go.
+func TestAckOfAnOutcomeJustReturned(t *testing.T) {
+	d := newConnDaemon(t, &fleetstate.RendezvousOptions{HoldReturned: time.Hour})
+	lead := d.connect("lead", false)
+	for _, next := range []string{"fleet_ack", "fleet_cancel"} {
+		sent := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "never mind", "wait": false})
+		tk := sent["ticket"]
+		if o := lead.e.ok(anon, "fleet_cancel", map[string]any{"ticket": tk}); o["reason"] != string(fleetstate.ReasonCancelled) {
+			t.Fatalf("fleet_cancel = %v; want failed, cancelled", o)
+		}
+		lead.e.ok(anon, next, map[string]any{"ticket": tk})
+		lead.e.ok(anon, "fleet_members", nil)
+		lead.e.fail(anon, "fleet_poll", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
+	}
+}
