@@ -47,7 +47,7 @@ func (f *Fleet) writeBlob(ctx context.Context, kv jetstream.KeyValue, content []
 	for off := 0; off < len(content); off += chunk {
 		end := min(off+chunk, len(content))
 		if _, err := kv.Put(ctx, ref.ID+"."+strconv.Itoa(ref.Chunks), content[off:end]); err != nil {
-			_ = f.dropBlob(context.WithoutCancel(ctx), kv.Bucket(), ref.ID)
+			f.discardBlob(ctx, kv.Bucket(), ref.ID, "a blob cut short stays until it is swept")
 			return nil, ref, err
 		}
 		ref.Chunks++
@@ -100,14 +100,18 @@ func readBlob(ctx context.Context, kv jetstream.KeyValue, ref blobRef) ([]byte, 
 	return buf.Bytes(), nil
 }
 
-// dropBlob purges the chunks of blob id from the bucket named bucket (its
-// full name), within blobCleanupTimeout.
-func (f *Fleet) dropBlob(ctx context.Context, bucket, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, blobCleanupTimeout)
+// discardBlob purges the chunks of blob id from the bucket named bucket
+// (its full name), best effort and within blobCleanupTimeout, whether or
+// not ctx has ended: a blob left behind is named by nothing, so only its
+// space is lost until it is swept, which is what a failure logs (stays).
+func (f *Fleet) discardBlob(ctx context.Context, bucket, id, stays string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), blobCleanupTimeout)
 	defer cancel()
 	st, err := f.js.Stream(ctx, "KV_"+bucket)
 	if err == nil {
 		err = st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bucket+"."+id+".>"))
 	}
-	return err
+	if err != nil {
+		f.log.Warn("fleetnats: "+stays, "fleet", f.name, "blob", id, "err", err)
+	}
 }

@@ -138,10 +138,7 @@ func (l *turnLog) releaseBig(ctx context.Context, id, blob string) error {
 }
 
 func (l *turnLog) dropBlob(ctx context.Context, blob string) {
-	if err := l.f.dropBlob(context.WithoutCancel(ctx), l.f.bucketName(turnBlobsBucket), blob); err != nil {
-		l.f.log.Warn("fleetnats: a large turn record stays until the next owner sweeps it",
-			"fleet", l.f.name, "blob", blob, "err", err)
-	}
+	l.f.discardBlob(ctx, l.f.bucketName(turnBlobsBucket), blob, "a large turn record stays until the next owner sweeps it")
 }
 
 // loadedTurn is what a load found of one turn: the entries of its two

@@ -22,6 +22,27 @@ func leaseConnect(t *testing.T, url string) *fleetnats.Fleet {
 	return f
 }
 
+// takeOver removes the lease of the fleet "lease", as it would go had its
+// owner's renewals been cut off (the owner does not know yet), and has b
+// own the fleet; the test's cleanup closes the ownership.
+func takeOver(t *testing.T, b *fleetnats.Fleet) *fleetnats.Ownership {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := b.JetStream().KeyValue(ctx, "lease-owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := b.Own(ctx, fleetnats.OwnOptions{})
+	if err != nil {
+		t.Fatalf("Own after the lease went: %v", err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	return ob
+}
+
 // TestOwnOneOwner: of two daemons the second is refused, named the first's
 // address, until the first gives the fleet up.
 func TestOwnOneOwner(t *testing.T) {
@@ -64,19 +85,7 @@ func TestOwnFencesTheOldOwner(t *testing.T) {
 	if err := oa.Save(ctx, "turn-1", []byte(`{"id":"turn-1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	// The lease disappears as it would had a's renewals been cut off.
-	kv, err := b.JetStream().KeyValue(ctx, "lease-owner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Purge(ctx, "owner"); err != nil {
-		t.Fatal(err)
-	}
-	ob, err := b.Own(ctx, fleetnats.OwnOptions{})
-	if err != nil {
-		t.Fatalf("Own after the lease went: %v", err)
-	}
-	defer ob.Close()
+	ob := takeOver(t, b)
 	err = oa.Save(ctx, "turn-1", []byte(`{"id":"turn-1","stale":true}`))
 	if fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
 		t.Fatalf("old owner's Save: %v; want ERR_UNAVAILABLE", err)
@@ -208,18 +217,7 @@ func TestOwnFencesTheOldOwnersRelease(t *testing.T) {
 	if err := oa.Save(ctx, "turn-1", []byte("a")); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := b.JetStream().KeyValue(ctx, "lease-owner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Purge(ctx, "owner"); err != nil {
-		t.Fatal(err)
-	}
-	ob, err := b.Own(ctx, fleetnats.OwnOptions{})
-	if err != nil {
-		t.Fatalf("Own after the lease went: %v", err)
-	}
-	defer ob.Close()
+	ob := takeOver(t, b)
 	if err := oa.Release(ctx, "turn-1"); err != nil && fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
 		t.Fatalf("old owner's Release: %v; want nil or ERR_UNAVAILABLE", err)
 	}

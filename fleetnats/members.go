@@ -682,11 +682,7 @@ func (r *RemoteMember) Deliver(ctx context.Context, content string) error {
 		if err != nil {
 			return unavailable(fmt.Sprintf("deliver to member %q", r.name), err)
 		}
-		defer func() {
-			if err := r.f.dropBlob(context.WithoutCancel(ctx), kv.Bucket(), ref.ID); err != nil {
-				r.f.log.Warn("fleetnats: a delivered brief stays until the next owner sweeps it", "fleet", r.f.name, "blob", ref.ID, "err", err)
-			}
-		}()
+		defer r.f.discardBlob(ctx, kv.Bucket(), ref.ID, "a delivered brief stays until the next owner sweeps it")
 		req.Content, req.Blob = "", &ref
 	}
 	rep, answered, err := r.call(ctx, "deliver", req)

@@ -228,7 +228,7 @@ func (s *store) Put(ctx context.Context, id fleetstate.FileID, content []byte, o
 	var newBlob string // the blob it names, removed unless the put succeeds
 	defer func() {
 		if newBlob != "" {
-			s.dropBlob(context.WithoutCancel(ctx), newBlob)
+			s.dropBlob(ctx, newBlob)
 		}
 	}()
 	for {
@@ -355,10 +355,7 @@ func (s *store) entry(ctx context.Context, content []byte) (value []byte, blob s
 // dropBlob purges a blob's chunks, best effort: a blob left behind is
 // named by no entry, so only its space is lost, until Clean.
 func (s *store) dropBlob(ctx context.Context, id string) {
-	if err := s.f.dropBlob(ctx, s.f.bucketName("blobs"), id); err != nil {
-		s.f.log.Warn("fleetnats: a blob of an overwritten file stays until the sessions are cleaned",
-			"fleet", s.f.name, "blob", id, "err", err)
-	}
+	s.f.discardBlob(ctx, s.f.bucketName("blobs"), id, "a blob of an overwritten file stays until the sessions are cleaned")
 }
 
 func (s *store) readBlob(ctx context.Context, ref blobRef) ([]byte, error) {
