@@ -56,7 +56,10 @@ type Options struct {
 
 	// SyncWrites makes Put flush each file to stable storage before it
 	// returns. Without it a put survives the crash of the process (the
-	// rename is atomic) but not necessarily a power failure.
+	// file is swapped in atomically) but not necessarily a power failure:
+	// a file put in the last seconds before one (until the operating
+	// system writes it back, about 30 s on Linux) may come back empty, as
+	// may one it replaced in that time.
 	SyncWrites bool
 
 	// NoGitIgnore stops Open from adding the state directory to the
@@ -630,7 +633,7 @@ func (s *Store) writeFile(op, final string, data []byte, overwrite bool) (err er
 func (s *Store) commit(op, tmp, final string, overwrite bool) error {
 	if s.osFs {
 		if overwrite {
-			if err := os.Rename(tmp, final); err != nil {
+			if err := replaceFile(tmp, final); err != nil {
 				return s.conflictOrIO(op, err, final)
 			}
 			return nil
