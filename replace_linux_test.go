@@ -4,7 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -110,5 +113,45 @@ func TestReplaceFileOverAFolder(t *testing.T) {
 		if data, err := os.ReadFile(tmp); err != nil || string(data) != "new content" {
 			t.Fatalf("temporary file holds %q, %v; want the new content", data, err)
 		}
+	}
+}
+
+// BenchmarkOverwriteOS compares the two ways to put a finished 1 KiB
+// temporary file over an existing one, eight writers in one folder, each
+// on its own file: a rename over it, and replaceFile.
+func BenchmarkOverwriteOS(b *testing.B) {
+	data := make([]byte, 1024)
+	for _, way := range []struct {
+		name    string
+		replace func(tmp, final string) error
+	}{{"rename", os.Rename}, {"exchange", replaceFile}} {
+		b.Run(way.name, func(b *testing.B) {
+			dir := b.TempDir()
+			var next atomic.Int64
+			b.SetParallelism(8 / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				final := filepath.Join(dir, "f"+strconv.FormatInt(next.Add(1), 10))
+				if err := os.WriteFile(final, data, 0o600); err != nil {
+					b.Error(err)
+					return
+				}
+				for pb.Next() {
+					f, err := os.CreateTemp(dir, tempPrefix+"*")
+					if err == nil {
+						_, err = f.Write(data)
+						if cerr := f.Close(); err == nil {
+							err = cerr
+						}
+					}
+					if err == nil {
+						err = way.replace(f.Name(), final)
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
 	}
 }
