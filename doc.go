@@ -68,8 +68,9 @@
 //
 // Every outcome of an ended turn names its ticket. One that a call
 // returned stays held there until the lead's next call (or, with
-// [RendezvousOptions.KeepReturned], until acked), so an outcome lost with
-// a connection can still be polled.
+// [RendezvousOptions.HoldReturned], until acked or for that long, also
+// across a restart), so an outcome lost with a connection can still be
+// polled.
 //
 // # Ownership and restarts
 //

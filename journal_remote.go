@@ -3,6 +3,7 @@ package fleetstate
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"time"
 )
@@ -58,15 +59,28 @@ func (j *journal) remotePersist(t *turn, rec *turnRecord) error {
 	return nil
 }
 
-// remoteSettle forgets, in the remote journal, the turns released since
-// the last settle. A failure only leaves a finished turn to be taken up
-// again by a later owner, as a crash would.
+// remoteSettle saves, in the remote journal, the records of the turns
+// retired since the last settle (they now say when their hold ends), and
+// forgets the turns released since. A failure only leaves a finished turn
+// to be taken up again by a later owner, as a crash would: held until its
+// hold's end, or, without that record, until acked.
 func (j *journal) remoteSettle() {
-	if len(j.released) == 0 {
+	if len(j.released) == 0 && len(j.moving) == 0 {
 		return
 	}
 	ctx, cancel := j.rctx()
 	defer cancel()
+	for _, m := range j.moving {
+		if slices.Contains(j.released, m.t.ID) {
+			continue // released in the same step: nothing to hold
+		}
+		j.buf = appendRecord(j.buf[:0], &m.rec)
+		if err := j.remote.Save(ctx, m.t.ID, j.buf); err != nil {
+			j.log("fleetstate: save the end of a returned outcome's hold", "turn", m.t.ID, "err", err)
+		}
+	}
+	clear(j.moving)
+	j.moving = j.moving[:0]
 	for _, id := range j.released {
 		if err := j.remote.Release(ctx, id); err != nil {
 			j.log("fleetstate: release a finished turn", "turn", id, "err", err)
@@ -76,7 +90,7 @@ func (j *journal) remoteSettle() {
 }
 
 func (j *journal) remoteReset() error {
-	j.released = nil
+	j.released, j.moving = nil, nil
 	ctx, cancel := j.rctx()
 	defer cancel()
 	return withOp("reset", j.remote.Reset(ctx))

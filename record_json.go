@@ -72,6 +72,10 @@ func appendRecord(b []byte, rec *turnRecord) []byte {
 		b = append(b, `,"opened":`...)
 		b = appendJSONTime(b, *rec.Opened)
 	}
+	if rec.HeldUntil != nil {
+		b = append(b, `,"held_until":`...)
+		b = appendJSONTime(b, *rec.HeldUntil)
+	}
 	return append(b, '}')
 }
 

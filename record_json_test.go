@@ -36,6 +36,10 @@ func TestAppendRecordIsJSON(t *testing.T) {
 			o := when("opened at")
 			rec.Opened = &o
 		}
+		if rapid.Bool().Draw(t, "held until") {
+			u := when("held until at")
+			rec.HeldUntil = &u
+		}
 		if rapid.Bool().Draw(t, "held") {
 			rec.Held = &Outcome{Kind: OutcomeKind(str("kind")), TurnID: str("turn"), Ticket: str("held ticket"), From: str("from"),
 				Content: str("content"), Partial: rapid.Bool().Draw(t, "partial"), Reason: Reason(str("reason")),

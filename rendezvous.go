@@ -102,7 +102,8 @@ type RendezvousOptions struct {
 	// that carried it calls again (the MCP adapter does): a call on one
 	// connection says nothing of what another connection received, and a
 	// connection that cannot be told apart from others is covered by the
-	// hold alone.
+	// hold alone. The hold's end is in the turn's record: a restart keeps
+	// what is left of it, and at least RejoinTimeout.
 	HoldReturned time.Duration
 	// AddOnReady makes [Rendezvous.SetReady] of a name that is not a
 	// registered member add it as a member that pulls its messages
@@ -487,7 +488,9 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 // restore takes up the turns an earlier rendezvous left on disk. A member
 // that held an open turn counts as ready, since its client is about to
 // reconnect, for at most RejoinTimeout; a question keeps what is left of
-// its window; queued messages wait for their member as new ones do.
+// its window; queued messages wait for their member as new ones do; an
+// outcome a call of the lead returned keeps what is left of its hold, at
+// least RejoinTimeout; any other finished turn is held until acked.
 func (r *Rendezvous) restore() error {
 	loaded, err := r.j.load()
 	if err != nil {
@@ -504,6 +507,14 @@ func (r *Rendezvous) restore() error {
 		switch t.State {
 		case TicketQueued:
 			m.queue = append(m.queue, t)
+		case TicketDone:
+			if t.HeldUntil != nil {
+				// Returned before the restart, and held in case that
+				// response was lost: until the hold's end, and in any case
+				// for RejoinTimeout, the time the lead has to reconnect.
+				t.handed = true
+				r.armHold(t, max(t.HeldUntil.Sub(now), r.opt.RejoinTimeout))
+			}
 		case TicketWorking, TicketQuestion:
 			if m.open != nil {
 				// Two open turns of one member: a record from before

@@ -169,6 +169,21 @@ func TestDisconnectErrors(t *testing.T) {
 	wantCode(t, f.r.Disconnect("scout"), fleetstate.CodeClosed)
 }
 
+// givenUpSend has the lead send "job" to scout, a member that pulls, the
+// member take it, the lead's call give up and then the member reply "the
+// answer"; it returns what the send returned.
+func givenUpSend(t *testing.T, f *fleet) result {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "job") })
+	f.next("scout")
+	cancel()
+	if err := f.r.Reply("scout", "the answer"); err != nil {
+		t.Fatal(err)
+	}
+	return <-sent
+}
+
 // TestGivenUpCallerLeavesOutcomeOnTicket: a lead whose call has given up
 // (its connection dropped) before its member replies never has the reply
 // handed to that call, even if the call had not yet noticed: the reply is
@@ -177,14 +192,7 @@ func TestGivenUpCallerLeavesOutcomeOnTicket(t *testing.T) {
 	for i := range 200 {
 		f := newFleet(t, nil)
 		f.pull("scout")
-		ctx, cancel := context.WithCancel(context.Background())
-		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "job") })
-		f.next("scout")
-		cancel()
-		if err := f.r.Reply("scout", "the answer"); err != nil {
-			t.Fatal(err)
-		}
-		res := <-sent
+		res := givenUpSend(t, f)
 		all, err := f.r.PollAll(context.Background(), "lead", 0)
 		if err != nil {
 			t.Fatal(err)

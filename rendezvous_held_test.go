@@ -150,10 +150,13 @@ func TestHeldSteadyStateCreatesNoFile(t *testing.T) {
 }
 
 // TestHeldAcrossRestarts: an outcome held for a re-poll survives a crash
-// as it always did: restored as a finished ticket held until acked (the
-// hold's timer does not outlive the process); one whose hold ended, or
-// that was acked, never comes back, also when acked after a restart; and
-// the slot it left reused by the next turn restores that turn too.
+// held as before, returned, until its hold's end (not until acked, which a
+// lead without a session never does: such outcomes would pile up restart
+// after restart); one whose hold ended, or that was acked, never comes
+// back, also when acked after a restart; the slot it left reused by the
+// next turn restores that turn too; and one whose hold ended while no
+// rendezvous ran is held for the rejoin window after the restart, the
+// time its lead has to reconnect, and then forgotten.
 func TestHeldAcrossRestarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const hold = time.Minute
@@ -161,17 +164,19 @@ func TestHeldAcrossRestarts(t *testing.T) {
 		f := newFleet(t, opts)
 		f.pull("scout")
 		a := heldRoundTrip(t, f.r, "scout", "a")
+		settle(hold / 2)
 		b := heldRoundTrip(t, f.r, "scout", "b") // in the slot a left
 		f.restart(opts, "scout")
 		wantHeld(t, f.r, a, "a after a restart")
 		wantHeld(t, f.r, b, "b after a restart")
-		if p, _ := f.r.Poll(context.Background(), "lead", a.Ticket, 0); p.Returned {
-			t.Errorf("a after a restart = %+v; want a plain held outcome, not returned", p)
+		if p, _ := f.r.Poll(context.Background(), "lead", a.Ticket, 0); !p.Returned {
+			t.Errorf("a after a restart = %+v; want it returned, as before the restart", p)
 		}
-		settle(2 * hold)
-		wantHeld(t, f.r, a, "a past its hold after a restart (held until acked)")
+		settle(hold/2 + time.Second) // a's hold ends, b's does not
+		wantGone(t, f.r, a, "a past its hold after a restart")
+		wantHeld(t, f.r, b, "b within its hold after a restart")
 
-		if err := f.r.Ack("lead", a.Ticket); err != nil {
+		if err := f.r.Ack("lead", b.Ticket); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.r.SetReady("scout", true); err != nil {
@@ -182,15 +187,11 @@ func TestHeldAcrossRestarts(t *testing.T) {
 		wantGone(t, f.r, c, "c past its hold")
 		d := heldRoundTrip(t, f.r, "scout", "d")
 		f.restart(opts, "scout")
-		wantGone(t, f.r, a, "a acked after a restart, after another")
-		wantHeld(t, f.r, b, "b after two restarts")
+		wantGone(t, f.r, a, "a past its hold, after another restart")
+		wantGone(t, f.r, b, "b acked, after a restart")
 		wantGone(t, f.r, c, "c past its hold, after a restart")
 		wantHeld(t, f.r, d, "d after a restart")
-		if err := f.r.Ack("lead", b.Ticket); err != nil {
-			t.Fatal(err)
-		}
 		f.restart(opts, "scout")
-		wantGone(t, f.r, b, "b acked, after a restart")
 		wantHeld(t, f.r, d, "d after two restarts")
 
 		// Acked while its slot, in the pool, still ends with its record.
@@ -201,6 +202,26 @@ func TestHeldAcrossRestarts(t *testing.T) {
 		f.restart(opts, "scout")
 		wantGone(t, f.r, e, "e acked, after a restart")
 		wantHeld(t, f.r, d, "d after three restarts")
+
+		// Down for longer than the hold: what was held is there for the
+		// rejoin window after the restart, then gone, and stays gone.
+		if err := f.r.SetReady("scout", true); err != nil {
+			t.Fatal(err)
+		}
+		g := heldRoundTrip(t, f.r, "scout", "g")
+		fleetstate.Crash(f.r)
+		f.h.crashed(t)
+		settle(2 * hold)
+		f.st, f.r = openRendezvous(t, f.h, opts)
+		wantHeld(t, f.r, g, "g after a restart that came after its hold's end")
+		settle(fleetstate.DefaultRejoinTimeout - time.Second)
+		wantHeld(t, f.r, g, "g within the rejoin window")
+		settle(2 * time.Second)
+		wantGone(t, f.r, g, "g past the rejoin window")
+		wantGone(t, f.r, d, "d past its hold")
+		f.restart(opts)
+		wantGone(t, f.r, g, "g past the rejoin window, after a restart")
+		wantGone(t, f.r, d, "d past its hold, after a restart")
 	})
 }
 
@@ -603,5 +624,36 @@ func TestHeldLogRefused(t *testing.T) {
 	rv = reopen(rv)
 	for _, o := range []fleetstate.Outcome{a, b, c, d, e} {
 		wantHeld(t, rv, o, o.Content+" after the held log works again and a restart")
+	}
+}
+
+// TestGivenUpCallerOutcomeOutlivesHold: with HoldReturned, a reply handed
+// to a blocked call whose caller had given up meanwhile (it is not
+// returned, see TestGivenUpCallerLeavesOutcomeOnTicket) is held until
+// acked, also across a restart long after the hold would have ended: it
+// was never returned, so no hold's end applies to it.
+func TestGivenUpCallerOutcomeOutlivesHold(t *testing.T) {
+	const hold = time.Minute
+	for i := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			opts := &fleetstate.RendezvousOptions{HoldReturned: hold}
+			f := newFleet(t, opts)
+			f.pull("scout")
+			if res := givenUpSend(t, f); res.err != context.Canceled {
+				t.Fatalf("round %d: send = %+v, %v; want context.Canceled", i, res.o, res.err)
+			}
+			synctest.Wait()
+			f.restart(opts, "scout")
+			settle(2*hold + fleetstate.DefaultRejoinTimeout)
+			f.restart(opts, "scout")
+			all, err := f.r.PollAll(context.Background(), "lead", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(all) != 1 || all[0].Content != "the answer" || all[0].Returned {
+				t.Fatalf("round %d: tickets after restarts past the hold %+v; want the reply held, not returned", i, all)
+			}
+			f.r.Close()
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,7 +45,7 @@ import (
 // (15 minutes in a daemon), in case the response was lost. Its record no
 // longer changes, so such a turn gives its slot back: at the end of the
 // writer's step that handed it (settle, off the send's critical path), its
-// final record, already durable in the slot, is appended to the held log,
+// final record, with the hold's end (held_until), is appended to the held log,
 // held.jsonl beside the slots, and only once that append is done does the
 // slot go back to the pool (until then a crash finds the turn in its
 // slot). From then on the log speaks for the turn, and every later record
@@ -54,8 +55,9 @@ import (
 // before the call that released the turn returns. The last line of the log
 // that names a turn says its state; torn lines are skipped as in slots;
 // what one step appends goes in one write. A new Rendezvous restores the
-// turns of the log as it restores finished turns of slots: held until
-// acked (the hold's timer does not outlive the process; so it always was).
+// turns of the log as it restores finished turns of slots; a record with
+// held_until is held until then, and at least RejoinTimeout after the
+// restart (see Rendezvous.restore), any other until acked.
 //
 // Once the log is past heldCompactMin bytes and twice the size of its live
 // records, settle compacts it: it first writes the free mark of every
@@ -368,13 +370,20 @@ func (j *journal) pool(s slot, covered bool) {
 }
 
 // retire notes that t, done, was handed to its lead and is now held only
-// in case the response was lost: the next settle moves its record to the
-// held log and its slot to the pool. r.mu and r.wmu must be held.
+// in case the response was lost: the next settle moves its record, which
+// now says when the hold ends, to the held log and its slot to the pool
+// (in a remote journal, saves that record). r.mu and r.wmu must be held.
 func (j *journal) retire(t *turn) {
-	if j.remote != nil || j.closed || t.logged || t.State != TicketDone {
+	if j.closed || t.logged || t.State != TicketDone {
 		return
 	}
 	j.moving = append(j.moving, moving{t: t, rec: t.turnRecord})
+}
+
+// unretire undoes retire of t, if settle has not yet moved its record.
+// r.mu and r.wmu must be held.
+func (j *journal) unretire(t *turn) {
+	j.moving = slices.DeleteFunc(j.moving, func(m moving) bool { return m.t == t })
 }
 
 // settle writes what the writer's step left due: the held log's forget

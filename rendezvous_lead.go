@@ -134,10 +134,20 @@ func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
 	}
 	r.lockW()
 	defer r.unlockW()
+	save := false
 	if r.tickets[t.Ticket] != t {
 		// Forgotten meanwhile by another call of the lead.
 		r.turns[t.ID] = t
 		r.tickets[t.Ticket] = t
+		save = true
+	}
+	if t.HeldUntil != nil {
+		// Its record said the hold ends: a restart would end it too.
+		t.HeldUntil = nil
+		r.j.unretire(t)
+		save = true
+	}
+	if save {
 		r.j.save(t)
 	}
 	t.unhand()

@@ -1436,9 +1436,11 @@ func (m *rvMachine) releaseAll(t *rapid.T, what string) {
 }
 
 // restore is the model of a new rendezvous on the state of one that
-// stopped: every held ticket is back, news, and none handed; a member with
-// an open turn counts as ready until the rejoin bound, the others are not
-// ready; a restored question keeps its window.
+// stopped: every held ticket is back, as news; an outcome a call returned
+// with a hold stays handed until its hold's end or the rejoin bound,
+// whichever is later, and without a hold it is handed no more; a member
+// with an open turn counts as ready until the rejoin bound, the others are
+// not ready; a restored question keeps its window.
 func (m *rvMachine) restore() {
 	for _, name := range m.members {
 		m.mem[name] = &rvMember{}
@@ -1451,7 +1453,13 @@ func (m *rvMachine) restore() {
 		if msg.gone {
 			continue
 		}
-		msg.seen, msg.handed, msg.holdAt, msg.readyAt, msg.windowAt = false, false, time.Time{}, time.Time{}, time.Time{}
+		held := msg.handed && !msg.holdAt.IsZero()
+		msg.seen, msg.handed, msg.readyAt, msg.windowAt = false, held, time.Time{}, time.Time{}
+		if held {
+			msg.holdAt = later(msg.holdAt, m.clock.Add(rvRejoin))
+		} else {
+			msg.holdAt = time.Time{}
+		}
 		switch msg.state {
 		case fleetstate.TicketQueued:
 			if !m.mem[msg.member].ready {
@@ -1554,4 +1562,12 @@ func (m *rvMachine) closeAndReopen(t *rapid.T) {
 	m.r = r2 // closed at cleanup
 	m.restore()
 	m.compare(t, "after reopening, ")
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

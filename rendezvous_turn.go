@@ -24,6 +24,10 @@ type turnRecord struct {
 	Answer   *string     `json:"answer,omitempty"` // the lead's answer to a question whose Ask died in a restart, for the member's next Ask
 	Held     *Outcome    `json:"held,omitempty"`   // the terminal outcome, once State is done
 	Opened   *time.Time  `json:"opened,omitempty"` // when the message was delivered (pointers encode more cheaply than omitzero times)
+	// HeldUntil is when the hold of an outcome that a call of the lead
+	// returned ends (RendezvousOptions.HoldReturned), so that a restart
+	// ends it too rather than hold it until acked.
+	HeldUntil *time.Time `json:"held_until,omitempty"`
 }
 
 // turn is one message to a member and everything that follows from it until
@@ -301,23 +305,32 @@ func (r *Rendezvous) hand(t *turn) {
 	}
 	t.handed = true
 	if d := r.opt.HoldReturned; d > 0 {
-		var tm *time.Timer
-		tm = time.AfterFunc(d, func() {
-			r.lockW()
-			defer r.unlockW()
-			if t.holdTimer == tm && t.handed && r.tickets[t.Ticket] == t {
-				r.forget(t)
-				r.changed(t.Lead)
-			}
-		})
-		t.holdTimer = tm
-		// Held for a re-poll only: its record moves to the held log and
-		// its slot to the pool (see rendezvous_journal.go).
+		until := time.Now().Add(d)
+		t.HeldUntil = &until
+		r.armHold(t, d)
+		// Held for a re-poll only: its record, with the hold's end, moves
+		// to the held log and its slot to the pool (see
+		// rendezvous_journal.go).
 		r.j.retire(t)
 		return
 	}
 	l := r.lead(t.Lead)
 	l.handed = append(l.handed, t)
+}
+
+// armHold forgets t, whose outcome a call of the lead returned, after d.
+// r.mu must be held.
+func (r *Rendezvous) armHold(t *turn, d time.Duration) {
+	var tm *time.Timer
+	tm = time.AfterFunc(d, func() {
+		r.lockW()
+		defer r.unlockW()
+		if t.holdTimer == tm && t.handed && r.tickets[t.Ticket] == t {
+			r.forget(t)
+			r.changed(t.Lead)
+		}
+	})
+	t.holdTimer = tm
 }
 
 // releaseHanded forgets the outcomes that calls of lead returned before
