@@ -371,10 +371,11 @@ func (j *journal) pool(s slot, covered bool) {
 
 // retire notes that t, done, was handed to its lead and is now held only
 // in case the response was lost: the next settle moves its record, which
-// now says when the hold ends, to the held log and its slot to the pool
-// (in a remote journal, saves that record). r.mu and r.wmu must be held.
-func (j *journal) retire(t *turn) {
-	if j.closed || t.logged || t.State != TicketDone {
+// says when the hold ends, to the held log and its slot to the pool (in a
+// remote journal, saves that record, unless saved says it is already).
+// r.mu and r.wmu must be held.
+func (j *journal) retire(t *turn, saved bool) {
+	if j.closed || t.logged || t.State != TicketDone || j.remote != nil && saved {
 		return
 	}
 	j.moving = append(j.moving, moving{t: t, rec: t.turnRecord})

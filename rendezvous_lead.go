@@ -449,7 +449,7 @@ func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) {
 	default:
 		r.emit(t, o)
 	}
-	r.hand(t)
+	r.hand(t, false)
 	t.seen = true
 	o = t.view()
 	o.Returned = false // this call is the one that returns it

@@ -239,12 +239,26 @@ const (
 // refuse what it cannot keep.
 func (r *Rendezvous) record(t *turn, o Outcome, mode writeMode) error {
 	next, o := t.recorded(o)
+	if d := r.opt.HoldReturned; d > 0 && o.terminal() && t.waiter != nil {
+		// The call waiting returns the outcome (see hand): the hold's end
+		// goes in the same write.
+		until := time.Now().Add(d)
+		next.HeldUntil = &until
+	}
 	if mode == writeFirst {
 		if err := r.write(func() error { return r.j.persistRecord(t, &next) }); err != nil {
 			return err
 		}
 	}
 	t.turnRecord = next
+	if t.HeldUntil != nil && t.waiter == nil && t.State == TicketDone && !t.handed {
+		// The call gave up while the record was written: the outcome is
+		// not returned, so it is held until acked.
+		t.HeldUntil = nil
+		if mode == writeFirst {
+			r.j.save(t)
+		}
+	}
 	t.seen = false // news for the lead
 	if o.terminal() {
 		t.stopTimers()
@@ -263,7 +277,7 @@ func (r *Rendezvous) record(t *turn, o Outcome, mode writeMode) error {
 		if o.terminal() {
 			// Handed over: the call returns it, and the ticket keeps it
 			// until the lead shows it got it.
-			r.hand(t)
+			r.hand(t, mode != writeAfter)
 			t.seen = true
 			o.Ticket, o.State = t.Ticket, ""
 			w.ch <- result{o: o}
@@ -298,20 +312,25 @@ func (t *turn) recorded(o Outcome) (turnRecord, Outcome) {
 	return next, o
 }
 
-// hand notes that a call of t's lead returns t's outcome. r.mu must be held.
-func (r *Rendezvous) hand(t *turn) {
+// hand notes that a call of t's lead returns t's outcome. written says that
+// the record this change writes is t's record as it stands (see record):
+// with a hold, its end is in it. r.mu must be held.
+func (r *Rendezvous) hand(t *turn, written bool) {
 	if t.handed {
 		return
 	}
 	t.handed = true
 	if d := r.opt.HoldReturned; d > 0 {
-		until := time.Now().Add(d)
-		t.HeldUntil = &until
-		r.armHold(t, d)
+		saved := written && t.HeldUntil != nil // written with the outcome (see record)
+		if t.HeldUntil == nil {
+			until := time.Now().Add(d)
+			t.HeldUntil = &until
+		}
+		r.armHold(t, time.Until(*t.HeldUntil))
 		// Held for a re-poll only: its record, with the hold's end, moves
 		// to the held log and its slot to the pool (see
-		// rendezvous_journal.go).
-		r.j.retire(t)
+		// rendezvous_journal.go); a remote journal saves it unless saved.
+		r.j.retire(t, saved)
 		return
 	}
 	l := r.lead(t.Lead)

@@ -1,0 +1,423 @@
+// Command serve measures a delegation's blocking round trip through
+// `fleetstate serve` over HTTP, as agents make it: the lead's fleet_send,
+// the member's fleet_next and fleet_reply, and the send returning the
+// reply. It runs the same daemon on the file backend and on NATS JetStream
+// side by side, each in its own processes on loopback, and alternates
+// them round by round, so that the machine's moments fall on all alike:
+//
+//	file       serve --dir (the embedded default)
+//	nats-node  serve --nats-node (the daemon runs its NATS node, R1)
+//	nats-1     serve --nats, one `fleetstate nats` node (R1)
+//	nats-3     serve --nats, three `fleetstate nats` nodes clustered (R3)
+//
+// It prints, per backend, the median over the rounds of each round's
+// median round trip, its p99, and the ratio to the file backend's.
+//
+//	go run ./bench/serve -rounds 5 -duration 2s
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+)
+
+var backendNames = []string{"file", "nats-node", "nats-1", "nats-3"}
+
+func main() {
+	rounds := flag.Int("rounds", 5, "measurements of each backend, alternated; the median is reported")
+	duration := flag.Duration("duration", 2*time.Second, "how long each measurement runs")
+	list := flag.String("backends", strings.Join(backendNames, ","), "backends, comma-separated: "+strings.Join(backendNames, ", "))
+	flag.Parse()
+	var names []string
+	for _, n := range strings.Split(*list, ",") {
+		if !slices.Contains(backendNames, n) {
+			fmt.Fprintf(os.Stderr, "serve: unknown backend %q (known: %s)\n", n, strings.Join(backendNames, ", "))
+			os.Exit(2)
+		}
+		names = append(names, n)
+	}
+	if *rounds < 1 || *duration <= 0 {
+		fmt.Fprintln(os.Stderr, "serve: -rounds and -duration must be positive")
+		os.Exit(2)
+	}
+	if err := run(names, *rounds, *duration); err != nil {
+		fmt.Fprintln(os.Stderr, "serve:", err)
+		os.Exit(1)
+	}
+}
+
+// fleet is one backend's daemon, its lead and its member.
+type fleet struct {
+	name         string
+	lead, member *mcpadapter.Client
+	stop         context.CancelFunc // ends the member's loop
+	memberErr    chan error
+}
+
+// sample is one measurement: the round trips' latencies.
+type sample []time.Duration
+
+func run(names []string, rounds int, d time.Duration) error {
+	tmp, err := os.MkdirTemp("", "fleetstate-bench-serve-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "fleetstate")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetstate/fleetstate/cmd/fleetstate").CombinedOutput(); err != nil {
+		return fmt.Errorf("build fleetstate: %v\n%s", err, out)
+	}
+	h := &harness{bin: bin, tmp: tmp}
+	defer h.close()
+	fleets := make([]*fleet, len(names))
+	for i, n := range names {
+		if fleets[i], err = h.start(n); err != nil {
+			return fmt.Errorf("start %s: %w", n, err)
+		}
+		defer fleets[i].close()
+	}
+	samples := make([][]sample, len(names))
+	for r := range rounds {
+		for i, f := range fleets {
+			s, err := f.measure(d)
+			if err != nil {
+				return fmt.Errorf("%s, round %d: %w", f.name, r+1, err)
+			}
+			samples[i] = append(samples[i], s)
+		}
+	}
+	fmt.Printf("blocking round trip (fleet_send, fleet_next, fleet_reply) over HTTP on loopback, one lead and one member, mcpadapter.Client; %d rounds of %v each, backends alternated, medians of the rounds' values\n\n", rounds, d)
+	fmt.Println("| backend | round trips/s | p50 | p99 | p50 / file | per round, p50 / file |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: | --- |")
+	file := slices.Index(names, "file")
+	for i, n := range names {
+		var rate, p50, p99, ratio []float64
+		for r, s := range samples[i] {
+			rate = append(rate, float64(len(s))/d.Seconds())
+			p50 = append(p50, quantile(s, 0.5))
+			p99 = append(p99, quantile(s, 0.99))
+			if file >= 0 {
+				ratio = append(ratio, quantile(s, 0.5)/quantile(samples[file][r], 0.5))
+			}
+		}
+		row := fmt.Sprintf("| %s | %.0f | %.0f µs | %.0f µs |", n, median(rate), median(p50), median(p99))
+		if file >= 0 {
+			per := make([]string, len(ratio))
+			for k, x := range ratio {
+				per[k] = fmt.Sprintf("%.2f", x)
+			}
+			row += fmt.Sprintf(" %.2f× | %s |", median(ratio), strings.Join(per, ", "))
+		} else {
+			row += " | |"
+		}
+		fmt.Println(row)
+	}
+	return nil
+}
+
+// measure runs round trips for d and returns their latencies.
+func (f *fleet) measure(d time.Duration) (sample, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	defer cancel()
+	var s sample
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		start := time.Now()
+		o, err := f.lead.Send(ctx, "member", "do it")
+		if err != nil {
+			return nil, err
+		}
+		if o.Kind != fleetstate.OutcomeReply || o.Content != "done" {
+			return nil, fmt.Errorf("fleet_send returned %+v; want the member's reply", o)
+		}
+		s = append(s, time.Since(start))
+		select {
+		case err := <-f.memberErr:
+			return nil, err
+		default:
+		}
+	}
+	return s, nil
+}
+
+// memberLoop answers every message "done" until ctx ends.
+func (f *fleet) memberLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		msg, ok, err := f.member.Next(ctx, time.Minute)
+		if err == nil && ok {
+			err = f.member.ReplyTurn(ctx, msg.TurnID, "done")
+		}
+		if err != nil && ctx.Err() == nil {
+			f.memberErr <- err
+			return
+		}
+	}
+}
+
+func (f *fleet) close() {
+	f.stop()
+	f.lead.Close()
+	f.member.Close()
+}
+
+// harness starts processes and ends them all.
+type harness struct {
+	bin, tmp string
+	mu       sync.Mutex
+	procs    []*exec.Cmd
+	n        int
+}
+
+func (h *harness) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.procs {
+		_ = p.Process.Kill()
+		_ = p.Wait()
+	}
+}
+
+// dir returns a new directory under the harness's.
+func (h *harness) dir(what string) string {
+	h.mu.Lock()
+	h.n++
+	n := h.n
+	h.mu.Unlock()
+	return filepath.Join(h.tmp, fmt.Sprintf("%s-%d", what, n))
+}
+
+var urlRE = regexp.MustCompile(`"?url"?[=:]"?(http://127\.0\.0\.1:\d+/mcp)`)
+
+// process starts the fleetstate binary with args and returns the first
+// match of re in its standard output or error, with the process left
+// running.
+func (h *harness) process(re *regexp.Regexp, args ...string) (string, error) {
+	cmd := exec.Command(h.bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	cmd.Stderr = cmd.Stdout // one pipe, read below
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	h.procs = append(h.procs, cmd)
+	h.mu.Unlock()
+	found := make(chan string, 1)
+	var logs strings.Builder
+	var mu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			mu.Lock()
+			if logs.Len() < 1<<14 {
+				logs.WriteString(sc.Text() + "\n")
+			}
+			mu.Unlock()
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case s := <-found:
+		return s, nil
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		return "", fmt.Errorf("fleetstate %s: nothing matching %s within 30s:\n%s", strings.Join(args, " "), re, logs.String())
+	}
+}
+
+var natsURLRE = regexp.MustCompile(`^(nats://127\.0\.0\.1:\d+)$`)
+
+// natsNode starts `fleetstate nats` with args and returns its client URL.
+func (h *harness) natsNode(name string, args ...string) (string, error) {
+	return h.process(natsURLRE, append([]string{"nats", "--name", name, "--store-dir", h.dir("nats"),
+		"--max-store", "1073741824", "--max-mem", "67108864", "--log-level", "warn"}, args...)...)
+}
+
+// token adds a token for agent in role on the fleet that where names
+// (--dir or --nats and its argument), trying again for a while: a NATS
+// cluster just started may not have elected its leaders yet.
+func (h *harness) token(agent, role string, where ...string) (string, error) {
+	var out []byte
+	var err error
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		out, err = exec.Command(h.bin, append([]string{"token", "add", "--agent", agent, "--role", role}, where...)...).Output()
+		if err == nil {
+			return strings.TrimSpace(string(out)), nil
+		}
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		err = fmt.Errorf("%w: %s", err, ee.Stderr)
+	}
+	return "", fmt.Errorf("token add %s: %w", agent, err)
+}
+
+// start brings backend name up and returns its fleet, its member looping.
+func (h *harness) start(name string) (*fleet, error) {
+	var where, serve []string
+	switch name {
+	case "file":
+		where = []string{"--dir", h.dir("state")}
+		serve = where
+	case "nats-node":
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		where = []string{"--nats", "nats://" + addr}
+		serve = []string{"--nats-node", "--nats-addr", addr, "--nats-store-dir", h.dir("node"),
+			"--nats-max-store", "1073741824", "--nats-max-mem", "67108864"}
+	case "nats-1":
+		url, err := h.natsNode("n1", "--addr", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		where = []string{"--nats", url}
+		serve = where
+	case "nats-3":
+		var clients, routes []string
+		for range 3 {
+			c, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			r, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			clients, routes = append(clients, c), append(routes, r)
+		}
+		var urls []string
+		for i := range 3 {
+			var others []string
+			for j, r := range routes {
+				if j != i {
+					others = append(others, "nats-route://"+r)
+				}
+			}
+			url, err := h.natsNode(fmt.Sprintf("n%d", i+1), "--addr", clients[i], "--cluster", routes[i],
+				"--routes", strings.Join(others, ","), "--cluster-name", "bench")
+			if err != nil {
+				return nil, err
+			}
+			urls = append(urls, url)
+		}
+		where = []string{"--nats", strings.Join(urls, ",")}
+		serve = where
+	}
+	tokens := map[string]string{}
+	add := func() error {
+		for agent, role := range map[string]string{"lead": "lead", "member": "member"} {
+			tok, err := h.token(agent, role, where...)
+			if err != nil {
+				return err
+			}
+			tokens[agent] = tok
+		}
+		return nil
+	}
+	if name != "nats-node" { // its NATS node starts with the daemon
+		if err := add(); err != nil {
+			return nil, err
+		}
+	}
+	url, err := h.process(urlRE, append([]string{"serve", "--addr", "127.0.0.1:0"}, serve...)...)
+	if err != nil {
+		return nil, err
+	}
+	if name == "nats-node" {
+		if err := add(); err != nil {
+			return nil, err
+		}
+	}
+	lead, err := dial(url, tokens["lead"], "lead")
+	if err != nil {
+		return nil, err
+	}
+	member, err := dial(url, tokens["member"], "member")
+	if err != nil {
+		lead.Close()
+		return nil, err
+	}
+	// The member's first call makes it a ready member, also where its
+	// token was added after the daemon started.
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_, _, err = member.Next(cctx, 0)
+	ccancel()
+	if err != nil {
+		lead.Close()
+		member.Close()
+		return nil, fmt.Errorf("the member's first fleet_next: %w", err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	f := &fleet{name: name, lead: lead, member: member, stop: stop, memberErr: make(chan error, 1)}
+	go f.memberLoop(ctx)
+	// Warm up: the first round trips open the fleet's buckets and slots.
+	if _, err := f.measure(200 * time.Millisecond); err != nil {
+		f.close()
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	return f, nil
+}
+
+// dial connects to the daemon at url as agent, trying again while it
+// joins its fleet.
+func dial(url, token, agent string) (*mcpadapter.Client, error) {
+	var err error
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var c *mcpadapter.Client
+		c, err = mcpadapter.Dial(ctx, url, token, agent)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("dial %s as %s: %w", url, agent, err)
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// quantile returns the q-quantile of s, in microseconds.
+func quantile(s sample, q float64) float64 {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return float64(c[int(q*float64(len(c)-1))]) / float64(time.Microsecond)
+}
+
+func median(xs []float64) float64 {
+	c := slices.Clone(xs)
+	slices.Sort(c)
+	return c[len(c)/2]
+}
