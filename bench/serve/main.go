@@ -56,7 +56,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "serve: -rounds and -duration must be positive")
 		os.Exit(2)
 	}
-	if err := run(names, *rounds, *duration); err != nil {
+	if err := run(os.Stdout, names, *rounds, *duration); err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}
@@ -73,7 +73,7 @@ type fleet struct {
 // sample is one measurement: the round trips' latencies.
 type sample []time.Duration
 
-func run(names []string, rounds int, d time.Duration) error {
+func run(w io.Writer, names []string, rounds int, d time.Duration) error {
 	tmp, err := os.MkdirTemp("", "fleetstate-bench-serve-")
 	if err != nil {
 		return err
@@ -102,9 +102,9 @@ func run(names []string, rounds int, d time.Duration) error {
 			samples[i] = append(samples[i], s)
 		}
 	}
-	fmt.Printf("blocking round trip (fleet_send, fleet_next, fleet_reply) over HTTP on loopback, one lead and one member, mcpadapter.Client; %d rounds of %v each, backends alternated, medians of the rounds' values\n\n", rounds, d)
-	fmt.Println("| backend | round trips/s | p50 | p99 | p50 / file | per round, p50 / file |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | --- |")
+	fmt.Fprintf(w, "blocking round trip (fleet_send, fleet_next, fleet_reply) over HTTP on loopback, one lead and one member, mcpadapter.Client; %d rounds of %v each, backends alternated, medians of the rounds' values\n\n", rounds, d)
+	fmt.Fprintln(w, "| backend | round trips/s | p50 | p99 | p50 / file | per round, p50 / file |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- |")
 	file := slices.Index(names, "file")
 	for i, n := range names {
 		var rate, p50, p99, ratio []float64
@@ -126,7 +126,7 @@ func run(names []string, rounds int, d time.Duration) error {
 		} else {
 			row += " | |"
 		}
-		fmt.Println(row)
+		fmt.Fprintln(w, row)
 	}
 	return nil
 }
