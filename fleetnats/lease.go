@@ -170,6 +170,7 @@ func (f *Fleet) Own(ctx context.Context, opts OwnOptions) (*Ownership, error) {
 		o.giveUp(context.Background())
 		return nil, err
 	}
+	o.turns.lead(cctx)
 	go o.renew()
 	return o, nil
 }

@@ -229,3 +229,44 @@ func TestOwnFencesTheOldOwnersRelease(t *testing.T) {
 		t.Fatalf("new owner's Load = %q, %v; want [a]: the old owner's release and save must not land", recs, err)
 	}
 }
+
+// TestOwnerLeadsTheTurns: on a 3-node cluster the owner's server leads the
+// turns' stream once Own returns, as each of two daemons, connected to
+// different servers, takes the fleet in turn; the owner's writes and reads
+// go through after the move.
+func TestOwnerLeadsTheTurns(t *testing.T) {
+	servers := natstest.Cluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, srv := range servers[:2] {
+		f := leaseConnect(t, srv.URL())
+		o, err := f.Own(ctx, fleetnats.OwnOptions{})
+		if err != nil {
+			t.Fatalf("daemon %d: Own: %v", i, err)
+		}
+		st, err := f.JetStream().Stream(ctx, "KV_lease-turns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		here := f.Conn().ConnectedServerName()
+		t.Logf("daemon %d at %s (%s): leader %s", i, srv.URL(), here, info.Cluster.Leader)
+		if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Leader != here {
+			t.Fatalf("daemon %d: the turns' stream (replicas %d) is led by %+v; want %s, the owner's server", i, info.Config.Replicas, info.Cluster, here)
+		}
+		id := fmt.Sprintf("turn%d", i)
+		if err := o.Save(ctx, id, []byte(`{"n":1}`)); err != nil {
+			t.Fatalf("daemon %d: Save after the move: %v", i, err)
+		}
+		recs, err := o.Load(ctx)
+		if err != nil || len(recs) != i+1 {
+			t.Fatalf("daemon %d: Load = %d records, %v; want %d", i, len(recs), err, i+1)
+		}
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
