@@ -68,6 +68,12 @@ type fleet struct {
 	lead, member *mcpadapter.Client
 	stop         context.CancelFunc // ends the member's loop
 	memberErr    chan error
+	// waiting gets a value each time the member is about to call
+	// fleet_next: a round trip starts once the member waits for work, as
+	// a member does between tasks, so that none overlaps the tail of the
+	// one before (which would make its message queued first, and then
+	// delivered, a write more on any backend).
+	waiting chan struct{}
 }
 
 // sample is one measurement: the round trips' latencies.
@@ -102,14 +108,18 @@ func run(w io.Writer, names []string, rounds int, d time.Duration) error {
 			samples[i] = append(samples[i], s)
 		}
 	}
-	fmt.Fprintf(w, "blocking round trip (fleet_send, fleet_next, fleet_reply) over HTTP on loopback, one lead and one member, mcpadapter.Client; %d rounds of %v each, backends alternated, medians of the rounds' values\n\n", rounds, d)
+	fmt.Fprintf(w, "blocking round trip (fleet_send, fleet_next, fleet_reply) over HTTP on loopback, one lead and one member waiting in fleet_next, mcpadapter.Client; %d rounds of %v each, backends alternated, medians of the rounds' values; round trips/s is one over their mean\n\n", rounds, d)
 	fmt.Fprintln(w, "| backend | round trips/s | p50 | p99 | p50 / file | per round, p50 / file |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- |")
 	file := slices.Index(names, "file")
 	for i, n := range names {
 		var rate, p50, p99, ratio []float64
 		for r, s := range samples[i] {
-			rate = append(rate, float64(len(s))/d.Seconds())
+			var busy time.Duration
+			for _, x := range s {
+				busy += x
+			}
+			rate = append(rate, float64(len(s))/busy.Seconds())
 			p50 = append(p50, quantile(s, 0.5))
 			p99 = append(p99, quantile(s, 0.99))
 			if file >= 0 {
@@ -131,12 +141,24 @@ func run(w io.Writer, names []string, rounds int, d time.Duration) error {
 	return nil
 }
 
+// parked is how long a round trip starts after the member said it was
+// about to call fleet_next: time for that call to reach the daemon.
+const parked = 2 * time.Millisecond
+
 // measure runs round trips for d and returns their latencies.
 func (f *fleet) measure(d time.Duration) (sample, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
 	var s sample
 	for end := time.Now().Add(d); time.Now().Before(end); {
+		select {
+		case <-f.waiting:
+		case err := <-f.memberErr:
+			return nil, err
+		case <-ctx.Done():
+			return nil, errors.New("the member is not back in fleet_next")
+		}
+		time.Sleep(parked)
 		start := time.Now()
 		o, err := f.lead.Send(ctx, "member", "do it")
 		if err != nil {
@@ -158,6 +180,10 @@ func (f *fleet) measure(d time.Duration) (sample, error) {
 // memberLoop answers every message "done" until ctx ends.
 func (f *fleet) memberLoop(ctx context.Context) {
 	for ctx.Err() == nil {
+		select {
+		case f.waiting <- struct{}{}:
+		default: // the signal before is still there
+		}
 		msg, ok, err := f.member.Next(ctx, time.Minute)
 		if err == nil && ok {
 			err = f.member.ReplyTurn(ctx, msg.TurnID, "done")
@@ -374,7 +400,7 @@ func (h *harness) start(name string) (*fleet, error) {
 		return nil, fmt.Errorf("the member's first fleet_next: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	f := &fleet{name: name, lead: lead, member: member, stop: stop, memberErr: make(chan error, 1)}
+	f := &fleet{name: name, lead: lead, member: member, stop: stop, memberErr: make(chan error, 1), waiting: make(chan struct{}, 1)}
 	go f.memberLoop(ctx)
 	// Warm up: the first round trips open the fleet's buckets and slots.
 	if _, err := f.measure(200 * time.Millisecond); err != nil {
