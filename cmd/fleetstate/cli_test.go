@@ -164,3 +164,26 @@ func TestConnectChecksIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSyncWritesEnv: $FLEET_STATE_SYNC_WRITES sets the store's SyncWrites;
+// a value that is not a boolean is refused, naming the variable, before
+// anything is written.
+func TestSyncWritesEnv(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{{"", false}, {"1", true}, {"true", true}, {"0", false}, {"false", false}} {
+		t.Setenv(syncWritesEnv, tc.v)
+		opts, err := storeOptions()
+		if err != nil || (opts != nil && opts.SyncWrites) != tc.want {
+			t.Errorf("%s=%q: options %+v, %v; want SyncWrites %v", syncWritesEnv, tc.v, opts, err, tc.want)
+		}
+	}
+	t.Setenv(syncWritesEnv, "maybe")
+	for _, args := range [][]string{{"mcp"}, {"serve", "--addr", "127.0.0.1:0"}} {
+		_, err := runIn(t, args...)
+		if err == nil || !strings.Contains(err.Error(), syncWritesEnv) {
+			t.Errorf("fleetstate %s with %s=maybe: %v; want an error naming the variable", strings.Join(args, " "), syncWritesEnv, err)
+		}
+	}
+}

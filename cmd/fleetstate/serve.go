@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,9 +82,32 @@ func newState(store *fleetstate.Store, rv *fleetstate.Rendezvous, tokens *mcpada
 	return s, nil
 }
 
+// syncWritesEnv, set to true, makes every put flush its file to stable
+// storage before it returns (fleetstate.Options.SyncWrites): it then
+// survives a power failure, at the price of an fsync per put.
+const syncWritesEnv = "FLEET_STATE_SYNC_WRITES"
+
+// storeOptions returns the options of the store on disk that the
+// environment asks for.
+func storeOptions() (*fleetstate.Options, error) {
+	v := os.Getenv(syncWritesEnv)
+	if v == "" {
+		return nil, nil
+	}
+	sync, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, fmt.Errorf("$%s is %q: want true or false (1 or 0)", syncWritesEnv, v)
+	}
+	return &fleetstate.Options{SyncWrites: sync}, nil
+}
+
 // openStore opens the store of dir on the disk and its tokens.
 func openStore(dir string) (*fleetstate.Store, *mcpadapter.Tokens, error) {
-	store, err := fleetstate.Open(nil, dir, nil)
+	opts, err := storeOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := fleetstate.Open(nil, dir, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -269,7 +293,11 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 	}
 	if st == nil {
-		store, err := fleetstate.Open(nil, *dir, nil)
+		opts, err := storeOptions()
+		if err != nil {
+			return err
+		}
+		store, err := fleetstate.Open(nil, *dir, opts)
 		if err != nil {
 			return err
 		}
