@@ -252,7 +252,7 @@ func (s *Store) Put(agent, name string, content []byte, overwrite bool) (FileID,
 			return FileID{}, s.cleanedUnder(op, sess, s.ioError(op, err))
 		}
 	}
-	if err := s.writeFile(op, final, content, overwrite); err != nil {
+	if err := s.writeFile(op, final, content, overwrite, true); err != nil {
 		if CodeOf(err) == CodeFileExists {
 			err = newError(CodeFileExists, op, "%s", quote(id.String()))
 		}
@@ -601,10 +601,18 @@ func (s *Store) lstat(p string) (os.FileInfo, error) {
 }
 
 // writeFile writes data to the file final atomically: it writes a temporary
-// file in the same folder and then renames it over final, or, without
-// overwrite, links it to final, which fails if final exists. On error
-// nothing is left behind.
-func (s *Store) writeFile(op, final string, data []byte, overwrite bool) (err error) {
+// file in the same folder and then renames it over final (with exchange,
+// swaps it in: see replaceFile), or, without overwrite, links it to final,
+// which fails if final exists. On error nothing is left behind.
+//
+// Puts swap (exchange): a file put is the caller's, and SyncWrites is
+// there for a caller who needs it to outlive a power failure. The store's
+// and the journal's own files (current_run.txt, a rewritten slot, the
+// compacted held log) are renamed over, which on ext4 writes the new
+// file's data back first: a power failure then leaves the old content or
+// the new, never an empty file that would lose the session or every held
+// outcome at once.
+func (s *Store) writeFile(op, final string, data []byte, overwrite, exchange bool) (err error) {
 	dir := filepath.Dir(final)
 	f, err := afero.TempFile(s.fs, dir, tempPrefix+"*")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -626,14 +634,18 @@ func (s *Store) writeFile(op, final string, data []byte, overwrite bool) (err er
 	if err = writeAndClose(f, data, s.syncWrites, nil); err != nil {
 		return s.ioError(op, err)
 	}
-	return s.commit(op, tmp, final, overwrite)
+	return s.commit(op, tmp, final, overwrite, exchange)
 }
 
 // commit moves the finished temporary file tmp to final.
-func (s *Store) commit(op, tmp, final string, overwrite bool) error {
+func (s *Store) commit(op, tmp, final string, overwrite, exchange bool) error {
 	if s.osFs {
 		if overwrite {
-			if err := replaceFile(tmp, final); err != nil {
+			replace := os.Rename
+			if exchange {
+				replace = replaceFile
+			}
+			if err := replace(tmp, final); err != nil {
 				return s.conflictOrIO(op, err, final)
 			}
 			return nil

@@ -232,7 +232,7 @@ func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 		}
 	case t.slot.size+int64(len(line)) > slotMaxSize:
 		// Rewrite the slot with the current record alone, atomically.
-		err := j.store.writeFile(op, t.slot.path, line, true)
+		err := j.store.writeFile(op, t.slot.path, line, true, false)
 		if err == nil {
 			t.slot.size = int64(len(line))
 			return nil
@@ -578,7 +578,7 @@ func (j *journal) compactHeld() {
 			data = append(append(data, old[sp.off:sp.off+sp.n]...), '\n')
 		}
 		if ok {
-			if err := j.store.writeFile(op, path, data, true); err != nil {
+			if err := j.store.writeFile(op, path, data, true, false); err != nil {
 				j.log("fleetstate: "+op, "err", err)
 				ok = false
 			} else {

@@ -54,7 +54,7 @@ func (s *Store) NewSession(name string) (Session, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return Session{}, s.ioError(op, err)
 	}
-	if err := s.writeFile(op, s.path(currentRunFile), []byte(sess.String()), true); err != nil {
+	if err := s.writeFile(op, s.path(currentRunFile), []byte(sess.String()), true, false); err != nil {
 		// The old session stays current, so it must not stay archived:
 		// a retry would archive it twice.
 		undo()

@@ -109,7 +109,8 @@ func (l *turnLog) fence(ctx context.Context) error {
 }
 
 // leadWait bounds how long lead tries to have the owner's server elected
-// leader of the turns' stream, and leadTries how many times it asks.
+// leader of the turns' stream (and half the lease does too: Own waits for
+// it), and leadTries how many times it asks.
 const (
 	leadWait  = 3 * time.Second
 	leadTries = 3
@@ -127,12 +128,12 @@ const (
 // election without the wait for a lost leader to time out), and a
 // refusal, an error or an election elsewhere (a replica that lags is not
 // elected) is logged and changes nothing else.
-func (l *turnLog) lead(ctx context.Context) {
+func (l *turnLog) lead(ctx context.Context, within time.Duration) {
 	here := l.f.nc.ConnectedServerName()
 	if here == "" {
 		return
 	}
-	wctx, cancel := context.WithTimeout(ctx, leadWait)
+	wctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	start, from, asked := time.Now(), "", 0
 	var err error
@@ -165,7 +166,7 @@ func (l *turnLog) lead(ctx context.Context) {
 		}
 		select {
 		case <-wctx.Done():
-			l.f.log.Warn("fleetnats: the turns' stream is not led by the owner's server", "fleet", l.f.name, "leader", from, "owner's server", here, "asked", asked, "err", err)
+			l.f.log.Warn("fleetnats: the turns' stream is not led by the owner's server", "fleet", l.f.name, "leader", from, "owner's server", here, "asked", asked, "within", within, "err", err)
 			return
 		case <-time.After(50 * time.Millisecond):
 		}

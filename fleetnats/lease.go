@@ -170,8 +170,10 @@ func (f *Fleet) Own(ctx context.Context, opts OwnOptions) (*Ownership, error) {
 		o.giveUp(context.Background())
 		return nil, err
 	}
-	o.turns.lead(cctx)
+	// Renewals start before the leader move, which may take a while: the
+	// lease, taken above, must not run out meanwhile.
 	go o.renew()
+	o.turns.lead(cctx, min(leadWait, ttl/2))
 	return o, nil
 }
 
