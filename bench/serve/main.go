@@ -9,6 +9,8 @@
 //	nats-node  serve --nats-node (the daemon runs its NATS node, R1)
 //	nats-1     serve --nats, one `fleetstate nats` node (R1)
 //	nats-3     serve --nats, three `fleetstate nats` nodes clustered (R3)
+//	nodes-3    three daemons, each serve --nats-node, their nodes clustered
+//	           (R3); the clients call the one that owns the fleet
 //
 // It prints, per backend, the median over the rounds of each round's
 // median round trip, its p99, and the ratio to the file backend's.
@@ -34,10 +36,11 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
-var backendNames = []string{"file", "nats-node", "nats-1", "nats-3"}
+var backendNames = []string{"file", "nats-node", "nats-1", "nats-3", "nodes-3"}
 
 func main() {
 	rounds := flag.Int("rounds", 5, "measurements of each backend, alternated; the median is reported")
@@ -325,28 +328,14 @@ func (h *harness) start(name string) (*fleet, error) {
 		where = []string{"--nats", url}
 		serve = where
 	case "nats-3":
-		var clients, routes []string
-		for range 3 {
-			c, err := freeAddr()
-			if err != nil {
-				return nil, err
-			}
-			r, err := freeAddr()
-			if err != nil {
-				return nil, err
-			}
-			clients, routes = append(clients, c), append(routes, r)
+		clients, routes, err := clusterAddrs(3)
+		if err != nil {
+			return nil, err
 		}
 		var urls []string
 		for i := range 3 {
-			var others []string
-			for j, r := range routes {
-				if j != i {
-					others = append(others, "nats-route://"+r)
-				}
-			}
 			url, err := h.natsNode(fmt.Sprintf("n%d", i+1), "--addr", clients[i], "--cluster", routes[i],
-				"--routes", strings.Join(others, ","), "--cluster-name", "bench")
+				"--routes", otherRoutes(routes, i), "--cluster-name", "bench")
 			if err != nil {
 				return nil, err
 			}
@@ -354,6 +343,8 @@ func (h *harness) start(name string) (*fleet, error) {
 		}
 		where = []string{"--nats", strings.Join(urls, ",")}
 		serve = where
+	case "nodes-3":
+		return h.startNodes3()
 	}
 	tokens := map[string]string{}
 	add := func() error {
@@ -380,6 +371,63 @@ func (h *harness) start(name string) (*fleet, error) {
 			return nil, err
 		}
 	}
+	return connectFleet(name, url, tokens)
+}
+
+// startNodes3 starts three daemons, each running its own NATS node, the
+// nodes clustered, and returns the fleet as served by its owner.
+func (h *harness) startNodes3() (*fleet, error) {
+	clients, routes, err := clusterAddrs(3)
+	if err != nil {
+		return nil, err
+	}
+	// All at once: a node alone has no JetStream quorum.
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			_, errs[i] = h.process(urlRE, "serve", "--addr", "127.0.0.1:0", "--nats-node",
+				"--nats-addr", clients[i], "--nats-name", fmt.Sprintf("d%d", i+1),
+				"--nats-cluster", routes[i], "--nats-routes", otherRoutes(routes, i), "--nats-cluster-name", "bench",
+				"--nats-store-dir", h.dir("node"), "--nats-max-store", "1073741824", "--nats-max-mem", "67108864")
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	where := []string{"--nats", "nats://" + strings.Join(clients, ",nats://")}
+	tokens := map[string]string{}
+	for agent, role := range map[string]string{"lead": "lead", "member": "member"} {
+		tok, err := h.token(agent, role, where...)
+		if err != nil {
+			return nil, err
+		}
+		tokens[agent] = tok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, err := fleetnats.Connect(ctx, fleetnats.Options{URL: where[1]})
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	for {
+		rec, ok, err := f.Owner(ctx)
+		if err == nil && ok && rec.Addr != "" {
+			return connectFleet("nodes-3", rec.Addr, tokens)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no daemon owns the fleet: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// connectFleet connects a lead and a member to the daemon at url, with
+// tokens, and starts the member's loop.
+func connectFleet(name, url string, tokens map[string]string) (*fleet, error) {
 	lead, err := dial(url, tokens["lead"], "lead")
 	if err != nil {
 		return nil, err
@@ -446,4 +494,32 @@ func median(xs []float64) float64 {
 	c := slices.Clone(xs)
 	slices.Sort(c)
 	return c[len(c)/2]
+}
+
+// clusterAddrs returns n loopback addresses for clients and n for routes.
+func clusterAddrs(n int) (clients, routes []string, err error) {
+	for range n {
+		c, err := freeAddr()
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := freeAddr()
+		if err != nil {
+			return nil, nil, err
+		}
+		clients, routes = append(clients, c), append(routes, r)
+	}
+	return clients, routes, nil
+}
+
+// otherRoutes returns the routes of every server but the i-th, as --routes
+// takes them.
+func otherRoutes(routes []string, i int) string {
+	var others []string
+	for j, r := range routes {
+		if j != i {
+			others = append(others, "nats-route://"+r)
+		}
+	}
+	return strings.Join(others, ",")
 }
