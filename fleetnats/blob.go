@@ -107,7 +107,7 @@ func readBlob(ctx context.Context, kv jetstream.KeyValue, ref blobRef) ([]byte, 
 func (f *Fleet) discardBlob(ctx context.Context, bucket, id, stays string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), blobCleanupTimeout)
 	defer cancel()
-	st, err := f.js.Stream(ctx, "KV_"+bucket)
+	st, err := f.stream(ctx, bucket)
 	if err == nil {
 		err = st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bucket+"."+id+".>"))
 	}

@@ -83,7 +83,7 @@ type Fleet struct {
 
 	mu      sync.Mutex
 	buckets map[string]jetstream.KeyValue
-	objects map[string]jetstream.ObjectStore
+	streams map[string]jetstream.Stream // by bucket: see stream
 }
 
 var fleetName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -118,7 +118,7 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
 		buckets:  map[string]jetstream.KeyValue{},
-		objects:  map[string]jetstream.ObjectStore{},
+		streams:  map[string]jetstream.Stream{},
 	}
 	// where names the servers in messages.
 	where := Redact(opts.URL)
@@ -282,30 +282,24 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 // probeKey is the key read to see that a bucket answers; no one writes it.
 const probeKey = "fleetstate-probe"
 
-// objects returns the fleet's object store of kind, created if it does
-// not exist.
-func (f *Fleet) objectStore(ctx context.Context, kind string) (jetstream.ObjectStore, error) {
+// stream returns the stream of the bucket named bucket (its full name),
+// looked up once: a purge by subject needs only the stream's name, and a
+// lookup is a request to the server each time.
+func (f *Fleet) stream(ctx context.Context, bucket string) (jetstream.Stream, error) {
 	f.mu.Lock()
-	os, ok := f.objects[kind]
+	st, ok := f.streams[bucket]
 	f.mu.Unlock()
 	if ok {
-		return os, nil
+		return st, nil
 	}
-	name := f.bucketName(kind)
-	os, err := f.js.ObjectStore(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		os, err = f.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: name, Replicas: f.replicas})
-		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			os, err = f.js.ObjectStore(ctx, name)
-		}
-	}
+	st, err := f.js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
-		return nil, unavailable("open object store "+name, err)
+		return nil, err
 	}
 	f.mu.Lock()
-	f.objects[kind] = os
+	f.streams[bucket] = st
 	f.mu.Unlock()
-	return os, nil
+	return st, nil
 }
 
 // createTries bounds the tries of a bucket's creation that a server

@@ -74,7 +74,7 @@ func (f *Fleet) openTurnLog(ctx context.Context, owner string) (*turnLog, error)
 		return nil, err
 	}
 	name := f.bucketName(turnsBucket)
-	stream, err := f.js.Stream(ctx, "KV_"+name)
+	stream, err := f.stream(ctx, name)
 	if err != nil {
 		return nil, unavailable("open the turns", err)
 	}
@@ -136,10 +136,10 @@ func (l *turnLog) lead(ctx context.Context, within time.Duration) {
 	wctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	start, from, asked := time.Now(), "", 0
-	var err error
+	var stepErr, infoErr error // the last stepdown request's, the last look's
 	for {
-		var info *jetstream.StreamInfo
-		if info, err = l.stream.Info(wctx); err == nil {
+		info, err := l.stream.Info(wctx)
+		if infoErr = err; err == nil {
 			if info.Cluster == nil || info.Cluster.Leader == "" && asked == 0 {
 				return // not replicated, or no leader to move
 			}
@@ -154,19 +154,19 @@ func (l *turnLog) lead(ctx context.Context, within time.Duration) {
 			}
 			if info.Cluster.Leader != "" { // else an election is on: wait for it
 				if asked == leadTries {
-					l.f.log.Warn("fleetnats: the turns' stream is not led by the owner's server", "fleet", l.f.name, "leader", info.Cluster.Leader, "owner's server", here, "asked", asked, "err", err)
+					l.f.log.Warn("fleetnats: the turns' stream is not led by the owner's server", "fleet", l.f.name, "leader", info.Cluster.Leader, "owner's server", here, "asked", asked, "err", stepErr)
 					return
 				}
 				if from == "" {
 					from = info.Cluster.Leader
 				}
 				asked++
-				err = l.stepDown(wctx, info.Config.Name, here)
+				stepErr = l.stepDown(wctx, info.Config.Name, here)
 			}
 		}
 		select {
 		case <-wctx.Done():
-			l.f.log.Warn("fleetnats: the turns' stream is not led by the owner's server", "fleet", l.f.name, "leader", from, "owner's server", here, "asked", asked, "within", within, "err", err)
+			l.f.log.Warn("fleetnats: the turns' stream is not led by the owner's server", "fleet", l.f.name, "was led by", from, "owner's server", here, "asked", asked, "within", within, "err", errors.Join(stepErr, infoErr))
 			return
 		case <-time.After(50 * time.Millisecond):
 		}

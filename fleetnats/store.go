@@ -512,7 +512,7 @@ func (s *store) Clean(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		st, err := s.f.js.Stream(ctx, "KV_"+s.f.bucketName(kind))
+		st, err := s.f.stream(ctx, s.f.bucketName(kind))
 		if err == nil {
 			err = st.Purge(ctx)
 		}

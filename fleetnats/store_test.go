@@ -370,3 +370,32 @@ func TestStoreOnCluster(t *testing.T) {
 		t.Fatalf("%d puts created the claim; want 1", wins)
 	}
 }
+
+// TestConnectInProcess: with Options.InProcess the fleet reaches the
+// embedded server through memory, whatever URL says (here a port nobody
+// listens on), and its store works; Close closes that connection.
+func TestConnectInProcess(t *testing.T) {
+	srv := natstest.Run(t)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	f, err := fleetnats.Connect(ctx, fleetnats.Options{InProcess: srv, URL: "nats://127.0.0.1:1", Fleet: "inproc", Timeout: callTimeout})
+	if err != nil {
+		t.Fatalf("Connect in process: %v", err)
+	}
+	if got := f.Conn().ConnectedServerName(); got != srv.Name() {
+		t.Errorf("connected to %q; want the embedded server %q", got, srv.Name())
+	}
+	st := fleetstate.OpenBackend(f.Store(), nil)
+	newSession(t, st)
+	id, err := st.Put("scout", "a.txt", []byte("in process"), false)
+	if err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if got, err := st.Get(id); err != nil || string(got) != "in process" {
+		t.Fatalf("Get = %q, %v", got, err)
+	}
+	f.Close()
+	if !f.Conn().IsClosed() {
+		t.Error("the in-process connection is open after Close")
+	}
+}

@@ -43,5 +43,8 @@ func FastInFlight(h *Handler) int {
 	if h.fast == nil {
 		return 0
 	}
-	return h.fast.calls.len()
+	c := &h.fast.calls
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
 }

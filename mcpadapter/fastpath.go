@@ -91,12 +91,15 @@ func appendValue(b []byte, v any) ([]byte, bool) {
 	return append(b, data...), true
 }
 
+// bufPool keeps the buffers of lines read, bodies read and responses
+// written, up to maxPooledLine.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
 
+// putBuf gives b back to bufPool; nil is allowed.
 func putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledLine {
+	if b != nil && cap(*b) <= maxPooledLine {
 		*b = (*b)[:0]
 		bufPool.Put(b)
 	}
@@ -183,10 +186,3 @@ func (f *fastCalls[K]) close() {
 }
 
 func (f *fastCalls[K]) wait() { f.wg.Wait() }
-
-// len returns how many calls are in flight.
-func (f *fastCalls[K]) len() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.calls)
-}

@@ -316,13 +316,6 @@ func (l *liveRequests) end(id Identity) {
 	}
 }
 
-// count returns how many requests of id are in progress.
-func (l *liveRequests) count(id Identity) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.byID[id])
-}
-
 // bearerToken returns the token of an "Authorization: Bearer TOKEN"
 // header. The scheme is matched without regard to case (RFC 9110, 11.1),
 // and spaces around the token are tolerated.

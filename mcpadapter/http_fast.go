@@ -66,13 +66,20 @@ func newHTTPFast(a *Adapter, srv *server.MCPServer, limit int64) *httpFast {
 	if meta == nil {
 		return nil
 	}
+	return &httpFast{a: a, srv: srv, meta: meta, limit: limit, tools: a.fastTools(srv)}
+}
+
+// fastTools returns those of a's tools that srv has: the fast paths serve
+// them, and leave the others to mcp-go, which answers that it does not
+// know a tool srv lacks.
+func (a *Adapter) fastTools(srv *server.MCPServer) map[string]*tool {
 	tools := make(map[string]*tool, len(a.byName))
 	for name, t := range a.byName {
 		if srv.GetTool(name) != nil {
 			tools[name] = t
 		}
 	}
-	return &httpFast{a: a, srv: srv, meta: meta, limit: limit, tools: tools}
+	return tools
 }
 
 // discoverProbe is the smallest server/discover of protocol 2026-07-28.
@@ -104,12 +111,20 @@ func resultMeta(srv *server.MCPServer) []byte {
 }
 
 // serve serves r, a POST of the caller id, if it is a call the fast path
-// takes, and reports whether it did. Otherwise r.Body is replaced by what
-// it held, to be read again, and the caller passes r on to mcp-go; it
-// returns the body's buffer to bufPool once mcp-go is done with it
-// (body). A notifications/cancelled of id cancels id's fast call of that
-// request id, and goes on to mcp-go.
+// takes, and reports whether it did. Otherwise, if it read r.Body, r.Body
+// is replaced by what it held, to be read again, and the caller passes r
+// on to mcp-go; it returns the body's buffer (nil if none) to bufPool once
+// mcp-go is done with it (body). A notifications/cancelled of id cancels
+// id's fast call of that request id, and goes on to mcp-go. Only the
+// bodies of 2026-07-28 calls and cancellations are read here: that
+// protocol names a request's method in a header, and its clients are the
+// only ones with fast calls.
 func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity) (served bool, body *[]byte) {
+	method := r.Header.Get(mcp.HeaderMethod)
+	cancelled := method == string(mcp.MethodNotificationCancelled)
+	if r.Header.Get(mcp.HeaderProtocolVersion) != modernVersion || method != string(mcp.MethodToolsCall) && !cancelled {
+		return false, nil
+	}
 	body = getBuf()
 	var err error
 	*body, err = readAll((*body)[:0], r.Body, min(r.ContentLength, f.limit))
@@ -119,11 +134,12 @@ func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity) (s
 		return false, body
 	}
 	r.Body = io.NopCloser(bytes.NewReader(*body))
+	if cancelled {
+		f.cancel(id, *body)
+		return false, body
+	}
 	req, ok := f.take(r.Header, *body)
 	if !ok {
-		if bytes.Contains(*body, []byte(`"notifications/cancelled"`)) {
-			f.cancel(id, *body)
-		}
 		return false, body
 	}
 	ctx, cancel := context.WithCancel(ContextWithIdentity(r.Context(), id))
@@ -140,12 +156,11 @@ func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity) (s
 	return true, body
 }
 
-// take reads body, with the request's header h, as a call the fast path
-// takes, and reports whether it is one.
+// take reads body, with the request's header h (that of a 2026-07-28
+// tools/call: see serve), as a call the fast path takes, and reports
+// whether it is one.
 func (f *httpFast) take(h http.Header, body []byte) (callRequest, bool) {
-	if ct := h.Get("Content-Type"); ct != "application/json" && !isJSON(ct) ||
-		h.Get(mcp.HeaderProtocolVersion) != modernVersion || h.Get(mcp.HeaderMethod) != string(mcp.MethodToolsCall) ||
-		h.Get(mcp.HeaderLastEventID) != "" {
+	if ct := h.Get("Content-Type"); ct != "application/json" && !isJSON(ct) || h.Get(mcp.HeaderLastEventID) != "" {
 		return callRequest{}, false
 	}
 	req, ok := parseCall(body, f.tools, true)
@@ -174,9 +189,6 @@ func (f *httpFast) cancel(id Identity, msg []byte) {
 // positive, is what to expect (a Content-Length within the limit: a
 // client's claim, never trusted beyond it).
 func readAll(b []byte, r io.Reader, size int64) ([]byte, error) {
-	if r == nil {
-		return b, nil
-	}
 	if size > 0 && int64(cap(b)-len(b)) < size+1 {
 		b = append(make([]byte, 0, int64(len(b))+size+1), b...)
 	}

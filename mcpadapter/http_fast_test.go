@@ -252,6 +252,9 @@ func TestHTTPFastCancel(t *testing.T) {
 			for fast && mcpadapter.FastInFlight(s.d.Handler) == 0 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
+			if fast && mcpadapter.FastInFlight(s.d.Handler) == 0 {
+				t.Fatal("the scout's fleet_next never started on the fast path")
+			}
 			stop()
 			<-gone
 			for mcpadapter.FastInFlight(s.d.Handler) != 0 && time.Now().Before(deadline) {

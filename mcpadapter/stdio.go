@@ -60,7 +60,7 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 	if o.InFlight == 0 {
 		o.InFlight = DefaultStdioInFlight
 	}
-	c := &stdioConn{a: a, srv: srv, out: &lockedWriter{w: out}, log: o.ErrorLog,
+	c := &stdioConn{a: a, srv: srv, tools: a.fastTools(srv), out: &lockedWriter{w: out}, log: o.ErrorLog,
 		slots: make(chan struct{}, max(o.InFlight, 0))}
 	fast := o.InFlight > 0
 
@@ -120,6 +120,7 @@ var errStdioEnded = errors.New("mcpadapter: stdio server ended")
 type stdioConn struct {
 	a     *Adapter
 	srv   *server.MCPServer
+	tools map[string]*tool // those the fast path serves: see fastTools
 	out   *lockedWriter
 	log   *log.Logger
 	base  context.Context   // the session's and the caller's, set before read starts
@@ -136,14 +137,12 @@ type stdioConn struct {
 // emptied by the collector as usual, so an idle server keeps none.
 const maxPooledLine = 1 << 20
 
-var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
 // read reads in line by line, serving the fast path's calls and passing
 // every other line to mcp-go through pw, until in ends.
 func (c *stdioConn) read(in io.Reader, pw *io.PipeWriter, fast bool) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
-		bp := linePool.Get().(*[]byte)
+		bp := getBuf()
 		line := (*bp)[:0]
 		var err error
 		for {
@@ -181,10 +180,8 @@ func (c *stdioConn) read(in io.Reader, pw *io.PipeWriter, fast bool) error {
 }
 
 func (c *stdioConn) recycle(bp *[]byte, line []byte) {
-	if cap(line) <= maxPooledLine {
-		*bp = line[:0]
-		linePool.Put(bp)
-	}
+	*bp = line
+	putBuf(bp)
 }
 
 // serve starts line on the fast path, if it is a call the fast path
@@ -194,7 +191,7 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	if !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
-	req, ok := parseCall(line, c.a.byName, false)
+	req, ok := parseCall(line, c.tools, false)
 	if !ok {
 		return false
 	}

@@ -340,3 +340,18 @@ func TestStdioEOFWithCallInFlight(t *testing.T) {
 	}
 	// The cleanup requires ServeStdio to return.
 }
+
+// TestStdioFastOnlyToolsOfTheServer: as over HTTP, the stdio fast path
+// serves only the adapter's tools that the server still has; a call of
+// one deleted from it goes to mcp-go, which does not know it.
+func TestStdioFastOnlyToolsOfTheServer(t *testing.T) {
+	without := func(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
+		srv.DeleteTools("get_session")
+		return a.ServeStdio(ctx, srv, id, in, out, nil)
+	}
+	s := startRaw(t, without, anon)
+	resp := s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_session","arguments":{}}}`)
+	if n := mcpadapter.FastCalls(s.a); n != 0 || !strings.Contains(resp, "not found") {
+		t.Errorf("%d fast calls; answer %s; want mcp-go's tool not found", n, resp)
+	}
+}

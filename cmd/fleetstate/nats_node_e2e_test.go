@@ -17,13 +17,13 @@ import (
 
 // TestNATSNodeInDaemon: `serve --nats-node` runs one node of a 3-node
 // cluster inside the daemon (the other two are `fleetstate nats`), keeps
-// the fleet there, replicated on the cluster, and owns it; another daemon
-// (`serve --nats` on another node) forwards to it, and `token add --nats`
-// reaches the fleet through that node's client port. A blocking send from
-// a lead on the other daemon gets the reply of a member on the owner.
-// Cut off from the two other nodes, the owner's node alone has no quorum:
-// the owner answers ERR_UNAVAILABLE, never what it kept. Stopped with
-// SIGTERM, the daemon stops its node with it.
+// the fleet there, replicated on the cluster, and owns it; another daemon,
+// `serve --nats` at that node's client port, forwards to it. A blocking
+// send from a lead on the other daemon gets the reply of a member on the
+// owner. Cut off from the two other nodes, the owner's node alone has no
+// quorum: the owner answers ERR_UNAVAILABLE, never what it kept. Both
+// daemons stop on SIGTERM. (TestNATSNodeAlone has token add --nats at the
+// embedded node, and its port closed once the daemon stopped.)
 func TestNATSNodeInDaemon(t *testing.T) {
 	clients, routes := clusterAddrs(t, 3)
 	var nodes []*natsNode
@@ -41,17 +41,6 @@ func TestNATSNodeInDaemon(t *testing.T) {
 		"--nats-cluster", routes[2], "--nats-routes", otherRoutes(routes, 2), "--nats-cluster-name", "e2e",
 		"--nats-store-dir", store, "--nats-max-store", "268435456", "--nats-max-mem", "67108864",
 		"--lease", natsLease, "--send-timeout", "20s")
-	defer func() {
-		if t.Failed() {
-			var own []string // the daemon's lines, not its node's
-			for _, l := range a.lines() {
-				if !strings.Contains(l, `msg="nats: `) {
-					own = append(own, l)
-				}
-			}
-			t.Logf("the daemon with the node logged:\n%s", strings.Join(own, "\n"))
-		}
-	}()
 	waitOwner(t, f, a.url, 30*time.Second)
 	// Other daemons reach the fleet at the embedded node's client port.
 	b := startNATSDaemon(t, "nats://"+clients[2])

@@ -79,6 +79,13 @@ func Run(t testing.TB) *Server {
 // leader.
 func Cluster(t testing.TB, n int) []*Server {
 	t.Helper()
+	return ClusterWith(t, n, nil)
+}
+
+// ClusterWith is Cluster with each server's options changed by with (if
+// not nil) before it starts: users and their permissions, say.
+func ClusterWith(t testing.TB, n int, with func(*server.Options)) []*Server {
+	t.Helper()
 	// A clustered JetStream server refuses to start without routes, so
 	// each needs the others' route ports before it starts: ports the
 	// system picked for listeners closed just before. Another process
@@ -97,6 +104,9 @@ func Cluster(t testing.TB, n int) []*Server {
 			Port: ports[i],
 		}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		if with != nil {
+			with(opts)
+		}
 		s := &Server{opts: opts, t: t}
 		s.Server = start(t, opts)
 		servers[i] = s
