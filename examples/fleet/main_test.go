@@ -28,7 +28,6 @@ func TestRun(t *testing.T) {
 		"builder:  answer: v1.4.0\n",
 		"lead:     builder replied: tagged v1.4.0\n",
 		// detached ticket, collected and acked
-		"lead:     detached to auditor: pending, state queued\n",
 		"lead:     read auditor/reports/error-codes.md: \"every code is documented\\n\"\n",
 		"lead:     acked the ticket; 0 tickets left\n",
 		"fleet:    closed; every member has stopped\n",
@@ -36,6 +35,12 @@ func TestRun(t *testing.T) {
 		if !strings.Contains(transcript, want) {
 			t.Errorf("transcript lacks %q\ntranscript:\n%s", want, transcript)
 		}
+	}
+	// The auditor's loop may or may not be waiting in Next when the ticket
+	// is sent: delivered at once (working) or queued until it asks.
+	if !strings.Contains(transcript, "lead:     detached to auditor: pending, state queued\n") &&
+		!strings.Contains(transcript, "lead:     detached to auditor: pending, state working\n") {
+		t.Errorf("transcript lacks the detached send, queued or working\ntranscript:\n%s", transcript)
 	}
 	if !strings.Contains(transcript, "lead:     auditor's ticket is done: fsm::file::") {
 		t.Errorf("transcript lacks the auditor's reply on its ticket\ntranscript:\n%s", transcript)
