@@ -331,23 +331,25 @@ func TestMemberDeliverOnce(t *testing.T) {
 	p := &stuckPane{LocalMember: fleetstate.NewLocalMember(), release: make(chan struct{})}
 	memberServe(t, b, map[string]fleetstate.Member{"w1": p}, nil)
 	rm := a.RemoteMember("w1")
-	deliver := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// The calls to the hung pane give up after 300 ms; the later ones
+	// have longer, since they must succeed even on a slow machine.
+	deliver := func(within time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
 		defer cancel()
 		return rm.Deliver(ctx, "once")
 	}
-	if err := deliver(); err == nil {
+	if err := deliver(300 * time.Millisecond); err == nil {
 		t.Fatal("Deliver to a hung pane succeeded")
 	}
 	// Again while the first still hangs: in doubt, not made again.
-	if err := deliver(); err == nil {
+	if err := deliver(300 * time.Millisecond); err == nil {
 		t.Fatal("second Deliver to a hung pane succeeded")
 	}
 	close(p.release)
 	if got := memberReceive(t, p.LocalMember); got != "once" {
 		t.Fatalf("pane got %q", got)
 	}
-	if err := deliver(); err != nil {
+	if err := deliver(10 * time.Second); err != nil {
 		t.Fatalf("Deliver after the first landed: %v; want its success", err)
 	}
 	if n := p.delivers.Load(); n != 1 {
@@ -360,7 +362,7 @@ func TestMemberDeliverOnce(t *testing.T) {
 	}
 	// Once answered, the next Deliver is a new delivery, of the same
 	// content or not.
-	if err := deliver(); err != nil {
+	if err := deliver(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n := p.delivers.Load(); n != 2 {
@@ -418,7 +420,7 @@ func TestWatchPanes(t *testing.T) {
 	a, b, c := memberDaemon(t, url, nil), memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	odd := "w.2 *>"
 	memberServe(t, b, map[string]fleetstate.Member{"w1": fleetstate.NewLocalMember(), odd: fleetstate.NewLocalMember()},
-		&fleetnats.ServeOptions{TTL: time.Second})
+		&fleetnats.ServeOptions{TTL: 2 * time.Second}) // short, yet a stalled refresh does not expire a pane
 	var ev paneEvents
 	stop, err := a.WatchPanes(context.Background(), ev.add)
 	if err != nil {
@@ -458,7 +460,7 @@ func TestMemberClaimedTwice(t *testing.T) {
 	url := natstest.Run(t).URL()
 	var log lockedWriter
 	a, b, c := memberDaemon(t, url, nil), memberDaemon(t, url, nil), memberDaemon(t, url, &log)
-	ttl := time.Second
+	ttl := 2 * time.Second // short, yet a stalled refresh does not let C take B's pane
 	lb, lc := fleetstate.NewLocalMember(), fleetstate.NewLocalMember()
 	sb := memberServe(t, b, map[string]fleetstate.Member{"w1": lb}, &fleetnats.ServeOptions{TTL: ttl, Daemon: "daemon-b"})
 	sc := memberServe(t, c, map[string]fleetstate.Member{"w1": lc}, &fleetnats.ServeOptions{TTL: ttl, Daemon: "daemon-c"})

@@ -94,7 +94,7 @@ func TestMemberConnectionDropsMidTurn(t *testing.T) {
 
 	send := lead.e.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
 	scout.e.ok(anon, "fleet_next", waitArgs(10))
-	scout.net.Cut()
+	scout.net.Kill()
 	out := wantOutcome(t, lead.e.okOf(lead.e.recv(send)), "failed", "turn_id", "from", "content", "reason")
 	if out["reason"] != "member_gone" || out["from"] != "scout" {
 		t.Fatalf("outcome %v; want failed, member_gone, from scout", out)
@@ -129,7 +129,7 @@ func TestMemberConnectionDropsMidAsk(t *testing.T) {
 	scout.e.ok(anon, "fleet_next", waitArgs(10))
 	ask := scout.e.async(ctx, anon, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, nil)
 	q := wantOutcome(t, lead.e.okOf(lead.e.recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
-	scout.net.Cut()
+	scout.net.Kill()
 	if r := scout.e.recv(ask); r.err == nil && !r.res.IsError {
 		t.Errorf("the dropped member's ask returned an answer: %v", r.res)
 	}
@@ -212,9 +212,9 @@ func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
 	a.e.ok(anon, "fleet_next", waitArgs(10))
 
-	a.net.Cut()
+	a.net.Kill()
 	d.waitStreams("scout", 1)
-	lead.net.Cut()
+	lead.net.Kill()
 	lead = d.connect("lead", false)
 	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
 		t.Fatalf("ticket with one stream left %v; want still working", p)
@@ -225,7 +225,7 @@ func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["reason"] != "member_gone" {
 		t.Fatalf("ticket %v; want failed, member_gone", p)
 	}
-	b.net.Cut()
+	b.net.Kill()
 	d.waitStreams("scout", 0)
 	if d.ready(lead, "scout") {
 		t.Error("scout ready with no connection left")

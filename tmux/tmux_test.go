@@ -296,11 +296,14 @@ func TestDeliver(t *testing.T) {
 		// The program asks for bracketed paste and records what it reads,
 		// escapes made visible; the terminal is in canonical mode, where
 		// C-u (one of the default clear keys) kills the line typed so far.
-		srv := newServer(t, script(t, `printf '\033[?2004h'; exec cat -v > `+out))
+		// It prints READY> once it has asked: a paste before that would
+		// come unbracketed.
+		srv := newServer(t, script(t, `printf '\033[?2004hREADY>'; exec cat -v > `+out))
 		p, err := NewPane(srv, "fleet:agent.0", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitScreen(t, srv, "READY>")
 		run(t, srv, "send-keys", "-t", "fleet:agent.0", "-l", "a draft")
 		if err := p.Deliver(ctx, "first line\nsecond line"); err != nil {
 			t.Fatal(err)

@@ -527,6 +527,16 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if stopAll([]int{owner.PID}, gone) == 0 || gone(0) {
 			return fmt.Errorf("down: the daemon (pid %d) did not stop, even on SIGKILL", owner.PID)
 		}
+		// The daemon gives the fleet up first, then closes its
+		// connections and exits. Wait for the exit too, without another
+		// signal: once the process is gone its pid may be another's.
+		deadline := time.Now().Add(stopWait)
+		for alive(owner.PID) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(owner.PID) {
+			fmt.Fprintf(stderr, "fleetstate: down: the daemon (pid %d) gave the fleet up but had not exited after %v\n", owner.PID, stopWait)
+		}
 		fmt.Fprintf(stdout, "stopped the daemon (pid %d)\n", owner.PID)
 	}
 	rec.PID = 0

@@ -11,6 +11,7 @@ package fleettest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -20,18 +21,20 @@ import (
 // Until calls cond until it returns true or within has passed, sleeping
 // every between calls (zero: none, for a cond that blocks by itself, such
 // as a long poll). It reports whether cond returned true. cond is called
-// at least once, and once more after the deadline has passed, so that a
-// condition met while the last sleep ran is not reported as a timeout.
+// at least once, and a false is final only from a call that started after
+// the deadline, so that a condition met while the last sleep ran (or while
+// the caller was paused) is not reported as a timeout.
 //
 // cond runs on the caller's goroutine and may fail the test itself (with
 // t.Fatal) on a state it must never see.
 func Until(within, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for {
+		late := time.Now().After(deadline)
 		if cond() {
 			return true
 		}
-		if time.Now().After(deadline) {
+		if late {
 			return false
 		}
 		if every > 0 {
@@ -72,6 +75,7 @@ type Cuttable struct {
 
 	mu    sync.Mutex
 	conns []net.Conn // guarded by mu; every connection dialled since the last Cut
+	dead  bool       // guarded by mu; set by Kill: dials fail
 }
 
 // NewCuttable returns a Cuttable with a new [http.Transport].
@@ -79,15 +83,39 @@ func NewCuttable() *Cuttable {
 	c := &Cuttable{}
 	d := &net.Dialer{}
 	c.Transport = &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c.mu.Lock()
+		dead := c.dead
+		c.mu.Unlock()
+		if dead {
+			return nil, errKilled
+		}
 		conn, err := d.DialContext(ctx, network, addr)
 		if err == nil {
 			c.mu.Lock()
-			c.conns = append(c.conns, conn)
+			if c.dead {
+				conn.Close()
+				conn, err = nil, errKilled
+			} else {
+				c.conns = append(c.conns, conn)
+			}
 			c.mu.Unlock()
 		}
 		return conn, err
 	}}
 	return c
+}
+
+// errKilled is a dial's error after Kill.
+var errKilled = errors.New("fleettest: the transport was killed")
+
+// Kill cuts every connection, as Cut does, and makes every later dial
+// fail: the client is gone for good, as when its process dies, and a
+// library retrying in the background cannot bring it back.
+func (c *Cuttable) Kill() {
+	c.mu.Lock()
+	c.dead = true
+	c.mu.Unlock()
+	c.Cut()
 }
 
 // Cut closes every connection dialled so far, with no goodbye.
