@@ -81,6 +81,11 @@ type Fleet struct {
 	timeout  time.Duration
 	log      *slog.Logger
 
+	// opening serializes the opening of buckets: the first calls of a
+	// fleet, all at once, would otherwise each create (or look up, or
+	// probe) the same replicated bucket, a burst the cluster can take
+	// seconds to answer. A buffer of one: holding it is sending to it.
+	opening chan struct{}
 	mu      sync.Mutex
 	buckets map[string]jetstream.KeyValue
 	streams map[string]jetstream.Stream // by bucket: see stream
@@ -118,6 +123,7 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 		timeout:  opts.Timeout,
 		log:      opts.Logger,
 		buckets:  map[string]jetstream.KeyValue{},
+		opening:  make(chan struct{}, 1),
 		streams:  map[string]jetstream.Stream{},
 	}
 	// where names the servers in messages.
@@ -233,24 +239,48 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 	if ok {
 		return kv, nil
 	}
+	select {
+	case f.opening <- struct{}{}:
+		defer func() { <-f.opening }()
+	case <-ctx.Done():
+		return nil, unavailable("open bucket "+f.bucketName(kind), ctx.Err())
+	}
+	f.mu.Lock()
+	kv, ok = f.buckets[kind]
+	f.mu.Unlock()
+	if ok {
+		return kv, nil // opened while this call waited
+	}
 	cfg.Bucket = f.bucketName(kind)
 	if cfg.Replicas == 0 {
 		cfg.Replicas = f.replicas
 	}
-	var err error
 	// A server may refuse a creation for a moment (a concurrent creation
 	// of the same bucket by another daemon, a store it could not set up
-	// at once, a cluster whose servers are still joining): a few tries,
-	// within ctx, before the bucket counts as unavailable.
-	for try := 0; ; try++ {
-		kv, err = f.js.KeyValue(ctx, cfg.Bucket)
+	// at once, a cluster whose servers are still joining), or not answer
+	// a lookup of a bucket another daemon has just created (seen on a
+	// loaded cluster: no answer in 10 s): a few tries, each bounded by
+	// openTryTimeout, within ctx, before the bucket counts as unavailable.
+	open := func(ctx context.Context) (jetstream.KeyValue, error) {
+		kv, err := f.js.KeyValue(ctx, cfg.Bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			kv, err = f.js.CreateKeyValue(ctx, cfg)
 			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				kv, err = f.js.KeyValue(ctx, cfg.Bucket)
 			}
 		}
-		if err == nil || try == createTries-1 || ctx.Err() != nil || !isServerRefusal(err) {
+		if err == nil && !directReads[kind] {
+			kv, err = f.leaderReads(ctx, kv)
+		}
+		return kv, err
+	}
+	var err error
+	for try := 0; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, openTryTimeout)
+		kv, err = open(tctx)
+		cancel()
+		passing := isServerRefusal(err) || errors.Is(err, context.DeadlineExceeded)
+		if err == nil || try == createTries-1 || ctx.Err() != nil || !passing {
 			break
 		}
 		select {
@@ -265,7 +295,10 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 	// (no responders while its stream's replicas start): wait, a few
 	// tries within ctx, until a read of a key finds it or not.
 	for try := 0; try < createTries && ctx.Err() == nil; try++ {
-		if _, err := kv.Get(ctx, probeKey); !errors.Is(err, nats.ErrNoResponders) {
+		tctx, cancel := context.WithTimeout(ctx, openTryTimeout)
+		_, err := kv.Get(tctx, probeKey)
+		cancel()
+		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) {
 			break
 		}
 		select {
@@ -278,6 +311,42 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 	f.mu.Unlock()
 	return kv, nil
 }
+
+// leaderReads turns direct gets off for kv's stream, where they are on (a
+// bucket is created with them) and the stream has several replicas, and
+// returns kv bound again.
+//
+// A direct get is answered by any replica of the stream, and a follower
+// may not have applied a write that the leader has already acknowledged:
+// on a loaded three-node cluster a read right after a put returned the
+// previous content about one time in twenty, even on the writer's own
+// server. Without direct gets every read is answered by the stream's
+// leader, which has applied every write it acknowledged: a read sees
+// every put that returned before it, on any daemon, as on a state
+// directory. The buckets in directReads keep direct gets.
+func (f *Fleet) leaderReads(ctx context.Context, kv jetstream.KeyValue) (jetstream.KeyValue, error) {
+	st, err := f.js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	cfg := st.CachedInfo().Config
+	if !cfg.AllowDirect || cfg.Replicas <= 1 {
+		return kv, nil // one replica: the leader answers direct gets too
+	}
+	cfg.AllowDirect = false
+	if _, err := f.js.UpdateStream(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("turn direct gets off: %w", err)
+	}
+	return f.js.KeyValue(ctx, kv.Bucket())
+}
+
+// directReads are the buckets that keep direct gets, for their speed: a
+// get through the leader costs twice a direct one at 1 KiB and four times
+// at 64 KiB (the leader's API sends the content as base64 in JSON). The
+// blobs' keys are written once and never changed, so a direct get returns
+// the right content or nothing, and readBlob asks the leader on nothing;
+// a pane's registration read a moment late is what its TTL allows for.
+var directReads = map[string]bool{"blobs": true, turnBlobsBucket: true, panesBucket: true}
 
 // probeKey is the key read to see that a bucket answers; no one writes it.
 const probeKey = "fleetstate-probe"
@@ -306,6 +375,9 @@ func (f *Fleet) stream(ctx context.Context, bucket string) (jetstream.Stream, er
 // refuses for a moment: about 2.2 s of waits in all, enough for a server
 // that joined a cluster to be known to its JetStream leader.
 const createTries = 10
+
+// openTryTimeout bounds each try of opening a bucket (see Fleet.kv).
+const openTryTimeout = 2 * time.Second
 
 // isServerRefusal reports an error the JetStream API answered (not one of
 // the connection or of the context) that may pass: a server error, or a

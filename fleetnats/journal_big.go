@@ -167,7 +167,7 @@ func (l *turnLog) resolve(ctx context.Context, id string, lt loadedTurn) (rec []
 	if err != nil {
 		return nil, false, err
 	}
-	rec, err = readBlob(ctx, kv, ref)
+	rec, err = l.f.readBlob(ctx, kv, ref)
 	if errors.Is(err, errBlobGone) {
 		l.f.log.Warn("fleetnats: the large record of a turn is gone; the turn is skipped", "fleet", l.f.name, "turn", id)
 		return nil, false, nil

@@ -555,7 +555,7 @@ func (s *MemberServer) brief(ctx context.Context, ref blobRef) (string, error) {
 	kv, err := s.f.turnBlobs(ctx)
 	if err == nil {
 		var data []byte
-		if data, err = readBlob(ctx, kv, ref); err == nil {
+		if data, err = s.f.readBlob(ctx, kv, ref); err == nil {
 			return string(data), nil
 		}
 	}
