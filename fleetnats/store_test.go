@@ -296,8 +296,9 @@ func TestStoreUnavailable(t *testing.T) {
 			t.Errorf("%s with the server down: %v (code %q); want ERR_UNAVAILABLE", c.name, err, got)
 		}
 		// A call makes at most two waits on the store's timeout: reading
-		// the current session, then its own.
-		if limit := 2*timeout + time.Second; took > limit {
+		// the current session, then its own; the slack is for a slow
+		// machine, and far below a wait that is not bounded by it.
+		if limit := 2*timeout + 3*time.Second; took > limit {
 			t.Errorf("%s took %v with the server down; want at most %v", c.name, took, limit)
 		}
 	}
