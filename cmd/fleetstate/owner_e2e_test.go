@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,16 +25,15 @@ import (
 // one member token, and abandoned blocking sends.
 
 // freeAddr returns a loopback address with a port that was free a moment
-// ago, for a daemon that must come back on the same port after a restart.
+// ago, for a daemon that must come back on the same port after a restart
+// (see fleettest.FreePort).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := fleettest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
 // stopDaemon signals d and waits at most within for it to exit; a daemon

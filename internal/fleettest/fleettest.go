@@ -12,6 +12,8 @@ package fleettest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -126,4 +128,25 @@ func (c *Cuttable) Cut() {
 		conn.Close()
 	}
 	c.conns = nil
+}
+
+// FreePort returns a port of 127.0.0.1 that was free a moment ago, for a
+// server that must be given its port before it starts, or must come back
+// on it after a restart. It is picked at random below Linux's default
+// range of ephemeral ports (32768-60999), from which the kernel hands out
+// the local ports of outgoing connections and of listeners on port 0: a
+// port from that range, once closed, may be taken by any connection
+// another test opens before the server binds it again.
+func FreePort() (int, error) {
+	const lo, n = 20000, 12000
+	for range 100 {
+		p := lo + rand.IntN(n)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("fleettest: no free port in %d-%d after 100 tries", lo, lo+n-1)
 }

@@ -2,6 +2,8 @@ package fleettest
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -103,4 +105,21 @@ func TestCuttableKill(t *testing.T) {
 	if err := get(); !errors.Is(err, errKilled) {
 		t.Fatalf("a request after Kill: %v; want %v", err, errKilled)
 	}
+}
+
+// FreePort gives a port outside the system's ephemeral range that can be
+// bound.
+func TestFreePort(t *testing.T) {
+	p, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p < 20000 || p >= 32000 {
+		t.Fatalf("port %d; want one in 20000-31999", p)
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		t.Fatalf("the free port %d: %v", p, err)
+	}
+	l.Close()
 }

@@ -15,10 +15,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -87,9 +89,10 @@ func Cluster(t testing.TB, n int) []*Server {
 func ClusterWith(t testing.TB, n int, with func(*server.Options)) []*Server {
 	t.Helper()
 	// A clustered JetStream server refuses to start without routes, so
-	// each needs the others' route ports before it starts: ports the
-	// system picked for listeners closed just before. Another process
-	// could take one in between; the start would then fail, not hang.
+	// each needs the others' route ports before it starts: ports free a
+	// moment before, outside the range the system hands out by itself.
+	// Another test could still bind one in between; the start would then
+	// fail, not hang.
 	ports := freePorts(t, n)
 	var routes []string
 	for _, p := range ports {
@@ -187,17 +190,19 @@ func start(t testing.TB, opts *server.Options) *server.Server {
 	return s
 }
 
-// freePorts returns n ports of 127.0.0.1 that were free a moment ago.
+// freePorts returns n distinct ports of 127.0.0.1 that were free a moment
+// ago (see fleettest.FreePort).
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		p, err := fleettest.FreePort()
 		if err != nil {
 			t.Fatalf("natstest: %v", err)
 		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
 	}
 	return ports
 }
