@@ -96,14 +96,14 @@ func (f *Fleet) readBlob(ctx context.Context, kv jetstream.KeyValue, ref blobRef
 		if !isNotFound(err) {
 			return nil, err
 		}
-		data, err := f.leaderGet(ctx, kv, key)
+		e, err = leaderKV{KeyValue: kv, f: f}.Get(ctx, key)
 		if isNotFound(err) {
 			return nil, errBlobGone
 		}
 		if err != nil {
 			return nil, err
 		}
-		buf.Write(data)
+		buf.Write(e.Value())
 	}
 	if int64(buf.Len()) != ref.Size {
 		return nil, &fleetstate.Error{Code: fleetstate.CodeInternal,
@@ -126,45 +126,4 @@ func (f *Fleet) discardBlob(ctx context.Context, bucket, id, stays string) {
 	if err != nil {
 		f.log.Warn("fleetnats: "+stays, "fleet", f.name, "blob", id, "err", err)
 	}
-}
-
-// leaderGet reads key from the bucket's stream leader, as a get does
-// without direct gets, for a bucket that has them. A key without a value
-// (never written, purged, deleted) is [jetstream.ErrKeyNotFound].
-func (f *Fleet) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, error) {
-	req, err := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{"$KV." + kv.Bucket() + "." + key})
-	if err != nil {
-		return nil, err
-	}
-	msg, err := f.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+kv.Bucket(), req)
-	if err != nil {
-		return nil, err
-	}
-	var resp struct {
-		Message *struct {
-			Hdrs []byte `json:"hdrs"`
-			Data []byte `json:"data"`
-		} `json:"message"`
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, fmt.Errorf("a get from the leader of %s: %w", kv.Bucket(), err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrCode == int(jetstream.JSErrCodeMessageNotFound):
-		return nil, jetstream.ErrKeyNotFound
-	case resp.Error != nil:
-		return nil, fmt.Errorf("a get from the leader of %s: %s (%d)", kv.Bucket(), resp.Error.Description, resp.Error.ErrCode)
-	case resp.Message == nil:
-		return nil, fmt.Errorf("a get from the leader of %s: an answer without a message", kv.Bucket())
-	case bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation")):
-		return nil, jetstream.ErrKeyNotFound // a delete or purge marker
-	}
-	return resp.Message.Data, nil
 }

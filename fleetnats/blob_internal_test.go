@@ -21,8 +21,8 @@ func (lagging) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
 
 // TestReadBlobAsksTheLeader: a chunk that a direct get does not find is
 // read from the stream's leader; only a chunk the leader does not have
-// either makes the blob gone. leaderGet reads a value, and reports a key
-// never written, purged or deleted as not found.
+// either makes the blob gone. leaderKV.Get reads what a direct get reads,
+// and reports a key never written, purged or deleted as not found.
 func TestReadBlobAsksTheLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -60,13 +60,24 @@ func TestReadBlobAsksTheLeader(t *testing.T) {
 	if err := kv.Purge(ctx, "purged"); err != nil {
 		t.Fatal(err)
 	}
-	if data, err := f.leaderGet(ctx, kv, ref.ID+".0"); err != nil || !bytes.Equal(data, content[:len(data)]) || len(data) == 0 {
-		t.Fatalf("leaderGet of a chunk = %q, %v", data, err)
+	lkv := leaderKV{KeyValue: kv, f: f}
+	want, err := kv.Get(ctx, ref.ID+".0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := lkv.Get(ctx, ref.ID+".0"); err != nil || !bytes.Equal(e.Value(), want.Value()) || e.Revision() != want.Revision() || e.Key() != want.Key() {
+		t.Fatalf("leaderKV.Get of a chunk = %v, %v; want the value and revision %d of a direct get", e, err, want.Revision())
 	}
 	for _, key := range []string{"never", "deleted", "purged"} {
-		if _, err := f.leaderGet(ctx, kv, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
-			t.Errorf("leaderGet of a key %s: %v; want %v", key, err, jetstream.ErrKeyNotFound)
+		if _, err := lkv.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Errorf("leaderKV.Get of a key %s: %v; want %v", key, err, jetstream.ErrKeyNotFound)
 		}
+	}
+	// An error the API answers keeps its code, for the backend's error
+	// mapping: a get of a stream that does not exist.
+	var api *jetstream.APIError
+	if _, err := f.leaderMsg(ctx, "KV_no-such-bucket", msgGet{Seq: 1}); !errors.As(err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamNotFound {
+		t.Errorf("leaderMsg of a stream that does not exist: %v; want the API's stream-not-found error", err)
 	}
 	gone := ref
 	gone.ID = "never-written"

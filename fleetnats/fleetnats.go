@@ -312,34 +312,6 @@ func (f *Fleet) kv(ctx context.Context, kind string, cfg jetstream.KeyValueConfi
 	return kv, nil
 }
 
-// leaderReads turns direct gets off for kv's stream, where they are on (a
-// bucket is created with them) and the stream has several replicas, and
-// returns kv bound again.
-//
-// A direct get is answered by any replica of the stream, and a follower
-// may not have applied a write that the leader has already acknowledged:
-// on a loaded three-node cluster a read right after a put returned the
-// previous content about one time in twenty, even on the writer's own
-// server. Without direct gets every read is answered by the stream's
-// leader, which has applied every write it acknowledged: a read sees
-// every put that returned before it, on any daemon, as on a state
-// directory. The buckets in directReads keep direct gets.
-func (f *Fleet) leaderReads(ctx context.Context, kv jetstream.KeyValue) (jetstream.KeyValue, error) {
-	st, err := f.js.Stream(ctx, "KV_"+kv.Bucket())
-	if err != nil {
-		return nil, err
-	}
-	cfg := st.CachedInfo().Config
-	if !cfg.AllowDirect || cfg.Replicas <= 1 {
-		return kv, nil // one replica: the leader answers direct gets too
-	}
-	cfg.AllowDirect = false
-	if _, err := f.js.UpdateStream(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("turn direct gets off: %w", err)
-	}
-	return f.js.KeyValue(ctx, kv.Bucket())
-}
-
 // directReads are the buckets that keep direct gets, for their speed: a
 // get through the leader costs twice a direct one at 1 KiB and four times
 // at 64 KiB (the leader's API sends the content as base64 in JSON). The
@@ -347,6 +319,30 @@ func (f *Fleet) leaderReads(ctx context.Context, kv jetstream.KeyValue) (jetstre
 // the right content or nothing, and readBlob asks the leader on nothing;
 // a pane's registration read a moment late is what its TTL allows for.
 var directReads = map[string]bool{"blobs": true, turnBlobsBucket: true, panesBucket: true}
+
+// leaderReads returns kv, or, where its stream has several replicas, kv
+// with its gets answered by the stream's leader (leaderKV).
+//
+// A get of a key-value bucket is a direct get, which any replica of the
+// stream answers, and a follower may not have applied a write that the
+// leader has already acknowledged: on a loaded three-node cluster a read
+// right after a put returned the previous content about one time in
+// twenty, even on the writer's own server. The leader has applied every
+// write it acknowledged, so a get it answers sees every put that returned
+// before it, on any daemon, as on a state directory. The stream's
+// configuration is left alone: turning its direct gets off would break
+// the handles other daemons bound with them, and needs a permission the
+// fleet's other work does not.
+func (f *Fleet) leaderReads(ctx context.Context, kv jetstream.KeyValue) (jetstream.KeyValue, error) {
+	st, err := f.stream(ctx, kv.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	if st.CachedInfo().Config.Replicas <= 1 {
+		return kv, nil // one replica: it is the leader
+	}
+	return leaderKV{KeyValue: kv, f: f}, nil
+}
 
 // probeKey is the key read to see that a bucket answers; no one writes it.
 const probeKey = "fleetstate-probe"

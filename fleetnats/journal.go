@@ -328,7 +328,9 @@ func (l *turnLog) ownLast(ctx context.Context) (uint64, bool) {
 	if err != nil || info.State.LastSeq == 0 {
 		return 0, false
 	}
-	m, err := l.stream.GetMsg(ctx, info.State.LastSeq)
+	// From the leader: a replica's direct get may not have the message
+	// yet, and this would then count as another's.
+	m, err := l.f.leaderMsg(ctx, "KV_"+l.kv.Bucket(), msgGet{Seq: info.State.LastSeq})
 	if err != nil || m.Header.Get(ownerHeader) != l.owner {
 		return 0, false
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/natstest"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -381,6 +383,30 @@ func TestStoreReadsEveryWriteOnCluster(t *testing.T) {
 	}
 	if stale > 0 {
 		t.Errorf("%d of 300 gets after a put did not return it", stale)
+	}
+}
+
+// TestStoreOnClusterWithoutStreamUpdates: reading through the leaders
+// needs no change of a stream's configuration, so a NATS user that may
+// not update streams (least privilege) has a working store.
+func TestStoreOnClusterWithoutStreamUpdates(t *testing.T) {
+	perms := &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.UPDATE.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+	}
+	servers := natstest.ClusterWith(t, 3, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "u", Password: "p", Permissions: perms}}
+	})
+	st := fleetstate.OpenBackend(connect(t, strings.Replace(servers[1].URL(), "nats://", "nats://u:p@", 1), "fleet", 5*time.Second).Store(), nil)
+	newSession(t, st)
+	for _, content := range [][]byte{[]byte("small"), bytes.Repeat([]byte("b"), 300<<10)} {
+		id, err := st.Put("scout", "f", content, true)
+		if err != nil {
+			t.Fatalf("Put of %d bytes: %v", len(content), err)
+		}
+		if got, err := st.Get(id); err != nil || !bytes.Equal(got, content) {
+			t.Fatalf("Get = %d bytes, %v; want the %d bytes put", len(got), err, len(content))
+		}
 	}
 }
 

@@ -1,0 +1,105 @@
+package fleetnats
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Reads that the leader of a stream answers. A direct get, what a
+// key-value bucket's Get and a stream's GetMsg make, is answered by any
+// replica, which may lag behind what the leader has acknowledged; the
+// stream API's message get is answered by the leader alone, whether or
+// not the stream allows direct gets.
+
+// leaderKV is a bucket whose Get its stream's leader answers; its other
+// methods are the bucket's own.
+type leaderKV struct {
+	jetstream.KeyValue
+	f *Fleet
+}
+
+// Get returns the entry of key as the stream's leader has it. A key never
+// written, deleted or purged is [jetstream.ErrKeyNotFound].
+func (kv leaderKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	m, err := kv.f.leaderMsg(ctx, "KV_"+kv.Bucket(), msgGet{LastFor: "$KV." + kv.Bucket() + "." + key})
+	if err != nil {
+		return nil, err
+	}
+	if m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
+		return nil, jetstream.ErrKeyNotFound // a delete or purge marker
+	}
+	return leaderEntry{bucket: kv.Bucket(), key: key, msg: m}, nil
+}
+
+// leaderEntry is an entry that leaderKV.Get read.
+type leaderEntry struct {
+	bucket, key string
+	msg         storedMsg
+}
+
+func (e leaderEntry) Bucket() string                  { return e.bucket }
+func (e leaderEntry) Key() string                     { return e.key }
+func (e leaderEntry) Value() []byte                   { return e.msg.Data }
+func (e leaderEntry) Revision() uint64                { return e.msg.Seq }
+func (e leaderEntry) Created() time.Time              { return e.msg.Time }
+func (e leaderEntry) Delta() uint64                   { return 0 }
+func (e leaderEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
+
+// msgGet is a request of the stream API's message get: the message of a
+// sequence, or the last one of a subject.
+type msgGet struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+}
+
+// storedMsg is a message the stream API's message get returned.
+type storedMsg struct {
+	Subject string      `json:"subject"`
+	Seq     uint64      `json:"seq"`
+	Hdrs    []byte      `json:"hdrs"`
+	Data    []byte      `json:"data"`
+	Time    time.Time   `json:"time"`
+	Header  nats.Header `json:"-"`
+}
+
+// leaderMsg asks the leader of stream for the message req names. No such
+// message is [jetstream.ErrKeyNotFound]; an error the API answers is a
+// [*jetstream.APIError], so that an election in progress reads as the
+// backend being unavailable.
+func (f *Fleet) leaderMsg(ctx context.Context, stream string, req msgGet) (storedMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return storedMsg{}, err
+	}
+	reply, err := f.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	if err != nil {
+		return storedMsg{}, err
+	}
+	var resp struct {
+		Message *storedMsg          `json:"message"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return storedMsg{}, fmt.Errorf("a message get of %s: %w", stream, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return storedMsg{}, jetstream.ErrKeyNotFound
+	case resp.Error != nil:
+		return storedMsg{}, fmt.Errorf("a message get of %s: %w", stream, resp.Error)
+	case resp.Message == nil:
+		return storedMsg{}, fmt.Errorf("a message get of %s: an answer without a message", stream)
+	}
+	m := *resp.Message
+	if len(m.Hdrs) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(m.Hdrs); err != nil {
+			return storedMsg{}, fmt.Errorf("a message get of %s: its headers: %w", stream, err)
+		}
+	}
+	return m, nil
+}
