@@ -2,13 +2,11 @@ package fleetnats_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/natstest"
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // TestOwnershipOutlivesARefusedLeaderMove: where the owner's NATS user may
@@ -18,18 +16,12 @@ import (
 // half of it, so the ownership is not lost after Own returned it (it was,
 // when the move came before the renewals and waited 3 s).
 func TestOwnershipOutlivesARefusedLeaderMove(t *testing.T) {
-	perms := &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.LEADER.STEPDOWN.>"}},
-		Subscribe: &server.SubjectPermission{Allow: []string{">"}},
-	}
-	servers := natstest.ClusterWith(t, 3, func(o *server.Options) {
-		o.Users = []*server.User{{Username: "u", Password: "p", Permissions: perms}}
-	})
+	servers := natstest.ClusterDenying(t, 3, "$JS.API.STREAM.LEADER.STEPDOWN.>")
 	ctx := context.Background()
 	// Each daemon takes the fleet over in turn, each on its own server:
 	// at least one of them is on a server that does not lead the turns.
 	for i, srv := range servers {
-		f, err := fleetnats.Connect(ctx, fleetnats.Options{URL: strings.Replace(srv.URL(), "nats://", "nats://u:p@", 1), Fleet: "rv", Timeout: 5 * time.Second})
+		f, err := fleetnats.Connect(ctx, fleetnats.Options{URL: srv.UserURL(), Fleet: "rv", Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

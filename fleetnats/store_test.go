@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/natstest"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
@@ -390,14 +388,8 @@ func TestStoreReadsEveryWriteOnCluster(t *testing.T) {
 // needs no change of a stream's configuration, so a NATS user that may
 // not update streams (least privilege) has a working store.
 func TestStoreOnClusterWithoutStreamUpdates(t *testing.T) {
-	perms := &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.UPDATE.>"}},
-		Subscribe: &server.SubjectPermission{Allow: []string{">"}},
-	}
-	servers := natstest.ClusterWith(t, 3, func(o *server.Options) {
-		o.Users = []*server.User{{Username: "u", Password: "p", Permissions: perms}}
-	})
-	st := fleetstate.OpenBackend(connect(t, strings.Replace(servers[1].URL(), "nats://", "nats://u:p@", 1), "fleet", 5*time.Second).Store(), nil)
+	servers := natstest.ClusterDenying(t, 3, "$JS.API.STREAM.UPDATE.>")
+	st := fleetstate.OpenBackend(connect(t, servers[1].UserURL(), "fleet", 5*time.Second).Store(), nil)
 	newSession(t, st)
 	for _, content := range [][]byte{[]byte("small"), bytes.Repeat([]byte("b"), 300<<10)} {
 		id, err := st.Put("scout", "f", content, true)

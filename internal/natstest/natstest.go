@@ -124,6 +124,25 @@ func ClusterWith(t testing.TB, n int, with func(*server.Options)) []*Server {
 	return servers
 }
 
+// ClusterDenying is Cluster where the clients are one user who may
+// publish to every subject but those of deny (least privilege: a NATS user
+// that may not ask for a stepdown, say). Each server's URL for that user
+// is UserURL's.
+func ClusterDenying(t testing.TB, n int, deny ...string) []*Server {
+	t.Helper()
+	perms := &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: deny},
+		Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+	}
+	return ClusterWith(t, n, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "u", Password: "p", Permissions: perms}}
+	})
+}
+
+// UserURL is the client URL of s with the credentials of ClusterDenying's
+// user.
+func (s *Server) UserURL() string { return strings.Replace(s.URL(), "nats://", "nats://u:p@", 1) }
+
 // URLs returns the client URLs of servers, comma-separated, as
 // nats.Connect and fleetnats.Options take them.
 func URLs(servers []*Server) string {
