@@ -2,10 +2,12 @@ package fleetnats
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/natstest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ownFleet connects to the fleet of opts and owns it, until the test ends.
@@ -72,5 +74,74 @@ func TestParsePubAck(t *testing.T) {
 				t.Fatalf("parsePubAck(%s) = %d, %v; want %d, error %v, wrong sequence %v", tc.data, seq, err, tc.seq, tc.wantError, tc.wrongSeq)
 			}
 		})
+	}
+}
+
+// laggingTurns is a turns bucket whose first watch is served by a replica
+// that has applied nothing past the sequence behind.
+type laggingTurns struct {
+	jetstream.KeyValue
+	behind  uint64
+	watches int
+}
+
+func (kv *laggingTurns) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w, err := kv.KeyValue.WatchFiltered(ctx, keys, opts...)
+	kv.watches++
+	if err != nil || kv.watches > 1 {
+		return w, err
+	}
+	defer w.Stop()
+	lagged := &staticWatcher{updates: make(chan jetstream.KeyValueEntry, 100)}
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		if e.Revision() <= kv.behind {
+			lagged.updates <- e
+		}
+	}
+	lagged.updates <- nil
+	return lagged, nil
+}
+
+// staticWatcher is a watch whose updates were all read beforehand.
+type staticWatcher struct{ updates chan jetstream.KeyValueEntry }
+
+func (w *staticWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+func (w *staticWatcher) Stop() error                             { return nil }
+
+// TestLoadFromALaggingReplica: a takeover's load whose watch is served by
+// a replica behind the leader (a turn saved and a turn released after
+// what it has) watches again until it has seen what the leader has, and
+// returns the live turns: the newest included, the released one not.
+func TestLoadFromALaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	o := ownFleet(t, Options{URL: natstest.Run(t).URL(), Fleet: "lag", Timeout: 5 * time.Second})
+	for _, id := range []string{"t1", "t2"} {
+		if err := o.Save(ctx, id, []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.turns.mu.Lock()
+	behind := o.turns.last
+	o.turns.mu.Unlock()
+	if err := o.Save(ctx, "t3", []byte("t3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Release(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	lagging := &laggingTurns{KeyValue: o.turns.kv, behind: behind}
+	o.turns.kv = lagging
+	recs, err := o.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%s", recs); got != "[t2 t3]" {
+		t.Errorf("Load = %s; want [t2 t3], the leader's live turns", got)
+	}
+	if lagging.watches != 2 {
+		t.Errorf("%d watches; want the lagging one and one more", lagging.watches)
 	}
 }
