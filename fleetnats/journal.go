@@ -469,37 +469,34 @@ func (l *turnLog) drain(ctx context.Context) {
 
 // load returns the live turns' records.
 //
-// It reads them with a watch, whose consumer the server may place on any
-// replica of the stream, one that lags behind what the previous owner had
-// acknowledged included. So it first asks the stream's leader for the
-// sequence of the newest message under the turns' keys, and watches again
-// (within ctx) until a watch has seen that far: no acknowledged turn is
-// missed at a takeover.
+// It reads them with freshWatch, so that a watch served by a replica
+// behind the leader does not miss a turn the previous owner had written
+// and had acknowledged.
 func (l *turnLog) load(ctx context.Context) ([][]byte, error) {
 	const op = "read the fleet's turns"
 	l.drain(ctx)
-	newest, err := l.newest(ctx)
-	if err != nil {
-		return nil, unavailable(op, err)
-	}
 	var turns map[string]loadedTurn
 	var order []string
-	for try := 0; ; try++ {
-		var seen uint64
-		turns, order, seen, err = l.watchTurns(ctx)
-		if err != nil {
-			return nil, unavailable(op, err)
-		}
-		if seen >= newest {
-			break
-		}
-		l.f.log.Info("fleetnats: the turns were read from a replica behind the leader; reading again",
-			"fleet", l.f.name, "seen", seen, "newest", newest)
-		select {
-		case <-ctx.Done():
-			return nil, unavailable(op, fmt.Errorf("a replica that caught up with sequence %d: %w", newest, ctx.Err()))
-		case <-time.After(min(time.Duration(try+1)*50*time.Millisecond, time.Second)):
-		}
+	err := l.f.freshWatch(ctx, l.kv, []string{turnPrefix + ">", bigPrefix + ">"},
+		func() { turns, order = make(map[string]loadedTurn), nil },
+		func(e jetstream.KeyValueEntry) {
+			id, big := strings.CutPrefix(e.Key(), bigPrefix)
+			if !big {
+				id = strings.TrimPrefix(e.Key(), turnPrefix)
+			}
+			lt, ok := turns[id]
+			if !ok {
+				order = append(order, id)
+			}
+			if big {
+				lt.b = e
+			} else {
+				lt.t = e
+			}
+			turns[id] = lt
+		})
+	if err != nil {
+		return nil, unavailable(op, err)
 	}
 	l.mu.Lock()
 	l.big = nil
@@ -515,71 +512,6 @@ func (l *turnLog) load(ctx context.Context) ([][]byte, error) {
 		}
 	}
 	return recs, l.sweep(ctx)
-}
-
-// newest returns the sequence of the newest message under the turns'
-// keys as the stream's leader has it, a deletion's or a purge's included;
-// 0 when there is none.
-func (l *turnLog) newest(ctx context.Context) (uint64, error) {
-	var top uint64
-	for _, prefix := range []string{turnPrefix, bigPrefix} {
-		m, err := l.f.leaderMsg(ctx, "KV_"+l.kv.Bucket(), msgGet{LastFor: l.subject + prefix + ">"})
-		if isNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		top = max(top, m.Seq)
-	}
-	return top, nil
-}
-
-// watchTurns reads the live turns with one watch: each turn's entries by
-// ID, the IDs in the order the watch gave them, and the highest revision
-// it saw (a deletion's included).
-func (l *turnLog) watchTurns(ctx context.Context) (map[string]loadedTurn, []string, uint64, error) {
-	w, err := l.kv.WatchFiltered(ctx, []string{turnPrefix + ">", bigPrefix + ">"})
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	defer w.Stop()
-	turns := make(map[string]loadedTurn)
-	var order []string
-	var seen uint64
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return nil, nil, 0, ctx.Err()
-		case u, ok := <-w.Updates():
-			if !ok {
-				return nil, nil, 0, errors.New("watch ended")
-			}
-			e = u
-		}
-		if e == nil {
-			return turns, order, seen, nil
-		}
-		seen = max(seen, e.Revision())
-		if e.Operation() != jetstream.KeyValuePut {
-			continue // a finished turn's deletion
-		}
-		id, big := strings.CutPrefix(e.Key(), bigPrefix)
-		if !big {
-			id = strings.TrimPrefix(e.Key(), turnPrefix)
-		}
-		lt, ok := turns[id]
-		if !ok {
-			order = append(order, id)
-		}
-		if big {
-			lt.b = e
-		} else {
-			lt.t = e
-		}
-		turns[id] = lt
-	}
 }
 
 // reset deletes every turn, fenced like any write.

@@ -3,9 +3,11 @@ package fleetnats
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/natstest"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -77,15 +79,15 @@ func TestParsePubAck(t *testing.T) {
 	}
 }
 
-// laggingTurns is a turns bucket whose first watch is served by a replica
+// laggingKV is a bucket whose first watch is served by a replica
 // that has applied nothing past the sequence behind.
-type laggingTurns struct {
+type laggingKV struct {
 	jetstream.KeyValue
 	behind  uint64
 	watches int
 }
 
-func (kv *laggingTurns) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+func (kv *laggingKV) WatchFiltered(ctx context.Context, keys []string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
 	w, err := kv.KeyValue.WatchFiltered(ctx, keys, opts...)
 	kv.watches++
 	if err != nil || kv.watches > 1 {
@@ -106,10 +108,16 @@ func (kv *laggingTurns) WatchFiltered(ctx context.Context, keys []string, opts .
 }
 
 // staticWatcher is a watch whose updates were all read beforehand.
-type staticWatcher struct{ updates chan jetstream.KeyValueEntry }
+type staticWatcher struct {
+	updates chan jetstream.KeyValueEntry
+	once    sync.Once
+}
 
 func (w *staticWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
-func (w *staticWatcher) Stop() error                             { return nil }
+func (w *staticWatcher) Stop() error {
+	w.once.Do(func() { close(w.updates) })
+	return nil
+}
 
 // TestLoadFromALaggingReplica: a takeover's load whose watch is served by
 // a replica behind the leader (a turn saved and a turn released after
@@ -132,7 +140,7 @@ func TestLoadFromALaggingReplica(t *testing.T) {
 	if err := o.Release(ctx, "t1"); err != nil {
 		t.Fatal(err)
 	}
-	lagging := &laggingTurns{KeyValue: o.turns.kv, behind: behind}
+	lagging := &laggingKV{KeyValue: o.turns.kv, behind: behind}
 	o.turns.kv = lagging
 	recs, err := o.Load(ctx)
 	if err != nil {
@@ -140,6 +148,55 @@ func TestLoadFromALaggingReplica(t *testing.T) {
 	}
 	if got := fmt.Sprintf("%s", recs); got != "[t2 t3]" {
 		t.Errorf("Load = %s; want [t2 t3], the leader's live turns", got)
+	}
+	if lagging.watches != 2 {
+		t.Errorf("%d watches; want the lagging one and one more", lagging.watches)
+	}
+}
+
+// TestListFromALaggingReplica: a list of files whose watch is served by a
+// replica behind the leader watches again, and lists the file put last.
+func TestListFromALaggingReplica(t *testing.T) {
+	ctx := context.Background()
+	f, err := Connect(ctx, Options{URL: natstest.Run(t).URL(), Fleet: "lag", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st := fleetstate.OpenBackend(f.Store(), nil)
+	if _, err := st.NewSession("lag"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, err := st.Put("scout", name, []byte(name), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, err := f.stream(ctx, f.bucketName("files"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := files.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Put("scout", "c", []byte("c"), false); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	lagging := &laggingKV{KeyValue: f.buckets["files"], behind: info.State.LastSeq}
+	f.buckets["files"] = lagging
+	f.mu.Unlock()
+	list, err := st.List("", "scout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, fi := range list {
+		names = append(names, fi.ID.Name())
+	}
+	if got := fmt.Sprint(names); got != "[a b c]" {
+		t.Errorf("List = %s; want [a b c], what the leader has", got)
 	}
 	if lagging.watches != 2 {
 		t.Errorf("%d watches; want the lagging one and one more", lagging.watches)

@@ -3,7 +3,9 @@ package fleetnats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -102,4 +104,70 @@ func (f *Fleet) leaderMsg(ctx context.Context, stream string, req msgGet) (store
 		}
 	}
 	return m, nil
+}
+
+// freshWatch reads the live entries of kv under the keys of filters with
+// a watch, calling each for every one (a deletion's marker is skipped),
+// after reset. A watch's consumer may sit on a replica that lags behind
+// the stream's leader, so freshWatch first asks the leader for the
+// sequence of the newest message under filters, and watches again (reset,
+// then each anew; within ctx) until a watch has seen that far: what it
+// reads includes every write acknowledged before it was called.
+func (f *Fleet) freshWatch(ctx context.Context, kv jetstream.KeyValue, filters []string, reset func(), each func(jetstream.KeyValueEntry)) error {
+	var newest uint64
+	for _, filter := range filters {
+		m, err := f.leaderMsg(ctx, "KV_"+kv.Bucket(), msgGet{LastFor: "$KV." + kv.Bucket() + "." + filter})
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		newest = max(newest, m.Seq)
+	}
+	for try := 0; ; try++ {
+		reset()
+		seen, err := watchAll(ctx, kv, filters, each)
+		if err != nil || seen >= newest {
+			return err
+		}
+		f.log.Info("fleetnats: a watch was served by a replica behind the leader; watching again",
+			"fleet", f.name, "bucket", kv.Bucket(), "seen", seen, "newest", newest)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("a replica caught up with sequence %d: %w", newest, ctx.Err())
+		case <-time.After(min(time.Duration(try+1)*50*time.Millisecond, time.Second)):
+		}
+	}
+}
+
+// watchAll is one watch of freshWatch: it returns the highest revision
+// it saw, a deletion's included.
+func watchAll(ctx context.Context, kv jetstream.KeyValue, filters []string, each func(jetstream.KeyValueEntry)) (uint64, error) {
+	// A copy: WatchFiltered writes its subjects over the keys it is given.
+	w, err := kv.WatchFiltered(ctx, slices.Clone(filters))
+	if err != nil {
+		return 0, err
+	}
+	defer stopWatch(w)
+	var seen uint64
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case u, ok := <-w.Updates():
+			if !ok {
+				return 0, errors.New("watch ended")
+			}
+			e = u
+		}
+		if e == nil {
+			return seen, nil
+		}
+		seen = max(seen, e.Revision())
+		if e.Operation() == jetstream.KeyValuePut {
+			each(e)
+		}
+	}
 }

@@ -459,22 +459,8 @@ func (s *store) List(ctx context.Context, session, agent string) ([]fleetstate.F
 	if agent != "" {
 		filter = agentKey(session, agent) + ".>"
 	}
-	w, err := idx.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, false, storeError("list the file index", err)
-	}
-	defer stopWatch(w)
-	files := []fleetstate.FileInfo{}
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return nil, false, storeError("list the file index", ctx.Err())
-		case e = <-w.Updates():
-		}
-		if e == nil {
-			return files, true, nil
-		}
+	var files []fleetstate.FileInfo
+	err = s.f.freshWatch(ctx, idx, []string{filter}, func() { files = []fleetstate.FileInfo{} }, func(e jetstream.KeyValueEntry) {
 		v := e.Value()
 		var size int64
 		switch kindOf(v) {
@@ -483,22 +469,26 @@ func (s *store) List(ctx context.Context, session, agent string) ([]fleetstate.F
 		case kindBlob:
 			ref, err := parseBlobRef(v)
 			if err != nil {
-				continue
+				return
 			}
 			size = ref.Size
 		default:
-			continue // a marker
+			return // a marker
 		}
 		sess, a, name, err := decodeFileKey(e.Key())
 		if err != nil {
-			continue
+			return
 		}
 		id, err := fleetstate.NewFileID(sess, a, name)
 		if err != nil {
-			continue
+			return
 		}
 		files = append(files, fleetstate.FileInfo{ID: id, Size: size, ModTime: e.Created()})
+	})
+	if err != nil {
+		return nil, false, storeError("list the file index", err)
 	}
+	return files, true, nil
 }
 
 // stopWatch stops a watcher and lets its delivery end: the watcher blocks
