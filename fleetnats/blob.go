@@ -121,7 +121,7 @@ func (f *Fleet) discardBlob(ctx context.Context, bucket, id, stays string) {
 	defer cancel()
 	st, err := f.stream(ctx, bucket)
 	if err == nil {
-		err = st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bucket+"."+id+".>"))
+		err = st.Purge(ctx, jetstream.WithPurgeSubject(kvSubject(bucket, id+".>")))
 	}
 	if err != nil {
 		f.log.Warn("fleetnats: "+stays, "fleet", f.name, "blob", id, "err", err)

@@ -76,7 +76,7 @@ func TestReadBlobAsksTheLeader(t *testing.T) {
 	// An error the API answers keeps its code, for the backend's error
 	// mapping: a get of a stream that does not exist.
 	var api *jetstream.APIError
-	if _, err := f.leaderMsg(ctx, "KV_no-such-bucket", msgGet{Seq: 1}); !errors.As(err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamNotFound {
+	if _, err := f.leaderMsg(ctx, "no-such-bucket", msgGet{Seq: 1}); !errors.As(err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamNotFound {
 		t.Errorf("leaderMsg of a stream that does not exist: %v; want the API's stream-not-found error", err)
 	}
 	gone := ref

@@ -334,14 +334,20 @@ var directReads = map[string]bool{"blobs": true, turnBlobsBucket: true, panesBuc
 // the handles other daemons bound with them, and needs a permission the
 // fleet's other work does not.
 func (f *Fleet) leaderReads(ctx context.Context, kv jetstream.KeyValue) (jetstream.KeyValue, error) {
-	st, err := f.stream(ctx, kv.Bucket())
-	if err != nil {
-		return nil, err
-	}
-	if st.CachedInfo().Config.Replicas <= 1 {
-		return kv, nil // one replica: it is the leader
+	if several, err := f.replicated(ctx, kv.Bucket()); err != nil || !several {
+		return kv, err
 	}
 	return leaderKV{KeyValue: kv, f: f}, nil
+}
+
+// replicated reports whether the stream of bucket has several replicas:
+// with one, that replica is the leader, and nothing it answers lags.
+func (f *Fleet) replicated(ctx context.Context, bucket string) (bool, error) {
+	st, err := f.stream(ctx, bucket)
+	if err != nil {
+		return false, err
+	}
+	return st.CachedInfo().Config.Replicas > 1, nil
 }
 
 // probeKey is the key read to see that a bucket answers; no one writes it.

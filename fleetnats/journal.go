@@ -78,7 +78,7 @@ func (f *Fleet) openTurnLog(ctx context.Context, owner string) (*turnLog, error)
 	if err != nil {
 		return nil, unavailable("open the turns", err)
 	}
-	return &turnLog{f: f, kv: kv, stream: stream, subject: "$KV." + name + ".", owner: owner, ownerVal: []string{owner}}, nil
+	return &turnLog{f: f, kv: kv, stream: stream, subject: kvSubject(name, ""), owner: owner, ownerVal: []string{owner}}, nil
 }
 
 // fence writes this owner's epoch record, expecting the stream's last
@@ -330,7 +330,7 @@ func (l *turnLog) ownLast(ctx context.Context) (uint64, bool) {
 	}
 	// From the leader: a replica's direct get may not have the message
 	// yet, and this would then count as another's.
-	m, err := l.f.leaderMsg(ctx, "KV_"+l.kv.Bucket(), msgGet{Seq: info.State.LastSeq})
+	m, err := l.f.leaderMsg(ctx, l.kv.Bucket(), msgGet{Seq: info.State.LastSeq})
 	if err != nil || m.Header.Get(ownerHeader) != l.owner {
 		return 0, false
 	}

@@ -119,13 +119,14 @@ func (w *staticWatcher) Stop() error {
 	return nil
 }
 
-// TestLoadFromALaggingReplica: a takeover's load whose watch is served by
-// a replica behind the leader (a turn saved and a turn released after
-// what it has) watches again until it has seen what the leader has, and
-// returns the live turns: the newest included, the released one not.
+// TestLoadFromALaggingReplica: on three replicas, a takeover's load whose
+// watch is served by a replica behind the leader (a turn saved and a turn
+// released after what it has) watches again until it has seen what the
+// leader has, and returns the live turns: the newest included, the
+// released one not.
 func TestLoadFromALaggingReplica(t *testing.T) {
 	ctx := context.Background()
-	o := ownFleet(t, Options{URL: natstest.Run(t).URL(), Fleet: "lag", Timeout: 5 * time.Second})
+	o := ownFleet(t, Options{URL: natstest.URLs(natstest.Cluster(t, 3)), Fleet: "lag", Timeout: 5 * time.Second})
 	for _, id := range []string{"t1", "t2"} {
 		if err := o.Save(ctx, id, []byte(id)); err != nil {
 			t.Fatal(err)
@@ -149,16 +150,17 @@ func TestLoadFromALaggingReplica(t *testing.T) {
 	if got := fmt.Sprintf("%s", recs); got != "[t2 t3]" {
 		t.Errorf("Load = %s; want [t2 t3], the leader's live turns", got)
 	}
-	if lagging.watches != 2 {
-		t.Errorf("%d watches; want the lagging one and one more", lagging.watches)
+	if lagging.watches < 2 {
+		t.Errorf("%d watches; want the lagging one and more", lagging.watches)
 	}
 }
 
-// TestListFromALaggingReplica: a list of files whose watch is served by a
-// replica behind the leader watches again, and lists the file put last.
+// TestListFromALaggingReplica: on three replicas, a list of files whose
+// watch is served by a replica behind the leader watches again, and lists
+// the file put last.
 func TestListFromALaggingReplica(t *testing.T) {
 	ctx := context.Background()
-	f, err := Connect(ctx, Options{URL: natstest.Run(t).URL(), Fleet: "lag", Timeout: 5 * time.Second})
+	f, err := Connect(ctx, Options{URL: natstest.URLs(natstest.Cluster(t, 3)), Fleet: "lag", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ func TestListFromALaggingReplica(t *testing.T) {
 	if got := fmt.Sprint(names); got != "[a b c]" {
 		t.Errorf("List = %s; want [a b c], what the leader has", got)
 	}
-	if lagging.watches != 2 {
-		t.Errorf("%d watches; want the lagging one and one more", lagging.watches)
+	if lagging.watches < 2 {
+		t.Errorf("%d watches; want the lagging one and more", lagging.watches)
 	}
 }

@@ -28,11 +28,11 @@ type leaderKV struct {
 // Get returns the entry of key as the stream's leader has it. A key never
 // written, deleted or purged is [jetstream.ErrKeyNotFound].
 func (kv leaderKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	m, err := kv.f.leaderMsg(ctx, "KV_"+kv.Bucket(), msgGet{LastFor: "$KV." + kv.Bucket() + "." + key})
+	m, err := kv.f.leaderMsg(ctx, kv.Bucket(), msgGet{LastFor: kvSubject(kv.Bucket(), key)})
 	if err != nil {
 		return nil, err
 	}
-	if m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
+	if m.Header.Get(kvOpHeader) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
 		return nil, jetstream.ErrKeyNotFound // a delete or purge marker
 	}
 	return leaderEntry{bucket: kv.Bucket(), key: key, msg: m}, nil
@@ -61,19 +61,22 @@ type msgGet struct {
 
 // storedMsg is a message the stream API's message get returned.
 type storedMsg struct {
-	Subject string      `json:"subject"`
-	Seq     uint64      `json:"seq"`
-	Hdrs    []byte      `json:"hdrs"`
-	Data    []byte      `json:"data"`
-	Time    time.Time   `json:"time"`
-	Header  nats.Header `json:"-"`
+	Seq    uint64      `json:"seq"`
+	Hdrs   []byte      `json:"hdrs"`
+	Data   []byte      `json:"data"`
+	Time   time.Time   `json:"time"`
+	Header nats.Header `json:"-"`
 }
 
-// leaderMsg asks the leader of stream for the message req names. No such
+// kvSubject is the subject of key in bucket (a pattern when key is one).
+func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// leaderMsg asks the leader of bucket's stream for the message req names. No such
 // message is [jetstream.ErrKeyNotFound]; an error the API answers is a
 // [*jetstream.APIError], so that an election in progress reads as the
 // backend being unavailable.
-func (f *Fleet) leaderMsg(ctx context.Context, stream string, req msgGet) (storedMsg, error) {
+func (f *Fleet) leaderMsg(ctx context.Context, bucket string, req msgGet) (storedMsg, error) {
+	stream := "KV_" + bucket
 	body, err := json.Marshal(req)
 	if err != nil {
 		return storedMsg{}, err
@@ -112,18 +115,26 @@ func (f *Fleet) leaderMsg(ctx context.Context, stream string, req msgGet) (store
 // the stream's leader, so freshWatch first asks the leader for the
 // sequence of the newest message under filters, and watches again (reset,
 // then each anew; within ctx) until a watch has seen that far: what it
-// reads includes every write acknowledged before it was called.
+// reads includes every write acknowledged before it was called. On a
+// single replica, the leader's own, one watch does.
 func (f *Fleet) freshWatch(ctx context.Context, kv jetstream.KeyValue, filters []string, reset func(), each func(jetstream.KeyValueEntry)) error {
+	several, err := f.replicated(ctx, kv.Bucket())
+	if err != nil {
+		return err
+	}
 	var newest uint64
 	for _, filter := range filters {
-		m, err := f.leaderMsg(ctx, "KV_"+kv.Bucket(), msgGet{LastFor: "$KV." + kv.Bucket() + "." + filter})
-		if isNotFound(err) {
-			continue
+		if !several {
+			break // nothing to catch up with
 		}
-		if err != nil {
+		m, err := f.leaderMsg(ctx, kv.Bucket(), msgGet{LastFor: kvSubject(kv.Bucket(), filter)})
+		switch {
+		case isNotFound(err):
+		case err != nil:
 			return err
+		default:
+			newest = max(newest, m.Seq)
 		}
-		newest = max(newest, m.Seq)
 	}
 	for try := 0; ; try++ {
 		reset()

@@ -530,11 +530,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// The daemon gives the fleet up first, then closes its
 		// connections and exits. Wait for the exit too, without another
 		// signal: once the process is gone its pid may be another's.
-		deadline := time.Now().Add(stopWait)
-		for alive(owner.PID) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if alive(owner.PID) {
+		if !waitFor(stopWait, func() bool { return !alive(owner.PID) }) {
 			fmt.Fprintf(stderr, "fleetstate: down: the daemon (pid %d) gave the fleet up but had not exited after %v\n", owner.PID, stopWait)
 		}
 		fmt.Fprintf(stdout, "stopped the daemon (pid %d)\n", owner.PID)
@@ -563,17 +559,24 @@ func stopAll(pids []int, running func(int) bool) int {
 		}
 		return out
 	}
-	deadline := time.Now().Add(stopWait)
-	for len(left()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	rest := left()
-	for _, pid := range rest {
+	none := func() bool { return len(left()) == 0 }
+	waitFor(stopWait, none)
+	for _, pid := range left() {
 		signalTree(pid, syscall.SIGKILL)
 	}
-	deadline = time.Now().Add(2 * time.Second)
-	for len(left()) > 0 && time.Now().Before(deadline) {
+	waitFor(2*time.Second, none)
+	return len(pids) - len(left())
+}
+
+// waitFor checks done every 20 ms until it holds or within has passed,
+// and reports whether it held.
+func waitFor(within time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !done() {
+		if time.Now().After(deadline) {
+			return false
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return len(pids) - len(left())
+	return true
 }
