@@ -328,8 +328,13 @@ func (l *turnLog) ownLast(ctx context.Context) (uint64, bool) {
 	if err != nil || info.State.LastSeq == 0 {
 		return 0, false
 	}
-	// From the leader: a replica's direct get may not have the message
-	// yet, and this would then count as another's.
+	// A message at a sequence never changes, so any replica that has it
+	// may answer (a direct get, which also answers while the leader is
+	// being elected); one that does not have it yet sends this to the
+	// leader.
+	if m, err := l.stream.GetMsg(ctx, info.State.LastSeq); err == nil && m.Header.Get(ownerHeader) == l.owner {
+		return info.State.LastSeq, true
+	}
 	m, err := l.f.leaderMsg(ctx, l.kv.Bucket(), msgGet{Seq: info.State.LastSeq})
 	if err != nil || m.Header.Get(ownerHeader) != l.owner {
 		return 0, false
