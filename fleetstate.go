@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fsx"
 	"github.com/spf13/afero"
 )
 
@@ -602,7 +603,7 @@ func (s *Store) lstat(p string) (os.FileInfo, error) {
 
 // writeFile writes data to the file final atomically: it writes a temporary
 // file in the same folder and then renames it over final (with exchange,
-// swaps it in: see replaceFile), or, without overwrite, links it to final,
+// swaps it in: see fsx.Replace), or, without overwrite, links it to final,
 // which fails if final exists. On error nothing is left behind.
 //
 // Puts swap (exchange): a file put is the caller's, and SyncWrites is
@@ -643,7 +644,7 @@ func (s *Store) commit(op, tmp, final string, overwrite, exchange bool) error {
 		if overwrite {
 			replace := os.Rename
 			if exchange {
-				replace = replaceFile
+				replace = fsx.Replace
 			}
 			if err := replace(tmp, final); err != nil {
 				return s.conflictOrIO(op, err, final)
@@ -710,4 +711,65 @@ func (s *Store) ioError(op string, err error) error {
 		err = &os.LinkError{Op: le.Op, Old: s.rel(le.Old), New: s.rel(le.New), Err: le.Err}
 	}
 	return &Error{Code: CodeInternal, Op: op, Err: err}
+}
+
+// openMode says how a file below the state directory may be opened in one
+// step, without first checking each component of its path for a symbolic
+// link (see [Store.inspect]).
+type openMode int
+
+const (
+	// openChecked: no one-step open; every component is checked first.
+	openChecked openMode = iota
+	// openPlain: the file system cannot hold symbolic links (it is in
+	// memory, or it cannot even tell a link from its target), so a plain
+	// Open follows none.
+	openPlain
+	// openNoLinks: the operating system's file system, where the kernel
+	// refuses to follow any symbolic link on the way (openat2 with
+	// RESOLVE_NO_SYMLINKS on Linux). The state directory's own path has no
+	// link in it, so a refusal means a link inside the state directory.
+	openNoLinks
+)
+
+// directOpenMode returns the one-step open available for a store in dir.
+func directOpenMode(fsys afero.Fs, osFs bool, dir string) openMode {
+	if osFs {
+		if !fsx.NoFollowSupported {
+			return openChecked
+		}
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil || real != dir {
+			return openChecked
+		}
+		return openNoLinks
+	}
+	if _, ok := fsys.(*afero.MemMapFs); ok {
+		return openPlain
+	}
+	if _, ok := fsys.(afero.Lstater); !ok {
+		return openPlain
+	}
+	return openChecked
+}
+
+// errNoDirectOpen means that a file cannot be opened in one step here.
+var errNoDirectOpen = errors.New("fleetstate: no direct open")
+
+// openDirect opens the file at path for reading in one step, following no
+// symbolic link, or fails. The file may turn out to be a folder or a
+// special file: the caller checks. On any failure the caller walks the
+// path with inspect, which tells exactly what is wrong.
+func (s *Store) openDirect(path string) (afero.File, error) {
+	switch s.directOpen {
+	case openPlain:
+		return s.fs.Open(path)
+	case openNoLinks:
+		f, err := fsx.OpenNoFollow(path)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	return nil, errNoDirectOpen
 }

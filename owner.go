@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fsx"
 	"github.com/spf13/afero"
 )
 
@@ -126,7 +127,7 @@ func (s *Store) tryOwner(op string) (l *ownerLock, ok bool, err error) {
 	if err != nil {
 		return nil, false, s.ioError(op, err)
 	}
-	if ok, err := tryLockFileExclusive(f); err != nil || !ok {
+	if ok, err := fsx.TryLock(f); err != nil || !ok {
 		f.Close()
 		if err != nil {
 			return nil, false, s.ioError(op, err)

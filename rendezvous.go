@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/fleetstate/fleetstate/internal/agent"
 )
 
 // Defaults of the rendezvous bounds. A blocking send answers before the
@@ -38,21 +40,7 @@ const (
 // DefaultExhaustedPatterns returns the patterns, matched case-insensitively
 // against a member's pane tail, that mean its backend cannot work: spent
 // credit, usage limits, rejected keys. The slice is a fresh copy.
-func DefaultExhaustedPatterns() []string {
-	return []string{
-		`credit balance is too low`,
-		`out of credits?`,
-		`insufficient[_ ]quota`,
-		`quota exceeded`,
-		`usage limit`,
-		`rate limit (reached|exceeded)`,
-		`invalid api key`,
-		`invalid[_ ]x?-?api[_ -]key`,
-		`authentication[_ ]error`,
-		`please run /login`,
-		`billing`,
-	}
-}
+func DefaultExhaustedPatterns() []string { return agent.ExhaustedPatterns() }
 
 // RendezvousOptions configure a [Rendezvous]. A nil *RendezvousOptions, and
 // every zero field, means the documented default.

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fsx"
 	"github.com/google/uuid"
 	"github.com/spf13/afero"
 )
@@ -348,7 +349,7 @@ func lockWithin(f *os.File, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	pause := time.Millisecond
 	for {
-		ok, err := tryLockFileExclusive(f)
+		ok, err := fsx.TryLock(f)
 		if err != nil || ok {
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fleetstate/fleetstate/internal/agent"
 )
 
 // gate is the status gating of one pane: a message is written only while
@@ -310,4 +312,25 @@ func (r *Rendezvous) stepLead(name string, l *lead, port Member) {
 	if err != nil {
 		r.log.Warn("fleetstate: nudge failed", "lead", name, "err", err)
 	}
+}
+
+// classify names what a turn that ended without a reply left in the pane:
+//
+//   - backend_exhausted when the tail matches one of the exhausted
+//     patterns: the member could not work at all;
+//   - echoed_brief when the tail is essentially the brief the lead sent:
+//     the member never started, and the brief must not pass for its report;
+//   - turn_done otherwise, with the tail as a hint, marked partial when the
+//     report was longer than the scrape window.
+func (r *Rendezvous) classify(brief, tail string, clipped bool) Outcome {
+	for _, re := range r.exhaust {
+		if re.MatchString(tail) {
+			return Outcome{Kind: OutcomeFailed, Reason: ReasonBackendExhausted, Content: tail}
+		}
+	}
+	if agent.EchoesBrief(brief, tail) {
+		return Outcome{Kind: OutcomeFailed, Reason: ReasonEchoedBrief,
+			Content: "the pane shows only the brief that was sent: the member never started"}
+	}
+	return Outcome{Kind: OutcomeTurnDone, Content: tail, Partial: clipped}
 }

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleetstate/fleetstate"
+	agentkit "github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -496,9 +497,9 @@ func FuzzStatusReport(f *testing.F) {
 		default:
 			t.Fatalf("status %d: %s", rec.Code, rec.Body.Bytes())
 		}
-		var ev fleetstate.HookEvent
+		var ev agentkit.HookEvent
 		if json.Unmarshal(body, &ev) == nil {
-			fleetstate.StatusOfHook(ev)
+			agentkit.StatusOfHook(ev)
 		}
 	})
 }

@@ -30,7 +30,7 @@ import (
 const hookMarker = "# fleetstate up"
 
 // claudeHookEvents are the Claude Code hook events whose status the
-// daemon hears of (see fleetstate.StatusOfHook).
+// daemon hears of (see agent.StatusOfHook).
 var claudeHookEvents = []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "Notification"}
 
 // writeIfChanged writes data to path (owner-only when private) unless the

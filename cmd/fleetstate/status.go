@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/agent"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -21,7 +23,7 @@ import (
 // stands for. Coding-agent CLIs run it from their lifecycle hooks.
 func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status")
-	agent := fs.String("agent", os.Getenv("FLEET_AGENT"), "the reporting agent (must be the token's)")
+	agentName := fs.String("agent", os.Getenv("FLEET_AGENT"), "the reporting agent (must be the token's)")
 	url := fs.String("url", envOr("FLEET_URL", "http://127.0.0.1:7333"), "the daemon's base URL ($FLEET_URL)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
@@ -39,19 +41,19 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		st = s
 	case 0:
-		var ev fleetstate.HookEvent
+		var ev agent.HookEvent
 		if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&ev); err != nil {
 			return fmt.Errorf("status: no status given and no hook event on standard input: %v", err)
 		}
-		s, ok := fleetstate.StatusOfHook(ev)
+		name, ok := agent.StatusOfHook(ev)
 		if !ok {
 			return nil // an event that says nothing of the status
 		}
-		st = s
+		st, _ = fleetstate.ParseStatus(name)
 	default:
 		return errors.New("status: want one status: idle, working or blocked")
 	}
-	body, _ := json.Marshal(mcpadapter.StatusReport{Agent: *agent, Status: strings.ToLower(st.String())})
+	body, _ := json.Marshal(mcpadapter.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String())})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(strings.TrimSuffix(*url, "/mcp"), "/")+mcpadapter.StatusPath, bytes.NewReader(body))

@@ -1,15 +1,15 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package fleetstate
+package fsx
 
 import (
 	"os"
 	"syscall"
 )
 
-// tryLockFileExclusive takes an exclusive lock on f if nobody holds one,
+// TryLock takes an exclusive lock on f if nobody holds one,
 // without waiting, and reports whether it did.
-func tryLockFileExclusive(f *os.File) (bool, error) {
+func TryLock(f *os.File) (bool, error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		switch err {

@@ -1,4 +1,4 @@
-package fleetstate
+package fsx
 
 import (
 	"errors"
@@ -47,10 +47,10 @@ func TestReplaceFileOverAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reader.Close()
-	tmp := writeTemp(t, dir, tempPrefix+"1", "new content")
+	tmp := writeTemp(t, dir, ".tmp-"+"1", "new content")
 
-	if err := replaceFile(tmp, final); err != nil {
-		t.Fatalf("replaceFile: %v", err)
+	if err := Replace(tmp, final); err != nil {
+		t.Fatalf("Replace: %v", err)
 	}
 	if data, err := os.ReadFile(final); err != nil || string(data) != "new content" {
 		t.Fatalf("final holds %q, %v; want the new content", data, err)
@@ -69,10 +69,10 @@ func TestReplaceFileOverAFile(t *testing.T) {
 // temporary file is renamed to it.
 func TestReplaceFileNoFinal(t *testing.T) {
 	dir := t.TempDir()
-	tmp := writeTemp(t, dir, tempPrefix+"1", "first")
+	tmp := writeTemp(t, dir, ".tmp-"+"1", "first")
 	final := filepath.Join(dir, "state.md")
-	if err := replaceFile(tmp, final); err != nil {
-		t.Fatalf("replaceFile: %v", err)
+	if err := Replace(tmp, final); err != nil {
+		t.Fatalf("Replace: %v", err)
 	}
 	if data, err := os.ReadFile(final); err != nil || string(data) != "first" {
 		t.Fatalf("final holds %q, %v; want %q", data, err, "first")
@@ -96,11 +96,11 @@ func TestReplaceFileOverAFolder(t *testing.T) {
 		if !empty {
 			writeTemp(t, final, "inner", "keep me")
 		}
-		tmp := writeTemp(t, dir, tempPrefix+"1", "new content")
+		tmp := writeTemp(t, dir, ".tmp-"+"1", "new content")
 
-		err := replaceFile(tmp, final)
+		err := Replace(tmp, final)
 		if !errors.Is(err, syscall.EISDIR) {
-			t.Fatalf("replaceFile over a folder (empty=%v) = %v; want EISDIR", empty, err)
+			t.Fatalf("Replace over a folder (empty=%v) = %v; want EISDIR", empty, err)
 		}
 		if fi, err := os.Stat(final); err != nil || !fi.IsDir() {
 			t.Fatalf("final after a refused replace (empty=%v): %v, %v; want the folder", empty, fi, err)
@@ -118,13 +118,13 @@ func TestReplaceFileOverAFolder(t *testing.T) {
 
 // BenchmarkOverwriteOS compares the two ways to put a finished 1 KiB
 // temporary file over an existing one, eight writers in one folder, each
-// on its own file: a rename over it, and replaceFile.
+// on its own file: a rename over it, and Replace.
 func BenchmarkOverwriteOS(b *testing.B) {
 	data := make([]byte, 1024)
 	for _, way := range []struct {
 		name    string
 		replace func(tmp, final string) error
-	}{{"rename", os.Rename}, {"exchange", replaceFile}} {
+	}{{"rename", os.Rename}, {"exchange", Replace}} {
 		b.Run(way.name, func(b *testing.B) {
 			dir := b.TempDir()
 			var next atomic.Int64
@@ -136,7 +136,7 @@ func BenchmarkOverwriteOS(b *testing.B) {
 					return
 				}
 				for pb.Next() {
-					f, err := os.CreateTemp(dir, tempPrefix+"*")
+					f, err := os.CreateTemp(dir, ".tmp-"+"*")
 					if err == nil {
 						_, err = f.Write(data)
 						if cerr := f.Close(); err == nil {

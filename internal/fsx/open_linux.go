@@ -1,6 +1,6 @@
 //go:build linux
 
-package fleetstate
+package fsx
 
 import (
 	"os"
@@ -8,15 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// noFollowSupported reports whether openNoFollow can work at all; the
+// NoFollowSupported reports whether [OpenNoFollow] can work at all; the
 // kernel may still refuse openat2 (before Linux 5.6, or under a seccomp
 // filter), and then every call falls back.
-const noFollowSupported = true
+const NoFollowSupported = true
 
-// openNoFollow opens path for reading, failing (ELOOP) if any component of
+// OpenNoFollow opens path for reading, failing (ELOOP) if any component of
 // it is a symbolic link. O_NONBLOCK keeps the open of a FIFO from waiting
 // for a writer; on a regular file it changes nothing.
-func openNoFollow(path string) (*os.File, error) {
+func OpenNoFollow(path string) (*os.File, error) {
 	how := unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_NONBLOCK,
 		Resolve: unix.RESOLVE_NO_SYMLINKS,

@@ -1,4 +1,4 @@
-package fleetstate
+package fsx
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// replaceFile puts the finished file tmp at final, which readers see change
+// Replace puts the finished file tmp at final, which readers see change
 // from the old content to the new in one step, as with a rename.
 //
 // Where final exists, the two names are exchanged (RENAME_EXCHANGE) and the
@@ -15,14 +15,14 @@ import (
 // the same for readers, but ext4 writes the new file's data back inside it
 // (its auto_da_alloc heuristic, for a program that neither syncs nor waits),
 // under the folder's lock: one disk write per put, one put at a time per
-// folder. Without Options.SyncWrites a put was never promised to survive a
-// power failure; with it the data is on disk before the exchange. A crash
+// folder. A caller that does not sync was never promised survival of a
+// power failure; one that syncs has its data on disk before the exchange. A crash
 // between the exchange and the unlink leaves the old content under the
 // temporary name, which is ignored and swept like any leftover.
 //
 // Where final does not exist, or the file system cannot exchange, it is a
 // plain rename. A folder at final is put back and reported as EISDIR.
-func replaceFile(tmp, final string) error {
+func Replace(tmp, final string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_EXCHANGE)
 	if err != nil {
 		// ENOENT: final does not exist (or tmp, which the rename reports);

@@ -1,0 +1,117 @@
+// Package agent holds what fleetstate knows of particular coding agents
+// rather than of fleets: how Claude Code's lifecycle hook events map onto a
+// member's status, and the heuristics that read a member's pane tail (an
+// exhausted backend, a brief echoed back). They change when the agents
+// change, not when the library's contract does.
+package agent
+
+import (
+	"strings"
+	"unicode"
+)
+
+// HookEvent is the JSON a coding agent's lifecycle hook passes on standard
+// input (Claude Code's hooks do). Only the fields fleetstate reads are
+// here.
+type HookEvent struct {
+	Name    string `json:"hook_event_name"`
+	Message string `json:"message"`
+}
+
+// Status names, as fleetstate.ParseStatus reads them.
+const (
+	StatusIdle    = "IDLE"
+	StatusWorking = "WORKING"
+	StatusBlocked = "BLOCKED"
+)
+
+// StatusOfHook maps a hook event onto the status it stands for: a prompt
+// submitted or a tool used means WORKING, a stop or a session start IDLE,
+// a notification that asks for permission BLOCKED (other notifications,
+// such as waiting for input, IDLE). ok is false for events that say
+// nothing of the status.
+func StatusOfHook(ev HookEvent) (status string, ok bool) {
+	switch ev.Name {
+	case "UserPromptSubmit", "PreToolUse", "PostToolUse":
+		return StatusWorking, true
+	case "Stop", "SessionStart":
+		return StatusIdle, true
+	case "Notification":
+		if strings.Contains(strings.ToLower(ev.Message), "permission") {
+			return StatusBlocked, true
+		}
+		return StatusIdle, true
+	}
+	return "", false
+}
+
+// ExhaustedPatterns returns the patterns, to be matched case-insensitively
+// against a member's pane tail, that mean its backend cannot work: spent
+// credit, usage limits, rejected keys. The slice is a fresh copy.
+func ExhaustedPatterns() []string {
+	return []string{
+		`credit balance is too low`,
+		`out of credits?`,
+		`insufficient[_ ]quota`,
+		`quota exceeded`,
+		`usage limit`,
+		`rate limit (reached|exceeded)`,
+		`invalid api key`,
+		`invalid[_ ]x?-?api[_ -]key`,
+		`authentication[_ ]error`,
+		`please run /login`,
+		`billing`,
+	}
+}
+
+// echoThreshold is the share of a tail's text that must come from the brief
+// for the tail to count as the brief echoed back.
+const echoThreshold = 0.9
+
+// EchoesBrief reports whether tail is essentially brief: at least nine
+// tenths of the tail's characters sit on lines that are part of the brief,
+// once prompt marks, box drawing and runs of spaces are dropped. A
+// terminal wraps long lines, so a tail line that is any piece of the brief
+// counts.
+func EchoesBrief(brief, tail string) bool {
+	nb := normalizeLine(brief)
+	if len(nb) == 0 {
+		return false
+	}
+	total, fromBrief := 0, 0
+	for line := range strings.SplitSeq(tail, "\n") {
+		nl := normalizeLine(line)
+		if nl == "" {
+			continue
+		}
+		total += len(nl)
+		if strings.Contains(nb, nl) {
+			fromBrief += len(nl)
+		}
+	}
+	return total > 0 && float64(fromBrief) >= echoThreshold*float64(total)
+}
+
+// normalizeLine drops what a terminal adds around text (prompt marks, box
+// drawing, cursor blocks) and collapses white space, so that text compares
+// as text.
+func normalizeLine(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			space = b.Len() > 0
+			continue
+		case r == '>' || r == '❯' || r == '›' || r == '$' || r == '█' || r == '▌' ||
+			(r >= 0x2500 && r <= 0x257F): // box drawing
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

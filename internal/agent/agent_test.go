@@ -1,0 +1,53 @@
+package agent
+
+import "testing"
+
+func TestStatusOfHook(t *testing.T) {
+	tests := []struct {
+		name string
+		ev   HookEvent
+		want string
+		ok   bool
+	}{
+		{"prompt", HookEvent{Name: "UserPromptSubmit"}, StatusWorking, true},
+		{"before a tool", HookEvent{Name: "PreToolUse"}, StatusWorking, true},
+		{"after a tool", HookEvent{Name: "PostToolUse"}, StatusWorking, true},
+		{"stop", HookEvent{Name: "Stop"}, StatusIdle, true},
+		{"session start", HookEvent{Name: "SessionStart"}, StatusIdle, true},
+		{"permission", HookEvent{Name: "Notification", Message: "Claude needs your Permission to use Bash"}, StatusBlocked, true},
+		{"waiting for input", HookEvent{Name: "Notification", Message: "Claude is waiting for your input"}, StatusIdle, true},
+		{"other event", HookEvent{Name: "SubagentStop"}, "", false},
+		{"no event", HookEvent{}, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := StatusOfHook(tc.ev)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("StatusOfHook(%+v) = %q, %v; want %q, %v", tc.ev, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestEchoesBrief(t *testing.T) {
+	brief := "Refactor the parser so that it reports the line of each error."
+	tests := []struct {
+		name, brief, tail string
+		want              bool
+	}{
+		{"brief alone", brief, "> " + brief, true},
+		{"brief wrapped in a box", brief, "│ > Refactor the parser so that it │\n│ reports the line of each error. │", true},
+		{"brief then work", brief, "> " + brief + "\nRead parser.go, changed 40 lines, all tests pass, committed as abc123.", false},
+		{"other text", brief, "Done: the parser now reports lines.", false},
+		{"empty tail", brief, "", false},
+		{"empty brief", "", "anything", false},
+		{"prompt marks only", brief, "❯ \n$ ", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := EchoesBrief(tc.brief, tc.tail); got != tc.want {
+				t.Errorf("EchoesBrief(%q, %q) = %v; want %v", tc.brief, tc.tail, got, tc.want)
+			}
+		})
+	}
+}
