@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// readmeTool is one row of the README's tool table.
+// readmeTool is one row of the server guide's tool table (docs/server.md).
 type readmeTool struct {
 	name     string
 	args     []string        // the union of the argument names, without "?"
@@ -20,7 +20,7 @@ type readmeTool struct {
 
 var backticked = regexp.MustCompile("`([^`]*)`")
 
-// parseToolTable reads the table under "### Tools" in the README.
+// parseToolTable reads the table under the "Tools" heading of a guide.
 func parseToolTable(t *testing.T, path string) []readmeTool {
 	t.Helper()
 	f, err := os.Open(path)
@@ -37,7 +37,7 @@ func parseToolTable(t *testing.T, path string) []readmeTool {
 			if inSection && inTable {
 				break
 			}
-			inSection = line == "### Tools"
+			inSection = line == "### Tools" || line == "## Tools"
 			continue
 		}
 		if !inSection {
@@ -99,18 +99,18 @@ func parseToolTable(t *testing.T, path string) []readmeTool {
 	return rows
 }
 
-// TestReadmeToolTable: the README's tool table names exactly the tools the
+// TestReadmeToolTable: the server guide's tool table names exactly the tools the
 // server registers, each with exactly the arguments of its input schema;
 // an argument the schema requires is never marked optional, and one
 // marked optional is never required.
 func TestReadmeToolTable(t *testing.T) {
-	rows := parseToolTable(t, "../README.md")
+	rows := parseToolTable(t, "../docs/server.md")
 	e := newEnv(t, envOpts{})
 
 	var documented, registered []string
 	for _, r := range rows {
 		if slices.Contains(documented, r.name) {
-			t.Errorf("README documents %s twice", r.name)
+			t.Errorf("the guide documents %s twice", r.name)
 		}
 		documented = append(documented, r.name)
 	}
@@ -120,7 +120,7 @@ func TestReadmeToolTable(t *testing.T) {
 	sort.Strings(documented)
 	sort.Strings(registered)
 	if !slices.Equal(documented, registered) {
-		t.Errorf("README tools %v; server registers %v", documented, registered)
+		t.Errorf("the guide's tools %v; server registers %v", documented, registered)
 	}
 
 	for _, r := range rows {
