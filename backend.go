@@ -2,18 +2,19 @@ package fleetstate
 
 import (
 	"context"
-	"slices"
-	"strings"
+	"fmt"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/dirstore"
 	"github.com/spf13/afero"
 )
 
-// Backend keeps a store's sessions and files somewhere other than a state
-// directory on an [afero.Fs]: in a replicated engine that several
+// Backend keeps a store's sessions and files. It is the narrow seam
+// between the [Store]'s contract and where the bytes live: a state
+// directory on an [afero.Fs] ([Open]), or a replicated engine that several
 // processes on several machines share, such as NATS JetStream (package
-// fleetnats). It is the narrow seam between the [Store]'s contract and
-// where the bytes live.
+// fleetnats, through [OpenBackend]). Package fleetstatetest has the suite
+// every Backend passes.
 //
 // The Store checks every argument (names, IDs, sizes) before it calls a
 // Backend, and checks the session rules (which session is current, what
@@ -51,7 +52,9 @@ type Backend interface {
 	List(ctx context.Context, session, agent string) (files []FileInfo, exists bool, err error)
 
 	// Clean removes every session's files, the current session and the
-	// run log.
+	// run log. A backend that knows the fleet's owner (an [OwnedBackend])
+	// may refuse with [CodeFleetOwned] while a process other than the one
+	// whose rendezvous it serves owns the fleet.
 	Clean(ctx context.Context) error
 }
 
@@ -86,121 +89,62 @@ func OpenBackend(b Backend, opts *BackendOptions) *Store {
 	if opts == nil {
 		opts = &BackendOptions{}
 	}
-	s := &Store{
-		fs:             afero.NewMemMapFs(),
-		dir:            "",
-		maxContent:     opts.MaxContentSize,
-		lockTimeout:    DefaultLockTimeout,
-		now:            time.Now,
-		backend:        b,
-		backendTimeout: opts.Timeout,
+	max := opts.MaxContentSize
+	if max <= 0 {
+		max = DefaultMaxContentSize
 	}
-	if s.maxContent <= 0 {
-		s.maxContent = DefaultMaxContentSize
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultBackendTimeout
 	}
-	if s.backendTimeout <= 0 {
-		s.backendTimeout = DefaultBackendTimeout
+	local, err := dirstore.Open(afero.NewMemMapFs(), "", dirstore.Options{NoGitIgnore: true, LockTimeout: DefaultLockTimeout, IsSession: isSessionID})
+	if err != nil {
+		panic("fleetstate: a folder in memory: " + err.Error()) // MkdirAll on a MemMapFs does not fail
 	}
-	return s
+	return &Store{b: b, given: b, timeout: timeout, maxContent: max, local: local}
 }
 
 // Backend returns the backend of a store opened with [OpenBackend], or nil
 // for a store on a state directory.
-func (s *Store) Backend() Backend { return s.backend }
+func (s *Store) Backend() Backend { return s.given }
 
-// bctx is the context of one call to the backend.
-func (s *Store) bctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), s.backendTimeout)
+// Owner describes the process that owns a fleet.
+type Owner struct {
+	PID   int       `json:"pid"`
+	Addr  string    `json:"addr,omitempty"` // where it serves the fleet, if it said
+	Since time.Time `json:"since"`
 }
 
-// withOp sets the operation of a backend's error to op, so that messages
-// read as a state directory's would.
-func withOp(op string, err error) error {
-	if err == nil {
-		return nil
+func (o Owner) String() string {
+	s := fmt.Sprintf("pid %d", o.PID)
+	if o.Addr != "" {
+		s += ", " + o.Addr
 	}
-	if e, ok := err.(*Error); ok && e.Op == "" {
-		c := *e
-		c.Op = op
-		return &c
-	}
-	if _, ok := err.(*Error); ok {
-		return err
-	}
-	return &Error{Code: CodeInternal, Op: op, Err: err}
+	return s
 }
 
-func (s *Store) backendCurrent(op string) (Session, error) {
-	ctx, cancel := s.bctx()
-	defer cancel()
-	sess, ok, err := s.backend.CurrentSession(ctx)
-	if err != nil {
-		return Session{}, withOp(op, err)
-	}
-	if !ok {
-		return Session{}, &Error{Code: CodeNoActiveSession, Op: op}
-	}
-	return sess, nil
+// OwnedError is the detail of an [ErrFleetOwned] error: the state directory
+// and, where it could be read, its owner. Its message names the owner, not
+// the directory, since errors may cross the wire to agents; a command that
+// reports it names the directory itself.
+type OwnedError struct {
+	Dir   string
+	Owner Owner // zero when the owner did not say who it is
 }
 
-func (s *Store) backendNewSession(op string, sess Session) (Session, error) {
-	ctx, cancel := s.bctx()
-	defer cancel()
-	if err := s.backend.StartSession(ctx, sess); err != nil {
-		return Session{}, withOp(op, err)
+func (e *OwnedError) Error() string {
+	if e.Owner.PID == 0 {
+		return "owner unknown"
 	}
-	return sess, nil
+	return "owner: " + e.Owner.String()
 }
 
-func (s *Store) backendPut(op string, id FileID, content []byte, overwrite bool) (FileID, error) {
-	ctx, cancel := s.bctx()
-	defer cancel()
-	if err := s.backend.Put(ctx, id, content, overwrite); err != nil {
-		return FileID{}, withOp(op, err)
-	}
-	return id, nil
-}
+// FleetOwner returns the owner of s's fleet, if a live process owns it.
+// A process that owns it without describing itself has a zero PID.
+func (s *Store) FleetOwner() (Owner, bool, error) { return s.fleetOwner("fleet owner") }
 
-func (s *Store) backendGet(op string, id FileID) ([]byte, error) {
-	ctx, cancel := s.bctx()
-	defer cancel()
-	data, err := s.backend.Get(ctx, id)
-	if err != nil {
-		return nil, withOp(op, err)
-	}
-	if int64(len(data)) > s.maxContent {
-		return nil, newError(CodeContentTooLarge, op, "%d bytes, limit %d", len(data), s.maxContent)
-	}
-	return data, nil
-}
-
-func (s *Store) backendList(op, session, agent string, isCurrent bool) ([]FileInfo, error) {
-	ctx, cancel := s.bctx()
-	defer cancel()
-	files, exists, err := s.backend.List(ctx, session, agent)
-	if err != nil {
-		return nil, withOp(op, err)
-	}
-	if !exists {
-		if !isCurrent {
-			if sess, err := s.backendCurrent(op); err == nil && sess.ID == session {
-				isCurrent = true
-			}
-		}
-		if isCurrent {
-			return []FileInfo{}, nil
-		}
-		return nil, newError(CodeSessionNotValid, op, "%s", quote(session))
-	}
-	if files == nil {
-		files = []FileInfo{}
-	}
-	sortFiles(files)
-	return files, nil
-}
-
-func (s *Store) backendOwner(op string) (Owner, bool, error) {
-	ob, ok := s.backend.(OwnedBackend)
+func (s *Store) fleetOwner(op string) (Owner, bool, error) {
+	ob, ok := s.b.(OwnedBackend)
 	if !ok {
 		return Owner{}, false, nil
 	}
@@ -211,20 +155,4 @@ func (s *Store) backendOwner(op string) (Owner, bool, error) {
 		return Owner{}, false, withOp(op, err)
 	}
 	return o, owned, nil
-}
-
-func (s *Store) backendClean(op string) error {
-	ctx, cancel := s.bctx()
-	defer cancel()
-	return withOp(op, s.backend.Clean(ctx))
-}
-
-// sortFiles puts files in the order List promises: by agent, then name.
-func sortFiles(files []FileInfo) {
-	slices.SortFunc(files, func(a, b FileInfo) int {
-		if c := strings.Compare(a.ID.agent, b.ID.agent); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID.name, b.ID.name)
-	})
 }

@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fleetstate/fleetstate/internal/dirstore"
 	"github.com/google/uuid"
 )
 
@@ -21,10 +22,6 @@ const (
 const (
 	fileIDPrefix = "fsm::file::"
 	fileIDSep    = "::"
-	// tempPrefix starts the names of the store's temporary files. File name
-	// segments may not start with it, so a temporary file never shadows a
-	// stored one.
-	tempPrefix = ".fleetstate-tmp-"
 )
 
 // FileID names a stored file: the session it was written in, the agent that
@@ -211,8 +208,9 @@ func validateSegment(seg string) error {
 		return errors.New(`"." or ".." path segment`)
 	case len(seg) > MaxSegmentLen:
 		return errors.New("path segment longer than the limit")
-	case strings.HasPrefix(seg, tempPrefix):
-		return errors.New("path segment uses the reserved prefix " + tempPrefix)
+	case strings.HasPrefix(seg, dirstore.TempPrefix):
+		// A temporary file never shadows a stored one.
+		return errors.New("path segment uses the reserved prefix " + dirstore.TempPrefix)
 	case !utf8.ValidString(seg):
 		return errors.New("not valid UTF-8")
 	}

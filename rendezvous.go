@@ -924,11 +924,6 @@ func (r *Rendezvous) Clean() error {
 	if r.closed {
 		return &Error{Code: CodeClosed, Op: op}
 	}
-	unlock, err := r.store.lock(op)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	for _, t := range r.turns {
 		t.stopTimers()
 		if a := t.asker; a != nil {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fleetstate/fleetstate/internal/dirstore"
 	"github.com/fleetstate/fleetstate/internal/jsonstr"
 	"github.com/google/uuid"
 	"github.com/spf13/afero"
@@ -128,8 +129,9 @@ type moving struct {
 // rendezvous's own lock released.
 type journal struct {
 	store *Store
-	dir   string // the folder of the slot files
-	owner *ownerLock
+	d     *dirstore.Dir // the state directory
+	dir   string        // the folder of the slot files
+	owner *dirstore.OwnerLock
 	free  []slot // slot files holding no turn, for the next ones
 	buf   []byte // the record being written
 	log   func(msg string, args ...any)
@@ -153,11 +155,11 @@ type journal struct {
 // openJournal takes ownership of store's fleet and opens its journal. addr,
 // which may be empty, says where the owner serves the fleet.
 func openJournal(store *Store, addr string, logErr func(string, ...any)) (*journal, error) {
-	owner, err := store.acquireOwner("new rendezvous", addr)
+	owner, err := store.local.AcquireOwner(addr)
 	if err != nil {
-		return nil, err
+		return nil, withOp("new rendezvous", dirError(store.local, err))
 	}
-	return &journal{store: store, dir: store.path(privateDir, rendezvousDir, "turns"), owner: owner, log: logErr,
+	return &journal{store: store, d: store.local, dir: store.local.Join(dirstore.PrivateDir, dirstore.RendezvousDir, "turns"), owner: owner, log: logErr,
 		held: map[string]span{}, heldMin: heldCompactMin, heldAt: heldCompactMin}, nil
 }
 
@@ -170,7 +172,7 @@ func (j *journal) close() {
 	j.settle()
 	j.closed = true
 	j.removeFreeSlots()
-	j.owner.release()
+	j.owner.Release()
 }
 
 // crash gives up ownership and writes nothing more, as a process killed at
@@ -178,7 +180,7 @@ func (j *journal) close() {
 func (j *journal) crash() {
 	j.closed = true
 	if j.owner != nil {
-		j.owner.release()
+		j.owner.Release()
 	}
 }
 
@@ -191,8 +193,8 @@ func (j *journal) reset() error {
 	j.heldSize, j.heldLive, j.heldAt = 0, 0, j.heldMin
 	clear(j.held)
 	j.forgets, j.moving = j.forgets[:0], nil
-	if err := j.store.fs.RemoveAll(j.dir); err != nil {
-		return j.store.ioError("reset", err)
+	if err := j.d.Fs().RemoveAll(j.dir); err != nil {
+		return j.ioError("reset", err)
 	}
 	return nil
 }
@@ -224,15 +226,15 @@ func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 	var err error
 	switch {
 	case t.slot.path == "":
-	case pooled && !j.store.osFs:
-		err = reuseSlot(j.store, t.slot.path, line)
+	case pooled && !j.d.OsFs():
+		err = reuseSlot(j.d, t.slot.path, line)
 		if err == nil {
 			t.slot.size = int64(len(line))
 			return nil
 		}
 	case t.slot.size+int64(len(line)) > slotMaxSize:
 		// Rewrite the slot with the current record alone, atomically.
-		err := j.store.writeFile(op, t.slot.path, line, true, false)
+		err := j.writeFile(op, t.slot.path, line, true, false)
 		if err == nil {
 			t.slot.size = int64(len(line))
 			return nil
@@ -258,12 +260,12 @@ func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 			j.free = append(j.free, t.slot)
 			t.slot = slot{}
 		}
-		return j.store.ioError(op, err)
+		return j.ioError(op, err)
 	}
 	t.slot = slot{}
 	s, err := j.newSlot(line)
 	if err != nil {
-		return j.store.ioError(op, err)
+		return j.ioError(op, err)
 	}
 	t.slot = s
 	return nil
@@ -282,11 +284,11 @@ func (j *journal) save(t *turn) {
 // left behind does not parse and is skipped anyway), so that the slot
 // says what the caller, told of the failure, believes.
 func (j *journal) appendSlot(path string, size int64, rec []byte) error {
-	f, err := j.store.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND, filePerm)
+	f, err := j.d.Fs().OpenFile(path, os.O_WRONLY|os.O_APPEND, dirstore.FilePerm)
 	if err != nil {
 		return err
 	}
-	return writeAndClose(f, rec, j.store.syncWrites, func(f afero.File) { _ = f.Truncate(size) })
+	return dirstore.WriteAndClose(f, rec, j.d.SyncWrites(), func(f afero.File) { _ = f.Truncate(size) })
 }
 
 // reuseSlot makes the pooled slot file path of s hold rec alone: it is opened
@@ -302,12 +304,12 @@ func (j *journal) appendSlot(path string, size int64, rec []byte) error {
 // On disk a slot is appended to instead: ext4 flushes a file truncated to
 // zero and written again when it is closed (its auto_da_alloc), and the
 // round trip on disk measured 5.5 times slower that way.
-func reuseSlot(s *Store, path string, rec []byte) error {
-	f, err := s.fs.OpenFile(path, os.O_WRONLY|os.O_TRUNC, filePerm)
+func reuseSlot(d *dirstore.Dir, path string, rec []byte) error {
+	f, err := d.Fs().OpenFile(path, os.O_WRONLY|os.O_TRUNC, dirstore.FilePerm)
 	if err != nil {
 		return err
 	}
-	return writeAndClose(f, rec, s.syncWrites, nil)
+	return dirstore.WriteAndClose(f, rec, d.SyncWrites(), nil)
 }
 
 // newSlot creates a slot file holding rec. A file cut short by a crash
@@ -315,19 +317,19 @@ func reuseSlot(s *Store, path string, rec []byte) error {
 func (j *journal) newSlot(rec []byte) (slot, error) {
 	path := filepath.Join(j.dir, slotPrefix+uuid.NewString()+slotSuffix)
 	create := func() (afero.File, error) {
-		return j.store.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+		return j.d.Fs().OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, dirstore.FilePerm)
 	}
 	f, err := create()
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = j.store.fs.MkdirAll(j.dir, dirPerm); err == nil {
+		if err = j.d.Fs().MkdirAll(j.dir, dirstore.DirPerm); err == nil {
 			f, err = create()
 		}
 	}
 	if err != nil {
 		return slot{}, err
 	}
-	if err := writeAndClose(f, rec, j.store.syncWrites, nil); err != nil {
-		_ = j.store.fs.Remove(path) // best effort: a leftover is swept later
+	if err := dirstore.WriteAndClose(f, rec, j.d.SyncWrites(), nil); err != nil {
+		_ = j.d.Fs().Remove(path) // best effort: a leftover is swept later
 		return slot{}, err
 	}
 	return slot{path: path, size: int64(len(rec))}, nil
@@ -451,7 +453,7 @@ func (j *journal) moveHeld() {
 	}
 	off, err := j.appendHeld(buf)
 	if err != nil {
-		j.log("fleetstate: write the held log", "err", j.store.ioError("hold outcomes", err))
+		j.log("fleetstate: write the held log", "err", j.ioError("hold outcomes", err))
 		return
 	}
 	// Where each record landed: its object starts after the forget lines
@@ -481,7 +483,7 @@ func (j *journal) persistHeld(t *turn, line []byte) error {
 	}
 	off, err := j.appendHeld(data)
 	if err != nil {
-		return j.store.ioError("persist turn", err)
+		return j.ioError("persist turn", err)
 	}
 	j.forgets = j.forgets[:0]
 	if sp, ok := j.held[t.ID]; ok {
@@ -506,22 +508,22 @@ func appendForget(b []byte, id string) []byte {
 // process), it is created and the records the journal knew in it are lost.
 func (j *journal) appendHeld(data []byte) (int64, error) {
 	path := filepath.Join(j.dir, heldLogName)
-	f, err := j.store.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND, filePerm)
+	f, err := j.d.Fs().OpenFile(path, os.O_WRONLY|os.O_APPEND, dirstore.FilePerm)
 	if errors.Is(err, fs.ErrNotExist) {
 		if j.heldSize > 0 {
 			j.log("fleetstate: the held log went away; its held outcomes are lost", "turns", len(j.held))
 		}
 		j.heldSize, j.heldLive = 0, 0
 		clear(j.held)
-		if err = j.store.fs.MkdirAll(j.dir, dirPerm); err == nil {
-			f, err = j.store.fs.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, filePerm)
+		if err = j.d.Fs().MkdirAll(j.dir, dirstore.DirPerm); err == nil {
+			f, err = j.d.Fs().OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, dirstore.FilePerm)
 		}
 	}
 	if err != nil {
 		return 0, err
 	}
 	off := j.heldSize
-	if err := writeAndClose(f, data, j.store.syncWrites, func(f afero.File) { _ = f.Truncate(off) }); err != nil {
+	if err := dirstore.WriteAndClose(f, data, j.d.SyncWrites(), func(f afero.File) { _ = f.Truncate(off) }); err != nil {
 		return 0, err
 	}
 	j.heldSize += int64(len(data))
@@ -542,10 +544,10 @@ func (j *journal) compactHeld() {
 			if err == nil {
 				s.size += int64(len(freeRecord))
 				s.covered = false
-			} else if rerr := j.store.fs.Remove(s.path); rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
+			} else if rerr := j.d.Fs().Remove(s.path); rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
 				continue
 			} else {
-				j.log("fleetstate: "+op, "err", j.store.ioError(op, rerr))
+				j.log("fleetstate: "+op, "err", j.ioError(op, rerr))
 				ok = false // the slot still speaks for a turn: keep the log whole
 			}
 		}
@@ -555,9 +557,9 @@ func (j *journal) compactHeld() {
 	path := filepath.Join(j.dir, heldLogName)
 	var data []byte
 	if ok {
-		old, err := afero.ReadFile(j.store.fs, path)
+		old, err := afero.ReadFile(j.d.Fs(), path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			j.log("fleetstate: "+op, "err", j.store.ioError(op, err))
+			j.log("fleetstate: "+op, "err", j.ioError(op, err))
 			ok = false
 		}
 		ids := make([]string, 0, len(j.held))
@@ -578,7 +580,7 @@ func (j *journal) compactHeld() {
 			data = append(append(data, old[sp.off:sp.off+sp.n]...), '\n')
 		}
 		if ok {
-			if err := j.store.writeFile(op, path, data, true, false); err != nil {
+			if err := j.writeFile(op, path, data, true, false); err != nil {
 				j.log("fleetstate: "+op, "err", err)
 				ok = false
 			} else {
@@ -594,15 +596,15 @@ func (j *journal) compactHeld() {
 }
 
 func (j *journal) remove(path string) {
-	if err := j.store.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		j.log("fleetstate: remove a finished turn's slot", "err", j.store.ioError("forget", err))
+	if err := j.d.Fs().Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		j.log("fleetstate: remove a finished turn's slot", "err", j.ioError("forget", err))
 	}
 }
 
 // removeFreeSlots removes the files of the free slots.
 func (j *journal) removeFreeSlots() {
 	for _, s := range j.free {
-		_ = j.store.fs.Remove(s.path) // best effort: a leftover is swept later
+		_ = j.d.Fs().Remove(s.path) // best effort: a leftover is swept later
 	}
 	j.free = nil
 }
@@ -650,16 +652,16 @@ func (j *journal) load() ([]*turn, error) {
 	if j.remote != nil {
 		return j.remoteLoad()
 	}
-	entries, err := j.store.readDir(j.dir)
+	entries, err := j.d.ReadDir(j.dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
-		return nil, j.store.ioError(op, err)
+		return nil, j.ioError(op, err)
 	}
 	loaded, named, err := j.loadHeld()
 	if err != nil {
-		return nil, j.store.ioError(op, err)
+		return nil, j.ioError(op, err)
 	}
 	seen := map[string]bool{}
 	for _, t := range loaded {
@@ -667,11 +669,11 @@ func (j *journal) load() ([]*turn, error) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, tempPrefix) && e.Mode().IsRegular() {
+		if strings.HasPrefix(name, dirstore.TempPrefix) && e.Mode().IsRegular() {
 			// Left by a rewrite of a slot or a compaction of the held log
 			// that a crash cut short: the journal is owned, so it is no
 			// one's.
-			_ = j.store.fs.Remove(filepath.Join(j.dir, name)) // best effort
+			_ = j.d.Fs().Remove(filepath.Join(j.dir, name)) // best effort
 			continue
 		}
 		isSlot := isSlotName(name)
@@ -679,9 +681,9 @@ func (j *journal) load() ([]*turn, error) {
 			continue
 		}
 		path := filepath.Join(j.dir, name)
-		data, err := afero.ReadFile(j.store.fs, path)
+		data, err := afero.ReadFile(j.d.Fs(), path)
 		if err != nil {
-			return nil, j.store.ioError(op, err)
+			return nil, j.ioError(op, err)
 		}
 		rec, ok := lastRecord(data)
 		if isSlot && (!ok || rec.ID == "" || named[rec.ID]) {
@@ -690,10 +692,10 @@ func (j *journal) load() ([]*turn, error) {
 			// (its free mark is written at the first settle). The journal
 			// is owned, so nobody else is about to use it: a recent free
 			// one is reused, an old or torn one removed.
-			if ok && int64(len(data)) <= slotMaxSize && j.store.now().Sub(e.ModTime()) <= staleTempAge {
+			if ok && int64(len(data)) <= slotMaxSize && j.d.Now().Sub(e.ModTime()) <= dirstore.StaleTempAge {
 				j.free = append(j.free, slot{path: path, size: int64(len(data)), live: rec.ID != ""})
 			} else {
-				_ = j.store.fs.Remove(path) // best effort
+				_ = j.d.Fs().Remove(path) // best effort
 			}
 			continue
 		}
@@ -719,7 +721,7 @@ func (j *journal) load() ([]*turn, error) {
 // ends with the turn's record, is free). Lines that do not parse, torn by a
 // crash, are skipped.
 func (j *journal) loadHeld() (loaded []*turn, named map[string]bool, err error) {
-	data, err := afero.ReadFile(j.store.fs, filepath.Join(j.dir, heldLogName))
+	data, err := afero.ReadFile(j.d.Fs(), filepath.Join(j.dir, heldLogName))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, err
 	}
@@ -768,4 +770,19 @@ func (j *journal) loadHeld() (loaded []*turn, named map[string]bool, err error) 
 	}
 	j.heldAt = max(j.heldMin, 2*j.heldLive)
 	return loaded, named, nil
+}
+
+// ioError wraps a file-system error of the journal as [CodeInternal], its
+// paths relative to the state directory.
+func (j *journal) ioError(op string, err error) error {
+	return &Error{Code: CodeInternal, Op: op, Err: j.d.IOError(err).Err}
+}
+
+// writeFile writes data to the file path atomically (see
+// dirstore.Dir.WriteFile).
+func (j *journal) writeFile(op, path string, data []byte, overwrite, exchange bool) error {
+	if err := j.d.WriteFile(path, data, overwrite, exchange); err != nil {
+		return withOp(op, dirError(j.d, err))
+	}
+	return nil
 }

@@ -1,8 +1,7 @@
-package fleetstate
+package dirstore
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -13,10 +12,10 @@ import (
 
 // How a state directory gets one owner.
 //
-// The process whose Rendezvous runs on a state directory owns the fleet
+// The process whose rendezvous runs on a state directory owns the fleet
 // kept there: it alone reads and writes the rendezvous state. On the
 // operating system's file system ownership is an exclusive flock(2) on
-// .fleetstate/owner, held for the life of the Rendezvous; the kernel
+// .fleetstate/owner, held for the life of the rendezvous; the kernel
 // releases it when the process dies, however it dies, so a crash never
 // leaves a directory owned. The owner writes who it is (pid, address) into
 // the same file, for the error that a second process gets. The file is
@@ -26,7 +25,7 @@ import (
 // process only, and ownership is an entry in memOwners, keyed by the file
 // system and the directory. That table is the package's one piece of
 // package-level state, for a reason: ownership must hold across every
-// Store of the process that shares the file system, and a marker file on
+// store of the process that shares the file system, and a marker file on
 // that file system could outlive its owner when a removal fails.
 const ownerFile = "owner"
 
@@ -48,89 +47,70 @@ const (
 // Owner describes the process that owns a state directory's fleet.
 type Owner struct {
 	PID   int       `json:"pid"`
-	Addr  string    `json:"addr,omitempty"` // where it serves the fleet, if it said
+	Addr  string    `json:"addr,omitempty"`
 	Since time.Time `json:"since"`
 }
 
-func (o Owner) String() string {
-	s := fmt.Sprintf("pid %d", o.PID)
-	if o.Addr != "" {
-		s += ", " + o.Addr
-	}
-	return s
-}
-
-// OwnedError is the detail of an [ErrFleetOwned] error: the state directory
-// and, where it could be read, its owner. Its message names the owner, not
-// the directory, since errors may cross the wire to agents; a command that
-// reports it names the directory itself.
-type OwnedError struct {
-	Dir   string
-	Owner Owner // zero when the owner did not say who it is
-}
-
-func (e *OwnedError) Error() string {
-	if e.Owner.PID == 0 {
-		return "owner unknown"
-	}
-	return "owner: " + e.Owner.String()
-}
-
-// ownerLock is a held ownership of a state directory.
-type ownerLock struct {
+// OwnerLock is a held ownership of a state directory.
+type OwnerLock struct {
+	d    *Dir
 	file *os.File // the locked descriptor on the operating system's file system
 	key  ownerKey // on other file systems: the entry in memOwners
 }
 
-// acquireOwner makes this process the owner of s's fleet, or fails with
-// [ErrFleetOwned] naming the owner. addr says where this process serves
-// the fleet; it may be empty.
-func (s *Store) acquireOwner(op, addr string) (*ownerLock, error) {
+// AcquireOwner makes this process the owner of the directory's fleet, or
+// fails with KindOwned. addr says where this process serves the fleet; it
+// may be empty. While the lock is held, Clean through this Dir needs no
+// second one.
+func (d *Dir) AcquireOwner(addr string) (*OwnerLock, error) {
 	// FleetOwner and Clean of other processes hold the lock for an
 	// instant to look: a short retry keeps such a look from refusing a
 	// process that starts at that moment. (In memory there are no other
 	// processes.)
-	var l *ownerLock
+	var l *OwnerLock
 	for try := 0; ; try++ {
 		var ok bool
 		var err error
-		if l, ok, err = s.tryOwner(op); err != nil {
+		if l, ok, err = d.tryOwner(); err != nil {
 			return nil, err
 		}
 		if ok {
 			break
 		}
-		if try == ownerRetries || !s.osFs {
-			return nil, s.ownedError(op)
+		if try == ownerRetries || !d.osFs {
+			return nil, &Error{Kind: KindOwned}
 		}
 		time.Sleep(ownerRetryPause)
 	}
 	if err := l.describe(Owner{PID: os.Getpid(), Addr: addr, Since: time.Now().UTC()}); err != nil {
-		l.release()
-		return nil, s.ioError(op, err)
+		l.Release()
+		return nil, d.IOError(err)
 	}
+	d.ownerMu.Lock()
+	d.held = l
+	d.ownerMu.Unlock()
 	return l, nil
 }
 
 // tryOwner takes ownership if nobody holds it, without describing the
 // owner: Clean holds it this way while it removes the rendezvous state.
-func (s *Store) tryOwner(op string) (l *ownerLock, ok bool, err error) {
-	l = &ownerLock{}
-	if !s.osFs {
-		l.key = ownerKey{s.fs, s.dir}
+func (d *Dir) tryOwner() (l *OwnerLock, ok bool, err error) {
+	l = &OwnerLock{d: d}
+	if !d.osFs {
+		l.key = ownerKey{d.fs, d.dir}
 		if _, taken := memOwners.LoadOrStore(l.key, Owner{}); taken {
 			return nil, false, nil
 		}
 		return l, true, nil
 	}
-	f, err := os.OpenFile(s.path(privateDir, ownerFile), os.O_RDWR|os.O_CREATE, filePerm)
-	if err != nil {
-		return nil, false, s.ioError(op, err)
+	f, oerr := os.OpenFile(d.Join(PrivateDir, ownerFile), os.O_RDWR|os.O_CREATE, FilePerm)
+	if oerr != nil {
+		return nil, false, d.IOError(oerr)
 	}
-	if ok, err := fsx.TryLock(f); err != nil || !ok {
+	if ok, lerr := fsx.TryLock(f); lerr != nil || !ok {
 		f.Close()
-		if err != nil {
-			return nil, false, s.ioError(op, err)
+		if lerr != nil {
+			return nil, false, d.IOError(lerr)
 		}
 		return nil, false, nil
 	}
@@ -139,7 +119,7 @@ func (s *Store) tryOwner(op string) (l *ownerLock, ok bool, err error) {
 }
 
 // describe records who the owner is: in the lock file, or in memOwners.
-func (l *ownerLock) describe(o Owner) error {
+func (l *OwnerLock) describe(o Owner) error {
 	if l.file == nil {
 		memOwners.Store(l.key, o)
 		return nil
@@ -155,8 +135,13 @@ func (l *ownerLock) describe(o Owner) error {
 	return err
 }
 
-// release gives ownership up.
-func (l *ownerLock) release() {
+// Release gives ownership up.
+func (l *OwnerLock) Release() {
+	l.d.ownerMu.Lock()
+	if l.d.held == l {
+		l.d.held = nil
+	}
+	l.d.ownerMu.Unlock()
 	if l.file != nil {
 		_ = l.file.Truncate(0) // best effort: a stale description is harmless
 		l.file.Close()         // closing the descriptor releases the lock
@@ -165,38 +150,31 @@ func (l *ownerLock) release() {
 	memOwners.Delete(l.key)
 }
 
-// readOwner reads the description of s's owner; zero if it gave none.
-func (s *Store) readOwner() Owner {
+// ReadOwner reads the description of the fleet's owner; zero if it gave
+// none.
+func (d *Dir) ReadOwner() Owner {
 	var o Owner
-	if !s.osFs {
-		v, _ := memOwners.Load(ownerKey{s.fs, s.dir})
+	if !d.osFs {
+		v, _ := memOwners.Load(ownerKey{d.fs, d.dir})
 		o, _ = v.(Owner)
 		return o
 	}
-	if data, err := afero.ReadFile(s.fs, s.path(privateDir, ownerFile)); err == nil {
+	if data, err := afero.ReadFile(d.fs, d.Join(PrivateDir, ownerFile)); err == nil {
 		_ = json.Unmarshal(data, &o)
 	}
 	return o
 }
 
-// ownedError names the owner of s's fleet as well as it can be read.
-func (s *Store) ownedError(op string) error {
-	return &Error{Code: CodeFleetOwned, Op: op, Err: &OwnedError{Dir: s.dir, Owner: s.readOwner()}}
-}
-
-// FleetOwner returns the owner of s's fleet, if a live process owns it.
+// FleetOwner returns the owner of the fleet, if a live process owns it.
 // A process that owns it without describing itself has a zero PID.
-func (s *Store) FleetOwner() (Owner, bool, error) {
-	if s.backend != nil {
-		return s.backendOwner("fleet owner")
-	}
-	l, ok, err := s.tryOwner("fleet owner")
+func (d *Dir) FleetOwner() (Owner, bool, error) {
+	l, ok, err := d.tryOwner()
 	if err != nil {
 		return Owner{}, false, err
 	}
 	if ok {
-		l.release()
+		l.Release()
 		return Owner{}, false, nil
 	}
-	return s.readOwner(), true, nil
+	return d.ReadOwner(), true, nil
 }
