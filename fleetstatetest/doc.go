@@ -1,0 +1,12 @@
+// Package fleetstatetest holds the conformance suites of fleetstate's
+// seams: the tests a backend must pass, callable from any package's
+// ordinary go test, as [testing/fstest.TestFS] is for an [io/fs.FS].
+//
+//   - [TestStateDir] and [TestBackend] run the store contract on state
+//     directories and on [fleetstate.Backend] implementations.
+//
+// Each suite runs its tests as subtests named as the tests they were, so
+// that go test -run selects them by the same names on every backend. A
+// test of what only some backends have (a state directory's layout, its
+// lock) is skipped on the others, saying why.
+package fleetstatetest
