@@ -4,9 +4,16 @@
 //
 //   - [TestStateDir] and [TestBackend] run the store contract on state
 //     directories and on [fleetstate.Backend] implementations.
+//   - [TestRendezvous] runs the flow and failure suites of the rendezvous,
+//     and [TestRendezvousStateMachine] its rapid state machine, on fleets
+//     that a [Home] opens.
 //
 // Each suite runs its tests as subtests named as the tests they were, so
 // that go test -run selects them by the same names on every backend. A
 // test of what only some backends have (a state directory's layout, its
 // lock) is skipped on the others, saying why.
+//
+// The rendezvous suites run most tests in [testing/synctest] bubbles, so
+// a Home whose backend talks over the network must make its calls from
+// goroutines outside any bubble (see [Home]).
 package fleetstatetest
