@@ -24,6 +24,44 @@ func TestStoreSuite(t *testing.T) {
 	fleetstatetest.TestBackend(t, func(t *testing.T) fleetstate.Backend { return newTestFleet(t, srv.URL()) })
 }
 
+// TestJournalSuite runs the journal contract (package fleetstatetest) on
+// the ownerships of fleets on one server, a fleet per test. An ownership
+// expires as a lease does when its TTL runs out: its key is purged, and
+// the ownership, which is not told, must be fenced out of the turns.
+func TestJournalSuite(t *testing.T) {
+	srv := natstest.Run(t)
+	fleetstatetest.TestJournal(t, func(t *testing.T) fleetstatetest.JournalFleet {
+		return journalFleet{newTestFleet(t, srv.URL()).fleet}
+	})
+}
+
+// journalFleet takes the ownership of a fleet.
+type journalFleet struct{ f *fleetnats.Fleet }
+
+func (f journalFleet) Own(fleetstatetest.TB) (fleetstate.Journal, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	o, err := f.f.Own(ctx, fleetnats.OwnOptions{})
+	if err != nil {
+		return nil, err // a nil *Ownership is no nil Journal
+	}
+	return o, nil
+}
+
+func (f journalFleet) Expire(t fleetstatetest.TB, _ fleetstate.Journal) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	kv, err := f.f.JetStream().KeyValue(ctx, f.f.Name()+"-owner")
+	if err == nil {
+		err = kv.Purge(ctx, "owner")
+	}
+	if err != nil {
+		t.Fatalf("expiring the lease of fleet %s: %v", f.f.Name(), err)
+	}
+	return true
+}
+
 // testFleet is a fleet's store with what the store suite needs to look at
 // it from outside: its run log and snapshots of its streams.
 type testFleet struct {

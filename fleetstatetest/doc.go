@@ -4,6 +4,8 @@
 //
 //   - [TestStateDir] and [TestBackend] run the store contract on state
 //     directories and on [fleetstate.Backend] implementations.
+//   - [TestJournal] runs the contract of a [fleetstate.Journal] on the
+//     fleets a [JournalFleet] owns.
 //   - [TestRendezvous] runs the flow and failure suites of the rendezvous,
 //     and [TestRendezvousStateMachine] its rapid state machine, on fleets
 //     that a [Home] opens.
