@@ -24,6 +24,15 @@ func TestStoreSuite(t *testing.T) {
 	fleetstatetest.TestBackend(t, func(t *testing.T) fleetstate.Backend { return newTestFleet(t, srv.URL()) })
 }
 
+// TestStoreStateMachine runs the store's state machine (package
+// fleetstatetest) on JetStream, each run on a fleet of its own.
+func TestStoreStateMachine(t *testing.T) {
+	srv := natstest.Run(t)
+	fleetstatetest.TestStoreStateMachine(t, func(t *testing.T) *fleetstate.Store {
+		return fleetstate.OpenBackend(newTestFleet(t, srv.URL()), nil)
+	})
+}
+
 // TestJournalSuite runs the journal contract (package fleetstatetest) on
 // the ownerships of fleets on one server, a fleet per test. An ownership
 // expires as a lease does when its TTL runs out: its key is purged, and

@@ -3,7 +3,8 @@
 // ordinary go test, as [testing/fstest.TestFS] is for an [io/fs.FS].
 //
 //   - [TestStateDir] and [TestBackend] run the store contract on state
-//     directories and on [fleetstate.Backend] implementations.
+//     directories and on [fleetstate.Backend] implementations, and
+//     [TestStoreStateMachine] the store's rapid state machine on either.
 //   - [TestJournal] runs the contract of a [fleetstate.Journal] on the
 //     fleets a [JournalFleet] owns.
 //   - [TestRendezvous] runs the flow and failure suites of the rendezvous,
