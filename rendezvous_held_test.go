@@ -21,7 +21,10 @@ import (
 )
 
 // Outcomes held for a re-poll (RendezvousOptions.HoldReturned) and the
-// held log: see the header of rendezvous_journal.go.
+// held log: see the header of rendezvous_journal.go. These tests are of a
+// state directory's own: its slot files, its held log, crashes in the
+// middle of writing it. The held outcomes' flows on every backend are in
+// package fleetstatetest's rendezvous suites.
 
 const heldLog = "/state/.fleetstate/rendezvous/turns/held.jsonl"
 

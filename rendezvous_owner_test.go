@@ -15,6 +15,12 @@ import (
 	"github.com/spf13/afero"
 )
 
+// The rendezvous tests whose subject is a state directory's: the owner's
+// lock on it (package fleetnats's TestOwnOneOwner tests the lease), what a
+// clean leaves in it on disk, its session lock file, a slow disk under the
+// journal's slot files. The rest of the owner's tests are in package
+// fleetstatetest's rendezvous suites, which run on every backend.
+
 // ---- one owner -------------------------------------------------------------
 
 // A second rendezvous on a directory that one owns is refused with a named
