@@ -9,12 +9,10 @@ import (
 
 // TestMain runs the tests and then checks that none left a goroutine
 // behind. A child process that a test started from this binary (see
-// helperProcess) does its part instead and runs no test at all. With
-// FLEETSTATE_TEST_BACKEND=nats the rendezvous suites run on JetStream
-// (see withHome).
+// helperProcess) does its part instead and runs no test at all.
 func TestMain(m *testing.M) {
 	if role := os.Getenv(helperEnv); role != "" {
 		os.Exit(helperProcess(role))
 	}
-	goleak.VerifyTestMain(withHome(m))
+	goleak.VerifyTestMain(m)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetstatetest"
 	"github.com/google/uuid"
 	"github.com/spf13/afero"
 )
@@ -25,8 +26,8 @@ func osFS(t *testing.T) (afero.Fs, string) {
 	return afero.NewOsFs(), filepath.Join(t.TempDir(), "state")
 }
 
-// TestStoreOS runs the store suite on the operating system's file system.
-func TestStoreOS(t *testing.T) { runStoreSuite(t, storeMaker{fs: osFS}) }
+// TestStoreOS runs the store contract (package fleetstatetest) on the operating system's file system.
+func TestStoreOS(t *testing.T) { fleetstatetest.TestStateDir(t, osFS) }
 
 func TestOpenDefaultsOS(t *testing.T) {
 	t.Run("WorkingDirectory", func(t *testing.T) {

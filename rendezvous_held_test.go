@@ -21,7 +21,10 @@ import (
 )
 
 // Outcomes held for a re-poll (RendezvousOptions.HoldReturned) and the
-// held log: see the header of rendezvous_journal.go.
+// held log: see the header of rendezvous_journal.go. These tests are of a
+// state directory's own: its slot files, its held log, crashes in the
+// middle of writing it. The held outcomes' flows on every backend are in
+// package fleetstatetest's rendezvous suites.
 
 const heldLog = "/state/.fleetstate/rendezvous/turns/held.jsonl"
 
@@ -95,7 +98,6 @@ func (c *createCountFS) Rename(oldname, newname string) error {
 // slot back to the pool. Each round trip opens three files for writing:
 // the slot for the delivered message and for the reply, and the held log.
 func TestHeldSteadyStateCreatesNoFile(t *testing.T) {
-	fileOnly(t, "the slot files of a state directory")
 	fsys := &createCountFS{Fs: afero.NewMemMapFs()}
 	st := open(t, fsys, "/state", nil)
 	rv, err := fleetstate.NewRendezvous(st, &fleetstate.RendezvousOptions{HoldReturned: 15 * time.Minute})
@@ -149,86 +151,9 @@ func TestHeldSteadyStateCreatesNoFile(t *testing.T) {
 	}
 }
 
-// TestHeldAcrossRestarts: an outcome held for a re-poll survives a crash
-// held as before, returned, until its hold's end (not until acked, which a
-// lead without a session never does: such outcomes would pile up restart
-// after restart); one whose hold ended, or that was acked, never comes
-// back, also when acked after a restart; the slot it left reused by the
-// next turn restores that turn too; and one whose hold ended while no
-// rendezvous ran is held for the rejoin window after the restart, the
-// time its lead has to reconnect, and then forgotten.
-func TestHeldAcrossRestarts(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const hold = time.Minute
-		opts := &fleetstate.RendezvousOptions{HoldReturned: hold}
-		f := newFleet(t, opts)
-		f.pull("scout")
-		a := heldRoundTrip(t, f.r, "scout", "a")
-		settle(hold / 2)
-		b := heldRoundTrip(t, f.r, "scout", "b") // in the slot a left
-		f.restart(opts, "scout")
-		wantHeld(t, f.r, a, "a after a restart")
-		wantHeld(t, f.r, b, "b after a restart")
-		if p, _ := f.r.Poll(context.Background(), "lead", a.Ticket, 0); !p.Returned {
-			t.Errorf("a after a restart = %+v; want it returned, as before the restart", p)
-		}
-		settle(hold/2 + time.Second) // a's hold ends, b's does not
-		wantGone(t, f.r, a, "a past its hold after a restart")
-		wantHeld(t, f.r, b, "b within its hold after a restart")
-
-		if err := f.r.Ack("lead", b.Ticket); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.r.SetReady("scout", true); err != nil {
-			t.Fatal(err)
-		}
-		c := heldRoundTrip(t, f.r, "scout", "c")
-		settle(hold) // c's hold ends
-		wantGone(t, f.r, c, "c past its hold")
-		d := heldRoundTrip(t, f.r, "scout", "d")
-		f.restart(opts, "scout")
-		wantGone(t, f.r, a, "a past its hold, after another restart")
-		wantGone(t, f.r, b, "b acked, after a restart")
-		wantGone(t, f.r, c, "c past its hold, after a restart")
-		wantHeld(t, f.r, d, "d after a restart")
-		f.restart(opts, "scout")
-		wantHeld(t, f.r, d, "d after two restarts")
-
-		// Acked while its slot, in the pool, still ends with its record.
-		e := heldRoundTrip(t, f.r, "scout", "e")
-		if err := f.r.Ack("lead", e.Ticket); err != nil {
-			t.Fatal(err)
-		}
-		f.restart(opts, "scout")
-		wantGone(t, f.r, e, "e acked, after a restart")
-		wantHeld(t, f.r, d, "d after three restarts")
-
-		// Down for longer than the hold: what was held is there for the
-		// rejoin window after the restart, then gone, and stays gone.
-		if err := f.r.SetReady("scout", true); err != nil {
-			t.Fatal(err)
-		}
-		g := heldRoundTrip(t, f.r, "scout", "g")
-		fleetstate.Crash(f.r)
-		f.h.crashed(t)
-		settle(2 * hold)
-		f.st, f.r = openRendezvous(t, f.h, opts)
-		wantHeld(t, f.r, g, "g after a restart that came after its hold's end")
-		settle(fleetstate.DefaultRejoinTimeout - time.Second)
-		wantHeld(t, f.r, g, "g within the rejoin window")
-		settle(2 * time.Second)
-		wantGone(t, f.r, g, "g past the rejoin window")
-		wantGone(t, f.r, d, "d past its hold")
-		f.restart(opts)
-		wantGone(t, f.r, g, "g past the rejoin window, after a restart")
-		wantGone(t, f.r, d, "d past its hold, after a restart")
-	})
-}
-
 // TestHeldLogTornLines: a line of the held log that a crash cut short is
 // skipped, and the lines appended after it still read.
 func TestHeldLogTornLines(t *testing.T) {
-	fileOnly(t, "the held log of a state directory")
 	fsys := afero.NewMemMapFs()
 	opts := &fleetstate.RendezvousOptions{HoldReturned: time.Hour}
 	st := open(t, fsys, "/state", nil)
@@ -279,7 +204,6 @@ func TestHeldLogTornLines(t *testing.T) {
 // still held are restored from the compacted log, and those whose hold
 // ended are not brought back by the slots that held them.
 func TestHeldLogCompaction(t *testing.T) {
-	fileOnly(t, "the held log of a state directory")
 	synctest.Test(t, func(t *testing.T) {
 		const hold = time.Minute
 		opts := &fleetstate.RendezvousOptions{HoldReturned: hold}
@@ -451,7 +375,6 @@ func (f *dyingFile) Truncate(size int64) error {
 // released before it, and none that was acked or whose hold ended before
 // the crash.
 func TestHeldCrashAtEachChange(t *testing.T) {
-	fileOnly(t, "crashes in the middle of writing a state directory")
 	total := heldCrashStory(t, 0)
 	if total < 40 {
 		t.Fatalf("the story made %d changes; want more", total)
@@ -591,7 +514,6 @@ func heldCrashStory(t *testing.T, n int) (changes int) {
 // keeps its slot (the next turn takes another), and its record moves once
 // the log can be written again; a crash at either point restores it.
 func TestHeldLogRefused(t *testing.T) {
-	fileOnly(t, "the held log of a state directory")
 	ffs := fleettest.NewFaultFS(afero.NewMemMapFs())
 	opts := &fleetstate.RendezvousOptions{HoldReturned: time.Hour, Logger: slog.New(slog.DiscardHandler)}
 	reopen := func(prev *fleetstate.Rendezvous) *fleetstate.Rendezvous {
@@ -624,36 +546,5 @@ func TestHeldLogRefused(t *testing.T) {
 	rv = reopen(rv)
 	for _, o := range []fleetstate.Outcome{a, b, c, d, e} {
 		wantHeld(t, rv, o, o.Content+" after the held log works again and a restart")
-	}
-}
-
-// TestGivenUpCallerOutcomeOutlivesHold: with HoldReturned, a reply handed
-// to a blocked call whose caller had given up meanwhile (it is not
-// returned, see TestGivenUpCallerLeavesOutcomeOnTicket) is held until
-// acked, also across a restart long after the hold would have ended: it
-// was never returned, so no hold's end applies to it.
-func TestGivenUpCallerOutcomeOutlivesHold(t *testing.T) {
-	const hold = time.Minute
-	for i := range 20 {
-		synctest.Test(t, func(t *testing.T) {
-			opts := &fleetstate.RendezvousOptions{HoldReturned: hold}
-			f := newFleet(t, opts)
-			f.pull("scout")
-			if res := givenUpSend(t, f); res.err != context.Canceled {
-				t.Fatalf("round %d: send = %+v, %v; want context.Canceled", i, res.o, res.err)
-			}
-			synctest.Wait()
-			f.restart(opts, "scout")
-			settle(2*hold + fleetstate.DefaultRejoinTimeout)
-			f.restart(opts, "scout")
-			all, err := f.r.PollAll(context.Background(), "lead", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(all) != 1 || all[0].Content != "the answer" || all[0].Returned {
-				t.Fatalf("round %d: tickets after restarts past the hold %+v; want the reply held, not returned", i, all)
-			}
-			f.r.Close()
-		})
 	}
 }

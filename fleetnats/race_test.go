@@ -2,6 +2,6 @@
 
 package fleetnats_test
 
-// raceEnabled says that the tests were built with -race, so that the
-// suite run in a child process is too.
+// raceEnabled says that the tests were built with -race, which slows the
+// server down about tenfold.
 const raceEnabled = true

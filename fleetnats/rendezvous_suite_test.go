@@ -1,129 +1,286 @@
 package fleetnats_test
 
 import (
-	"bytes"
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetnats"
+	"github.com/fleetstate/fleetstate/fleetstatetest"
 	"github.com/fleetstate/fleetstate/internal/natstest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Bounds of the rendezvous suites on JetStream.
-const (
-	// rendezvousSuitesTimeout bounds the child go test: building the root
-	// package's tests (about a minute on 2 cores, less when cached) and
-	// running the suites.
-	rendezvousSuitesTimeout = 10 * time.Minute
-	// rendezvousChecks is the number of runs of the state machine on
-	// JetStream, as many as on files (rapid's default): on an embedded
-	// server each run, which makes and deletes a fleet's streams, takes
-	// tens of milliseconds.
-	rendezvousChecks = 100
-)
+// homeTimeout bounds each call of the rendezvous suites to the server, in
+// real time.
+const homeTimeout = 10 * time.Second
 
-// rendezvousSuites are the root package's files of the rendezvous's flow
-// and failure suites: every test in them runs on JetStream here, the same
-// tests that run on a state directory, or says why it is only for files.
-var rendezvousSuites = []string{
-	"rendezvous_test.go",
-	"rendezvous_owner_test.go",
-	"rendezvous_port_test.go",
-	"rendezvous_disconnect_test.go",
-	"rendezvous_delegate_test.go",
-	"rendezvous_rapid_test.go",
-	"rendezvous_held_test.go",
-	"events_test.go",
+// TestRendezvousSuite runs the rendezvous's flow and failure suites
+// (package fleetstatetest), the same tests a state directory passes, on
+// JetStream: each test's fleet a fresh one on one server, its store this
+// package's store and its journal an ownership of the fleet.
+func TestRendezvousSuite(t *testing.T) {
+	x := newNATSRunner(t, natstest.Run(t).URL())
+	fleetstatetest.TestRendezvous(t, x.newHome)
 }
 
-// TestRendezvousSuitesNATS runs the root package's rendezvous suites,
-// the rapid state machine included, on JetStream: on a server started
-// here, with FLEETSTATE_TEST_BACKEND=nats and FLEETSTATE_TEST_NATS_URL, in
-// a child go test, so that the root package's test binary never links the
-// server. Each test's fleet is a fresh one on the server (see the root's
-// rendezvous_home_test.go).
-func TestRendezvousSuitesNATS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the root package's tests")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command to run the suites with: %v", err)
-	}
-	names := suiteTests(t)
-	srv := natstest.Run(t)
-	ctx, cancel := context.WithTimeout(context.Background(), rendezvousSuitesTimeout)
-	defer cancel()
-	args := []string{"test", "-count=1", "-v",
-		"-timeout", rendezvousSuitesTimeout.String(),
-		"-run", "^(" + strings.Join(names, "|") + ")$",
-	}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	// The package before the rapid flags: go test takes the first flag it
-	// does not know, and all after it, as the test binary's. No fail
-	// file: it would be replayed by the default run, on files; a failure
-	// prints its seed.
-	args = append(args, "github.com/fleetstate/fleetstate",
-		"-rapid.checks="+strconv.Itoa(rendezvousChecks), "-rapid.nofailfile")
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	// GOTOOLCHAIN, GOFLAGS and the caches come with the environment.
-	cmd.Env = append(os.Environ(),
-		"FLEETSTATE_TEST_BACKEND=nats",
-		"FLEETSTATE_TEST_NATS_URL="+srv.URL())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the rendezvous suites on JetStream failed: %v\n%s", err, out)
-	}
-	if testing.Verbose() {
-		t.Logf("%s", out)
-	}
-	// The suites ran, on JetStream: every test passed or was skipped as
-	// one only for files, and the state machine ran its checks.
-	if !bytes.Contains(out, []byte("rendezvous suites on JetStream at "+srv.URL())) {
-		t.Errorf("the suites did not run on JetStream:\n%s", out)
-	}
-	for _, name := range names {
-		pass := regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `)
-		skip := regexp.MustCompile(`(?m)^=== RUN   ` + name + `\n +\S+_test\.go:\d+: file backend only: .*\n--- SKIP: ` + name + ` `)
-		if !pass.Match(out) && !skip.Match(out) {
-			t.Errorf("%s neither passed nor was skipped as a test only for files:\n%s", name, out)
-		}
-	}
-	if !bytes.Contains(out, []byte("[rapid] OK, passed "+strconv.Itoa(rendezvousChecks)+" tests")) {
-		t.Errorf("the state machine did not run its %d checks:\n%s", rendezvousChecks, out)
-	}
+// TestRendezvousStateMachine runs the rendezvous's state machine (package
+// fleetstatetest) on JetStream, each run on a fleet of its own. It
+// compares the tickets as the rendezvous's Snapshot shows them: whether a
+// call waits on a ticket, whether it is news and whether it was handed
+// are compared on state directories only, by the root package's tests,
+// which alone reach the rendezvous's insides.
+func TestRendezvousStateMachine(t *testing.T) {
+	x := newNATSRunner(t, natstest.Run(t).URL())
+	fleetstatetest.TestRendezvousStateMachine(t, x.newHome, nil)
 }
 
-// suiteTests returns the names of the tests in the root's suite files.
-func suiteTests(t *testing.T) []string {
+// natsRunner makes the suites' calls to NATS in goroutines of its own,
+// outside of any synctest bubble, on one connection: a bubble must not
+// share channels with goroutines outside it, as a connection's are. To
+// the bubble such a call is blocking I/O, so fake time stands still while
+// it runs.
+type natsRunner struct {
+	nc      *nats.Conn
+	reqs    chan func() // made outside any bubble
+	running sync.WaitGroup
+}
+
+// newNATSRunner connects to url and runs calls until the test ends.
+func newNATSRunner(t *testing.T, url string) *natsRunner {
 	t.Helper()
-	var names []string
-	fset := token.NewFileSet()
-	for _, file := range rendezvousSuites {
-		f, err := parser.ParseFile(fset, filepath.Join("..", file), nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatalf("reading the suite %s: %v", file, err)
-		}
-		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
-				names = append(names, fn.Name.Name)
-			}
-		}
+	nc, err := nats.Connect(url, nats.Timeout(homeTimeout))
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", url, err)
 	}
-	if len(names) == 0 {
-		t.Fatal("no tests in the rendezvous suites")
+	x := &natsRunner{nc: nc, reqs: make(chan func())}
+	go x.loop()
+	t.Cleanup(x.stop)
+	return x
+}
+
+func (x *natsRunner) loop() {
+	for fn := range x.reqs {
+		x.running.Go(fn)
 	}
-	return names
+}
+
+func (x *natsRunner) stop() {
+	close(x.reqs)
+	x.running.Wait()
+	x.nc.Close()
+}
+
+// do runs fn with a context bounded by homeTimeout in a goroutine outside
+// any bubble, and returns when fn has. It waits on a mutex, not a
+// channel: a channel made in a bubble must not be touched outside it.
+func (x *natsRunner) do(fn func(ctx context.Context)) {
+	var done sync.Mutex
+	done.Lock()
+	x.reqs <- func() {
+		defer done.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), homeTimeout)
+		defer cancel()
+		fn(ctx)
+	}
+	done.Lock()
+}
+
+// natsHome keeps a test's fleet in a fleet of its own on the server,
+// whose streams are deleted when the test ends.
+type natsHome struct {
+	x     *natsRunner
+	fleet *fleetnats.Fleet
+
+	mu       sync.Mutex
+	owned    []*fleetnats.Ownership // every ownership taken, to end at cleanup
+	journals map[*fleetstate.Rendezvous]*homeJournal
+}
+
+func (x *natsRunner) newHome(t fleetstatetest.TB) fleetstatetest.Home {
+	t.Helper()
+	name := fleetName()
+	h := &natsHome{x: x, journals: map[*fleetstate.Rendezvous]*homeJournal{}}
+	var err error
+	x.do(func(ctx context.Context) {
+		h.fleet, err = fleetnats.Connect(ctx, fleetnats.Options{Conn: x.nc, Fleet: name, Timeout: homeTimeout})
+	})
+	if err != nil {
+		t.Fatalf("fleetnats.Connect(%s): %v", name, err)
+	}
+	t.Cleanup(func() { h.cleanup(t) })
+	return h
+}
+
+func (h *natsHome) Open(t fleetstatetest.TB, opts *fleetstate.RendezvousOptions) (*fleetstate.Store, *fleetstate.Rendezvous, error) {
+	t.Helper()
+	var o fleetstate.RendezvousOptions
+	if opts != nil {
+		o = *opts
+	}
+	var (
+		own *fleetnats.Ownership
+		err error
+	)
+	h.x.do(func(ctx context.Context) {
+		own, err = h.fleet.Own(ctx, fleetnats.OwnOptions{Addr: o.Addr})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	h.mu.Lock()
+	h.owned = append(h.owned, own)
+	h.mu.Unlock()
+	st := fleetstate.OpenBackend(&homeBackend{x: h.x, b: h.fleet.Store().(fleetstate.OwnedBackend)}, nil)
+	j := &homeJournal{x: h.x, o: own}
+	o.Journal = j
+	r, err := fleetstate.NewRendezvous(st, &o)
+	if err != nil {
+		h.x.do(func(context.Context) { own.Close() })
+		return nil, nil, err
+	}
+	h.mu.Lock()
+	h.journals[r] = j
+	h.mu.Unlock()
+	t.Cleanup(func() { r.Close() })
+	return st, r, nil
+}
+
+// Crash closes r without giving up its ownership, which is then abandoned
+// (it stops renewing its lease and fences its later writes out), and
+// removes the lease, as its TTL would. A rendezvous on a Journal writes
+// nothing when it closes but the journal's Close: closed with that
+// skipped, it stops as a crashed one does.
+func (h *natsHome) Crash(t fleetstatetest.TB, r *fleetstate.Rendezvous) {
+	t.Helper()
+	h.mu.Lock()
+	j := h.journals[r]
+	h.mu.Unlock()
+	if j == nil {
+		t.Fatalf("Crash: the rendezvous was not opened in this home")
+	}
+	j.crash()
+	r.Close()
+	var err error
+	h.x.do(func(ctx context.Context) {
+		j.o.Abandon()
+		var kv jetstream.KeyValue
+		if kv, err = h.fleet.JetStream().KeyValue(ctx, h.fleet.Name()+"-owner"); err == nil {
+			err = kv.Purge(ctx, "owner")
+		}
+	})
+	if err != nil {
+		t.Fatalf("expiring the lease of fleet %s: %v", h.fleet.Name(), err)
+	}
+}
+
+// cleanup ends every ownership (a closed rendezvous closed its own) and
+// deletes the fleet's streams.
+func (h *natsHome) cleanup(t fleetstatetest.TB) {
+	h.mu.Lock()
+	owned := h.owned
+	h.mu.Unlock()
+	var err error
+	h.x.do(func(ctx context.Context) {
+		for _, o := range owned {
+			o.Abandon() // only stops the renewal of one not closed yet
+		}
+		err = deleteStreams(ctx, h.fleet)
+		h.fleet.Close()
+	})
+	if err != nil {
+		t.Errorf("deleting the streams of fleet %s: %v", h.fleet.Name(), err)
+	}
+}
+
+// homeBackend is a fleet's store, called through the runner.
+type homeBackend struct {
+	x *natsRunner
+	b fleetstate.OwnedBackend
+}
+
+func (p *homeBackend) CurrentSession(context.Context) (sess fleetstate.Session, ok bool, err error) {
+	p.x.do(func(ctx context.Context) { sess, ok, err = p.b.CurrentSession(ctx) })
+	return sess, ok, err
+}
+
+func (p *homeBackend) StartSession(_ context.Context, next fleetstate.Session) (err error) {
+	p.x.do(func(ctx context.Context) { err = p.b.StartSession(ctx, next) })
+	return err
+}
+
+func (p *homeBackend) Put(_ context.Context, id fleetstate.FileID, content []byte, overwrite bool) (err error) {
+	p.x.do(func(ctx context.Context) { err = p.b.Put(ctx, id, content, overwrite) })
+	return err
+}
+
+func (p *homeBackend) Get(_ context.Context, id fleetstate.FileID) (data []byte, err error) {
+	p.x.do(func(ctx context.Context) { data, err = p.b.Get(ctx, id) })
+	return data, err
+}
+
+func (p *homeBackend) List(_ context.Context, session, agent string) (files []fleetstate.FileInfo, exists bool, err error) {
+	p.x.do(func(ctx context.Context) { files, exists, err = p.b.List(ctx, session, agent) })
+	return files, exists, err
+}
+
+func (p *homeBackend) Clean(context.Context) (err error) {
+	p.x.do(func(ctx context.Context) { err = p.b.Clean(ctx) })
+	return err
+}
+
+func (p *homeBackend) FleetOwner(context.Context) (o fleetstate.Owner, ok bool, err error) {
+	p.x.do(func(ctx context.Context) { o, ok, err = p.b.FleetOwner(ctx) })
+	return o, ok, err
+}
+
+// homeJournal is an ownership's journal, called through the runner.
+type homeJournal struct {
+	x *natsRunner
+	o *fleetnats.Ownership
+
+	mu      sync.Mutex
+	crashed bool // Close leaves the ownership alone
+}
+
+// crash makes Close leave the ownership as it is, as a killed process
+// does.
+func (j *homeJournal) crash() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.crashed = true
+}
+
+func (j *homeJournal) Load(context.Context) (recs [][]byte, err error) {
+	j.x.do(func(ctx context.Context) { recs, err = j.o.Load(ctx) })
+	return recs, err
+}
+
+func (j *homeJournal) Save(_ context.Context, id string, rec []byte) (err error) {
+	j.x.do(func(ctx context.Context) { err = j.o.Save(ctx, id, rec) })
+	return err
+}
+
+func (j *homeJournal) Release(_ context.Context, id string) (err error) {
+	j.x.do(func(ctx context.Context) { err = j.o.Release(ctx, id) })
+	return err
+}
+
+func (j *homeJournal) Reset(context.Context) (err error) {
+	j.x.do(func(ctx context.Context) { err = j.o.Reset(ctx) })
+	return err
+}
+
+func (j *homeJournal) Close() (err error) {
+	j.mu.Lock()
+	crashed := j.crashed
+	j.mu.Unlock()
+	if crashed {
+		return nil
+	}
+	j.x.do(func(context.Context) { err = j.o.Close() })
+	return err
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"sync"
 	"testing"
@@ -19,49 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Bounds of the tests.
-const (
-	// callTimeout bounds each call to the server.
-	callTimeout = 10 * time.Second
-	// suiteTimeout bounds the child go test of the store suite: building
-	// the root package's tests and running the suite.
-	suiteTimeout = 10 * time.Minute
-)
-
-// TestStoreSuite runs the root package's store suite, the same tests the
-// file store passes, on JetStream: on a server started here, through
-// FLEETSTATE_TEST_NATS_URL, in a child go test, so that the root package's
-// test binary never links the server.
-func TestStoreSuite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the root package's tests")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go command to run the suite with: %v", err)
-	}
-	srv := natstest.Run(t)
-	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
-	defer cancel()
-	args := []string{"test", "-count=1", "-run", "^TestStoreNATS$"}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	if testing.Verbose() {
-		args = append(args, "-v")
-	}
-	cmd := exec.CommandContext(ctx, goBin, append(args, "github.com/fleetstate/fleetstate")...)
-	// GOTOOLCHAIN, GOFLAGS and the caches come with the environment.
-	cmd.Env = append(os.Environ(), "FLEETSTATE_TEST_NATS_URL="+srv.URL())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the store suite on JetStream failed: %v\n%s", err, out)
-	}
-	if bytes.Contains(out, []byte("no tests to run")) || bytes.Contains(out, []byte("[no test files]")) {
-		t.Fatalf("the store suite did not run:\n%s", out)
-	}
-	t.Logf("%s", out)
-}
+// callTimeout bounds each call of the tests to the server.
+const callTimeout = 10 * time.Second
 
 // connect connects to the fleet name on url, as one daemon does.
 func connect(t *testing.T, url, name string, timeout time.Duration) *fleetnats.Fleet {

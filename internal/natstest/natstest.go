@@ -6,8 +6,9 @@
 //
 // It is internal, and only tests import it. Linking nats-server makes a
 // test binary slow to build (about 1.5 minutes on 2 cores), so only the
-// tests of fleetnats and of a few commands use it; the root package's
-// tests reach a server started here through FLEETSTATE_TEST_NATS_URL.
+// tests of fleetnats and of a few commands use it; fleetnats's tests run
+// the root package's conformance suites (package fleetstatetest) on a
+// server started here, in their own process.
 package natstest
 
 import (

@@ -1,4 +1,4 @@
-package fleetstate_test
+package fleetstatetest
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 
 // TestSetReadyAddOnReady: with AddOnReady, making an unknown name ready
 // makes it a pulling member at once; without, it stays unknown.
-func TestSetReadyAddOnReady(t *testing.T) {
-	f := newFleet(t, nil)
+func testSetReadyAddOnReady(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
 	wantCode(t, f.r.SetReady("late", true), fleetstate.CodeUnknownMember)
 	if m := f.r.Members(); len(m) != 0 {
 		t.Fatalf("members %v; want none", m)
 	}
 
-	f = newFleet(t, &fleetstate.RendezvousOptions{AddOnReady: true})
+	f = s.newFleet(t, &fleetstate.RendezvousOptions{AddOnReady: true})
 	wantCode(t, f.r.SetReady("late", false), fleetstate.CodeUnknownMember)
 	wantCode(t, f.r.SetReady("a::b", true), fleetstate.CodeInvalidAgentName)
 	if err := f.r.SetReady("late", true); err != nil {
@@ -38,8 +38,8 @@ func TestSetReadyAddOnReady(t *testing.T) {
 
 // TestDelegate: one call for every form of a lead's send, returning an
 // outcome or an error, never both.
-func TestDelegate(t *testing.T) {
-	f := newFleet(t, nil)
+func testDelegate(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
 	f.pull("scout")
 	ctx := context.Background()
 

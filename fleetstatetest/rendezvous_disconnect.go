@@ -1,4 +1,4 @@
-package fleetstate_test
+package fleetstatetest
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 // before it ever took any: every case ends in a named outcome, and no call
 // waits past its bound.
 
-func TestDisconnectMidTurnEndsBlockedSend(t *testing.T) {
+func testDisconnectMidTurnEndsBlockedSend(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "work")
@@ -37,9 +37,9 @@ func TestDisconnectMidTurnEndsBlockedSend(t *testing.T) {
 	})
 }
 
-func TestDisconnectMidAsk(t *testing.T) {
+func testDisconnectMidAsk(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		o, err := f.r.SendDetached("lead", "scout", "work")
 		if err != nil {
@@ -78,8 +78,8 @@ func TestDisconnectMidAsk(t *testing.T) {
 
 // TestDisconnectOutcomeIsDurable: the member_gone outcome is held on the
 // ticket across a restart.
-func TestDisconnectOutcomeIsDurable(t *testing.T) {
-	f := newFleet(t, nil)
+func testDisconnectOutcomeIsDurable(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
 	f.pull("scout")
 	o, _ := f.r.SendDetached("lead", "scout", "work")
 	f.next("scout")
@@ -96,9 +96,9 @@ func TestDisconnectOutcomeIsDurable(t *testing.T) {
 
 // TestDisconnectQueuedWaitsForReturn: messages for a disconnected member
 // wait for it at most ReadyTimeout; one that comes back in time gets them.
-func TestDisconnectQueuedWaitsForReturn(t *testing.T) {
+func testDisconnectQueuedWaitsForReturn(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, &fleetstate.RendezvousOptions{ReadyTimeout: 10 * time.Second})
+		f := s.newFleet(t, &fleetstate.RendezvousOptions{ReadyTimeout: 10 * time.Second})
 		f.pull("scout")
 		f.pull("miner")
 		if err := f.r.Disconnect("scout"); err != nil { // no open turn: only not ready
@@ -132,9 +132,9 @@ func TestDisconnectQueuedWaitsForReturn(t *testing.T) {
 
 // TestDisconnectPortMemberKeepsTurn: a member with a pane keeps its turn
 // when its MCP connection drops; the pane says when the turn ends.
-func TestDisconnectPortMemberKeepsTurn(t *testing.T) {
+func testDisconnectPortMemberKeepsTurn(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		lm := f.local("pane")
 		o, _ := f.r.SendDetached("lead", "pane", "work")
 		recv(lm)
@@ -155,8 +155,8 @@ func TestDisconnectPortMemberKeepsTurn(t *testing.T) {
 	})
 }
 
-func TestDisconnectErrors(t *testing.T) {
-	f := newFleet(t, nil)
+func testDisconnectErrors(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
 	wantCode(t, f.r.Disconnect("ghost"), fleetstate.CodeUnknownMember)
 	f.pull("scout")
 	if err := f.r.Disconnect("scout"); err != nil {
@@ -188,9 +188,9 @@ func givenUpSend(t *testing.T, f *fleet) result {
 // (its connection dropped) before its member replies never has the reply
 // handed to that call, even if the call had not yet noticed: the reply is
 // held on the ticket, where the lead finds it when it comes back.
-func TestGivenUpCallerLeavesOutcomeOnTicket(t *testing.T) {
+func testGivenUpCallerLeavesOutcomeOnTicket(t *testing.T, s suite) {
 	for i := range 200 {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		res := givenUpSend(t, f)
 		all, err := f.r.PollAll(context.Background(), "lead", 0)

@@ -1,4 +1,4 @@
-package fleetstate_test
+package fleetstatetest
 
 import (
 	"context"
@@ -11,18 +11,17 @@ import (
 	"github.com/fleetstate/fleetstate"
 )
 
-// fleet is a rendezvous with a lead named "lead", in the test's home (see
-// rendezvous_home_test.go): on an in-memory store by default.
+// fleet is a rendezvous with a lead named "lead", in the test's home.
 type fleet struct {
 	t  *testing.T
-	h  home
+	h  Home
 	st *fleetstate.Store
 	r  *fleetstate.Rendezvous
 }
 
-func newFleet(t *testing.T, opts *fleetstate.RendezvousOptions) *fleet {
+func (s suite) newFleet(t *testing.T, opts *fleetstate.RendezvousOptions) *fleet {
 	t.Helper()
-	h := newHome(t)
+	h := s.newHome(t)
 	st, r := openRendezvous(t, h, opts)
 	return &fleet{t: t, h: h, st: st, r: r}
 }
@@ -90,9 +89,9 @@ type result struct {
 	err error
 }
 
-func TestSendBlocksUntilReplyWithoutPolling(t *testing.T) {
+func testSendBlocksUntilReplyWithoutPolling(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		start := time.Now()
 		got := async(func() (fleetstate.Outcome, error) {
@@ -127,9 +126,9 @@ func TestSendBlocksUntilReplyWithoutPolling(t *testing.T) {
 // The outcome a blocking send returned stays held on its ticket until the
 // lead's next call: a lead whose connection broke as it travelled polls it;
 // a lead that calls again has shown that it got it.
-func TestOutcomeOfBlockingSendHeldUntilLeadsNextCall(t *testing.T) {
+func testOutcomeOfBlockingSendHeldUntilLeadsNextCall(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		f.pull("other")
 		got := async(func() (fleetstate.Outcome, error) {
@@ -156,9 +155,9 @@ func TestOutcomeOfBlockingSendHeldUntilLeadsNextCall(t *testing.T) {
 }
 
 // An acked outcome of a blocking send is gone at once.
-func TestOutcomeOfBlockingSendCanBeAcked(t *testing.T) {
+func testOutcomeOfBlockingSendCanBeAcked(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		got := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "job")
@@ -177,9 +176,9 @@ func TestOutcomeOfBlockingSendCanBeAcked(t *testing.T) {
 	})
 }
 
-func TestClarificationByTurnID(t *testing.T) {
+func testClarificationByTurnID(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		ctx := context.Background()
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "fix the build") })
@@ -253,9 +252,9 @@ func TestClarificationByTurnID(t *testing.T) {
 	})
 }
 
-func TestAskWindowReturnsDefault(t *testing.T) {
+func testAskWindowReturnsDefault(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, &fleetstate.RendezvousOptions{AskTimeout: 55 * time.Second})
+		f := s.newFleet(t, &fleetstate.RendezvousOptions{AskTimeout: 55 * time.Second})
 		f.pull("scout")
 		ctx := context.Background()
 		sent, err := f.r.SendDetached("lead", "scout", "task")
@@ -283,9 +282,9 @@ func TestAskWindowReturnsDefault(t *testing.T) {
 	})
 }
 
-func TestDetachedTicketPollAck(t *testing.T) {
+func testDetachedTicketPollAck(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		ctx := context.Background()
 		o, err := f.r.SendDetached("lead", "scout", "survey the repo")
@@ -350,9 +349,9 @@ func TestDetachedTicketPollAck(t *testing.T) {
 	})
 }
 
-func TestPollAllWaitsForAnyChange(t *testing.T) {
+func testPollAllWaitsForAnyChange(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("a")
 		f.pull("b")
 		ctx := context.Background()
@@ -384,9 +383,9 @@ func TestPollAllWaitsForAnyChange(t *testing.T) {
 	})
 }
 
-func TestSendBoundReturnsPendingAndReplyLandsOnTicket(t *testing.T) {
+func testSendBoundReturnsPendingAndReplyLandsOnTicket(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("slow")
 		ctx := context.Background()
 		start := time.Now()
@@ -409,9 +408,9 @@ func TestSendBoundReturnsPendingAndReplyLandsOnTicket(t *testing.T) {
 	})
 }
 
-func TestCancelledSendLosesNothing(t *testing.T) {
+func testCancelledSendLosesNothing(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		ctx, cancel := context.WithCancel(context.Background())
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "job") })
@@ -435,9 +434,9 @@ func TestCancelledSendLosesNothing(t *testing.T) {
 // TestCancelVersusReply races the lead's cancellation against the member's
 // reply: whichever wins, the reply reaches the lead exactly once, either as
 // the send's result or on the ticket.
-func TestCancelVersusReply(t *testing.T) {
+func testCancelVersusReply(t *testing.T, s suite) {
 	for i := range 300 {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		ctx, cancel := context.WithCancel(context.Background())
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "job") })
@@ -472,9 +471,9 @@ func TestCancelVersusReply(t *testing.T) {
 	}
 }
 
-func TestCloseReleasesBlockedCalls(t *testing.T) {
+func testCloseReleasesBlockedCalls(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		f.pull("idle")
 		ctx := context.Background()
@@ -501,9 +500,9 @@ func TestCloseReleasesBlockedCalls(t *testing.T) {
 	})
 }
 
-func TestBadArguments(t *testing.T) {
+func testBadArguments(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, &fleetstate.RendezvousOptions{})
+		f := s.newFleet(t, &fleetstate.RendezvousOptions{})
 		f.pull("scout")
 		ctx := context.Background()
 		_, err := f.r.Send(ctx, "lead", "nobody", "x")
@@ -524,9 +523,9 @@ func TestBadArguments(t *testing.T) {
 	})
 }
 
-func TestNextEndsOpenTurnAsTurnDone(t *testing.T) {
+func testNextEndsOpenTurnAsTurnDone(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		ctx := context.Background()
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "one") })
@@ -541,8 +540,8 @@ func TestNextEndsOpenTurnAsTurnDone(t *testing.T) {
 
 // A removed member's queued and open turns end at once with a named
 // reason; it is no longer listed and takes no more sends.
-func TestRemoveMemberEndsItsTurns(t *testing.T) {
-	f := newFleet(t, nil)
+func testRemoveMemberEndsItsTurns(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
 	f.pull("scout")
 	open, err := f.r.SendDetached("lead", "scout", "first")
 	if err != nil {
@@ -571,4 +570,14 @@ func TestRemoveMemberEndsItsTurns(t *testing.T) {
 	_, err = f.r.SendDetached("lead", "scout", "third")
 	wantCode(t, err, fleetstate.CodeUnknownMember)
 	wantCode(t, f.r.Reply("scout", "late"), fleetstate.CodeUnknownMember)
+}
+
+// openRendezvous opens a rendezvous in h, failing the test if it cannot.
+func openRendezvous(t TB, h Home, opts *fleetstate.RendezvousOptions) (*fleetstate.Store, *fleetstate.Rendezvous) {
+	t.Helper()
+	st, r, err := h.Open(t, opts)
+	if err != nil {
+		t.Fatalf("opening a rendezvous: %v", err)
+	}
+	return st, r
 }

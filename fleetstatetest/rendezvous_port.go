@@ -1,4 +1,4 @@
-package fleetstate_test
+package fleetstatetest
 
 import (
 	"context"
@@ -29,9 +29,9 @@ func settle(d time.Duration) {
 	synctest.Wait()
 }
 
-func TestStatusGating(t *testing.T) {
+func testStatusGating(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		lm := f.local("builder")
 		ctx := context.Background()
 
@@ -68,9 +68,9 @@ func TestStatusGating(t *testing.T) {
 	})
 }
 
-func TestUnknownStatusIsNeverDelivered(t *testing.T) {
+func testUnknownStatusIsNeverDelivered(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		lm := f.local("ghost")
 		lm.SetStatus(fleetstate.StatusUnknown)
 		o, err := f.r.Send(context.Background(), "lead", "ghost", "hello?")
@@ -89,9 +89,9 @@ func TestUnknownStatusIsNeverDelivered(t *testing.T) {
 	})
 }
 
-func TestBlockedIsDeliverable(t *testing.T) {
+func testBlockedIsDeliverable(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		lm := f.local("waiter")
 		lm.SetStatus(fleetstate.StatusBlocked)
 		f.r.SendDetached("lead", "waiter", "go on")
@@ -101,9 +101,9 @@ func TestBlockedIsDeliverable(t *testing.T) {
 	})
 }
 
-func TestNextWaitsForPickupWithGraceForFastTurns(t *testing.T) {
+func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, &fleetstate.RendezvousOptions{PickupGrace: 3 * time.Second})
+		f := s.newFleet(t, &fleetstate.RendezvousOptions{PickupGrace: 3 * time.Second})
 		lm := f.local("quick")
 		f.r.SendDetached("lead", "quick", "one")
 		f.r.SendDetached("lead", "quick", "two")
@@ -126,11 +126,11 @@ func TestNextWaitsForPickupWithGraceForFastTurns(t *testing.T) {
 
 // turnDoneCase delivers a brief to a member that prints tail and ends its
 // turn without replying, and returns the outcome the blocked send gets.
-func turnDoneCase(t *testing.T, brief string, print func(lm *fleetstate.LocalMember)) fleetstate.Outcome {
+func turnDoneCase(t *testing.T, s suite, brief string, print func(lm *fleetstate.LocalMember)) fleetstate.Outcome {
 	t.Helper()
 	var out fleetstate.Outcome
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, &fleetstate.RendezvousOptions{TailLines: 50})
+		f := s.newFleet(t, &fleetstate.RendezvousOptions{TailLines: 50})
 		lm := f.local("worker")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "worker", brief)
@@ -151,8 +151,8 @@ func turnDoneCase(t *testing.T, brief string, print func(lm *fleetstate.LocalMem
 	return out
 }
 
-func TestTurnDoneBackendExhausted(t *testing.T) {
-	o := turnDoneCase(t, "refactor the parser", func(lm *fleetstate.LocalMember) {
+func testTurnDoneBackendExhausted(t *testing.T, s suite) {
+	o := turnDoneCase(t, s, "refactor the parser", func(lm *fleetstate.LocalMember) {
 		lm.Print("> refactor the parser\nError: Credit balance is too low\n")
 	})
 	if o.Kind != fleetstate.OutcomeFailed || o.Reason != fleetstate.ReasonBackendExhausted {
@@ -160,10 +160,10 @@ func TestTurnDoneBackendExhausted(t *testing.T) {
 	}
 }
 
-func TestTurnDoneEchoedBrief(t *testing.T) {
+func testTurnDoneEchoedBrief(t *testing.T, s suite) {
 	brief := "Audit the authentication module for token handling bugs. Check expiry, " +
 		"refresh and revocation paths, and write findings to notes/auth.md with file and line."
-	o := turnDoneCase(t, brief, func(lm *fleetstate.LocalMember) {
+	o := turnDoneCase(t, s, brief, func(lm *fleetstate.LocalMember) {
 		// The pane shows the prompt, wrapped at 40 columns, and nothing else.
 		lm.Print("╭────────────╮")
 		for i := 0; i < len(brief); i += 40 {
@@ -179,8 +179,8 @@ func TestTurnDoneEchoedBrief(t *testing.T) {
 	}
 }
 
-func TestTurnDonePartialReport(t *testing.T) {
-	o := turnDoneCase(t, "write the report", func(lm *fleetstate.LocalMember) {
+func testTurnDonePartialReport(t *testing.T, s suite) {
+	o := turnDoneCase(t, s, "write the report", func(lm *fleetstate.LocalMember) {
 		for i := range 120 {
 			lm.Print(fmt.Sprintf("finding %d: something real", i))
 		}
@@ -194,8 +194,8 @@ func TestTurnDonePartialReport(t *testing.T) {
 	}
 }
 
-func TestTurnDoneHint(t *testing.T) {
-	o := turnDoneCase(t, "check the tests", func(lm *fleetstate.LocalMember) {
+func testTurnDoneHint(t *testing.T, s suite) {
+	o := turnDoneCase(t, s, "check the tests", func(lm *fleetstate.LocalMember) {
 		lm.Print("> check the tests\nran 112 tests, 3 failed in store_test.go\n")
 	})
 	if o.Kind != fleetstate.OutcomeTurnDone || o.Partial || !strings.Contains(o.Content, "3 failed") {
@@ -203,9 +203,9 @@ func TestTurnDoneHint(t *testing.T) {
 	}
 }
 
-func TestSlowMemberGoesPendingThenHint(t *testing.T) {
+func testSlowMemberGoesPendingThenHint(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, &fleetstate.RendezvousOptions{SendTimeout: 30 * time.Second})
+		f := s.newFleet(t, &fleetstate.RendezvousOptions{SendTimeout: 30 * time.Second})
 		lm := f.local("slow")
 		ctx := context.Background()
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "slow", "long task") })
@@ -226,11 +226,11 @@ func TestSlowMemberGoesPendingThenHint(t *testing.T) {
 	})
 }
 
-func TestMemberNeverReady(t *testing.T) {
+func testMemberNeverReady(t *testing.T, s suite) {
 	for _, mode := range []string{"port", "pull"} {
 		t.Run(mode, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFleet(t, nil)
+				f := s.newFleet(t, nil)
 				lm := fleetstate.NewLocalMember()
 				var port fleetstate.Member
 				if mode == "port" {
@@ -261,9 +261,9 @@ func TestMemberNeverReady(t *testing.T) {
 	}
 }
 
-func TestMemberGoneMidTurn(t *testing.T) {
+func testMemberGoneMidTurn(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		lm := f.local("fragile")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "fragile", "work")
@@ -279,9 +279,9 @@ func TestMemberGoneMidTurn(t *testing.T) {
 	})
 }
 
-func TestNudgeLeadPaneOnceWhenIdle(t *testing.T) {
+func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		f.pull("scout")
 		pane := fleetstate.NewLocalMember()
 		pane.SetStatus(fleetstate.StatusWorking)
@@ -320,9 +320,9 @@ func TestNudgeLeadPaneOnceWhenIdle(t *testing.T) {
 	})
 }
 
-func TestStateSurvivesRestart(t *testing.T) {
+func testStateSurvivesRestart(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		for _, m := range []string{"queued", "replied", "asking"} {
 			f.pull(m)
 		}
@@ -340,8 +340,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 
 		// A second rendezvous on the same fleet after the first's
 		// process was killed.
-		fleetstate.Crash(f.r)
-		f.h.crashed(t)
+		f.h.Crash(t, f.r)
 		_, r2 := openRendezvous(t, f.h, nil)
 		all, err := r2.PollAll(ctx, "lead", 0)
 		if err != nil {
@@ -389,9 +388,9 @@ func TestStateSurvivesRestart(t *testing.T) {
 // member with a pane is in a turn; the pane is idle when the new rendezvous
 // first looks, so the turn ended during the restart: it is triaged after
 // the pickup grace rather than left open, blocking the member's FIFO.
-func TestRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T) {
+func testRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		lm := f.local("worker")
 		o, _ := f.r.SendDetached("lead", "worker", "task before the crash")
 		if got := recv(lm); got != "task before the crash" {
@@ -400,8 +399,7 @@ func TestRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T) {
 		lm.SetStatus(fleetstate.StatusWorking)
 		settle(time.Second)
 
-		fleetstate.Crash(f.r)
-		f.h.crashed(t)
+		f.h.Crash(t, f.r)
 		_, r2 := openRendezvous(t, f.h, nil)
 		pane := fleetstate.NewLocalMember()
 		pane.Print("all done, forgot to reply")

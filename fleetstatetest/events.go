@@ -1,4 +1,4 @@
-package fleetstate_test
+package fleetstatetest
 
 import (
 	"context"
@@ -36,9 +36,9 @@ func kinds(es []fleetstate.Event) string {
 
 // Every step of a delegation with a clarification is published, in order,
 // with the turn, the ticket and the contents.
-func TestEventsOfAFlow(t *testing.T) {
+func testEventsOfAFlow(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		sub, snap := f.r.Subscribe(0)
 		defer sub.Close()
 		if len(snap.Members) != 0 || len(snap.Tickets) != 0 {
@@ -93,9 +93,9 @@ func TestEventsOfAFlow(t *testing.T) {
 
 // A detached ticket's end is published as held; a cancel, a member's
 // status and its removal are published too.
-func TestEventsOfTicketsAndMembers(t *testing.T) {
+func testEventsOfTicketsAndMembers(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, nil)
+		f := s.newFleet(t, nil)
 		lm := f.local("worker")
 		f.pull("scout")
 		synctest.Wait() // the worker's first status read is before the subscription
@@ -129,8 +129,8 @@ func TestEventsOfTicketsAndMembers(t *testing.T) {
 
 // A subscriber that does not read loses events, counted on the next one it
 // gets, and never holds up the rendezvous.
-func TestSlowSubscriberGetsAGap(t *testing.T) {
-	f := newFleet(t, nil)
+func testSlowSubscriberGetsAGap(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
 	f.pull("scout")
 	sub, _ := f.r.Subscribe(2)
 	defer sub.Close()
@@ -155,8 +155,8 @@ func TestSlowSubscriberGetsAGap(t *testing.T) {
 
 // Closing the rendezvous closes every subscription; a subscription taken
 // after is closed at once.
-func TestSubscriptionsEndWithTheRendezvous(t *testing.T) {
-	f := newFleet(t, nil)
+func testSubscriptionsEndWithTheRendezvous(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
 	sub, _ := f.r.Subscribe(0)
 	f.r.Close()
 	select {
