@@ -52,9 +52,10 @@ type Backend interface {
 	List(ctx context.Context, session, agent string) (files []FileInfo, exists bool, err error)
 
 	// Clean removes every session's files, the current session and the
-	// run log. A backend that knows the fleet's owner (an [OwnedBackend])
-	// may refuse with [CodeFleetOwned] while a process other than the one
-	// whose rendezvous it serves owns the fleet.
+	// run log. The Store calls it once it found the fleet unowned (see
+	// [OwnedBackend]), or for the fleet's owner. A backend that can check
+	// ownership in the same step as the removal may refuse with
+	// [CodeFleetOwned] while the fleet has another owner.
 	Clean(ctx context.Context) error
 }
 
@@ -67,6 +68,50 @@ type OwnedBackend interface {
 	// FleetOwner returns the fleet's owner; ok is false when none owns it.
 	FleetOwner(ctx context.Context) (o Owner, ok bool, err error)
 }
+
+// Journal keeps a rendezvous's turns: whoever holds one owns the fleet.
+// Obtaining a Journal is how a process becomes the fleet's only writer,
+// and a Journal whose ownership passed to another process must fail every
+// later write (fenced by a lock the kernel drops with the process, or by
+// the engine's compare-and-swap, never by clocks), so that two processes
+// never both act on one turn. The disk's journal, the default, keeps slot
+// files beside the state directory's sessions; package fleetnats keeps
+// the turns on JetStream. Package fleetstatetest has the suite every
+// Journal passes.
+//
+// Records are opaque to a Journal: the rendezvous encodes and decodes them.
+// The rendezvous calls a Journal from one goroutine at a time, and ends
+// each step of its writer with Flush, off the callers' critical path: a
+// Journal may put off Hold and Release until then.
+type Journal interface {
+	// Load returns the last record saved or held of each turn not
+	// released since, in any order.
+	Load(ctx context.Context) ([][]byte, error)
+	// Save writes rec as the record of the turn id, replacing the one
+	// before. When it returns nil the record is durable; on an error the
+	// record may or may not have been written, and if ownership was lost
+	// the error has the code [CodeUnavailable].
+	Save(ctx context.Context, id string, rec []byte) error
+	// Hold writes rec as the record of the turn id, whose outcome a call
+	// of its lead returned: it changes no more until it is released, but
+	// in the rare case of a re-poll, which saves it. saved says that rec
+	// is the record last saved. A Journal may keep held records apart,
+	// more cheaply, and write them at the next Flush.
+	Hold(ctx context.Context, id string, rec []byte, saved bool) error
+	// Release forgets the turn id, at once or at the next Flush.
+	Release(ctx context.Context, id string) error
+	// Flush writes what Hold and Release left due.
+	Flush(ctx context.Context) error
+	// Reset forgets every turn.
+	Reset(ctx context.Context) error
+	// Close writes what is due and gives up the fleet's ownership; a
+	// later owner takes the turns up from the records.
+	Close() error
+}
+
+// DefaultJournalTimeout bounds each call of a rendezvous to a [Journal]
+// given in [RendezvousOptions]; the disk's journal waits on no one.
+const DefaultJournalTimeout = 10 * time.Second
 
 // DefaultBackendTimeout bounds each call of a store to its [Backend] when
 // [BackendOptions.Timeout] is zero.

@@ -1,5 +1,7 @@
 package fleetstate
 
+import "github.com/fleetstate/fleetstate/internal/dirstore"
+
 // Crash stops r as if its process were killed at this instant: blocked
 // calls return (the test's goroutines must end), nothing more is written,
 // and the ownership of the state directory is given up, as the operating
@@ -22,5 +24,5 @@ func Parked(r *Rendezvous, member string) int {
 func SetHeldLogMin(r *Rendezvous, n int64) {
 	r.lockW()
 	defer r.unlockW()
-	r.j.heldMin, r.j.heldAt = n, max(n, 2*r.j.heldLive)
+	r.j.impl.(*dirstore.Journal).SetCompactMin(n)
 }

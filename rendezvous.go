@@ -460,9 +460,7 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 		j   *journal
 		err error
 	)
-	if o.Journal != nil {
-		j = openRemoteJournal(store, o.Journal, r.log.Error)
-	} else if j, err = openJournal(store, o.Addr, r.log.Error); err != nil {
+	if j, err = openJournal(store, o.Journal, o.Addr, r.log.Error); err != nil {
 		return nil, err
 	}
 	r.j = j

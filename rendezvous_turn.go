@@ -34,8 +34,6 @@ type turnRecord struct {
 // its outcome reaches the lead. All fields are guarded by Rendezvous.mu.
 type turn struct {
 	turnRecord
-	slot       slot        // the file holding the turn's records; see rendezvous_journal.go
-	logged     bool        // its record is in the held log instead of a slot; like slot, guarded by Rendezvous.wmu
 	waiter     *waiter     // the lead's call blocked on the next outcome; nil if none
 	asker      chan answer // the member's Ask blocked on an answer; nil if none
 	readyTimer *time.Timer // fails the turn if its member is not ready in time

@@ -75,7 +75,8 @@ func (s *Store) Clean() error {
 	return s.clean(op)
 }
 
-// clean is Clean for the fleet's owner.
+// clean cleans the sessions through the backend: Clean once it found the
+// fleet unowned, or the fleet's owner (Rendezvous.Clean).
 func (s *Store) clean(op string) error {
 	ctx, cancel := s.bctx()
 	defer cancel()

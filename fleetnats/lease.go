@@ -125,6 +125,9 @@ type Ownership struct {
 	rev    uint64 // the lease's revision
 	why    error  // why the ownership was lost
 	closed bool
+	// releasing holds the turns Release was told of, for Flush. The
+	// rendezvous calls the Journal methods one at a time.
+	releasing []string
 }
 
 // Own makes this daemon the fleet's owner, or fails with
@@ -314,12 +317,42 @@ func (o *Ownership) Save(ctx context.Context, id string, rec []byte) error {
 	return o.turns.save(ctx, id, rec)
 }
 
-// Release implements [fleetstate.Journal].
-func (o *Ownership) Release(ctx context.Context, id string) error {
-	return o.turns.release(ctx, id)
+// Hold implements [fleetstate.Journal]: a held record is saved like any
+// other, unless it was already.
+func (o *Ownership) Hold(ctx context.Context, id string, rec []byte, saved bool) error {
+	if saved {
+		return nil
+	}
+	return o.turns.save(ctx, id, rec)
+}
+
+// Release implements [fleetstate.Journal]. The turn is forgotten at the
+// next Flush, at the end of the rendezvous's step, so that no delete is on
+// a caller's path.
+func (o *Ownership) Release(_ context.Context, id string) error {
+	o.releasing = append(o.releasing, id)
+	return nil
+}
+
+// Flush implements [fleetstate.Journal]: it forgets the turns released
+// since the last Flush, and returns the first failure. A turn whose
+// release failed is taken up again by a later owner, as after a crash.
+func (o *Ownership) Flush(ctx context.Context) error {
+	var first error
+	for _, id := range o.releasing {
+		if err := o.turns.release(ctx, id); err != nil && first == nil {
+			first = err
+		}
+	}
+	clear(o.releasing)
+	o.releasing = o.releasing[:0]
+	return first
 }
 
 // Reset implements [fleetstate.Journal].
-func (o *Ownership) Reset(ctx context.Context) error { return o.turns.reset(ctx) }
+func (o *Ownership) Reset(ctx context.Context) error {
+	o.releasing = o.releasing[:0]
+	return o.turns.reset(ctx)
+}
 
 var _ fleetstate.Journal = (*Ownership)(nil)

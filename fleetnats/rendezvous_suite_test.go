@@ -269,6 +269,16 @@ func (j *homeJournal) Release(_ context.Context, id string) (err error) {
 	return err
 }
 
+func (j *homeJournal) Hold(_ context.Context, id string, rec []byte, saved bool) (err error) {
+	j.x.do(func(ctx context.Context) { err = j.o.Hold(ctx, id, rec, saved) })
+	return err
+}
+
+func (j *homeJournal) Flush(context.Context) (err error) {
+	j.x.do(func(ctx context.Context) { err = j.o.Flush(ctx) })
+	return err
+}
+
 func (j *homeJournal) Reset(context.Context) (err error) {
 	j.x.do(func(ctx context.Context) { err = j.o.Reset(ctx) })
 	return err

@@ -3,6 +3,7 @@ package fleetstatetest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -26,9 +27,9 @@ type JournalFleet interface {
 }
 
 // TestJournal runs the contract of a [fleetstate.Journal] on fleets from
-// newFleet, one per test: Load returns the last record saved of each turn
-// not released since, whatever its bytes and size; Release forgets a
-// turn and Reset every turn; Close hands the records over to the next
+// newFleet, one per test: Load returns the last record saved or held of
+// each turn not released since, whatever its characters and size;
+// Release forgets a turn (by the next Flush) and Reset every turn; Close hands the records over to the next
 // owner; one journal owns a fleet at a time, and one whose ownership
 // passed to another fails every later write, Save with
 // [fleetstate.CodeUnavailable], and changes nothing the new owner sees.
@@ -47,6 +48,7 @@ var journalSuite = []struct {
 	{"LoadEmpty", testJournalLoadEmpty},
 	{"LastRecordPerTurn", testJournalLastRecordPerTurn},
 	{"ReleaseForgets", testJournalReleaseForgets},
+	{"HoldKeepsTheRecord", testJournalHold},
 	{"ResetForgetsAll", testJournalResetForgetsAll},
 	{"OpaqueRecords", testJournalOpaqueRecords},
 	{"CloseHandsOver", testJournalCloseHandsOver},
@@ -93,17 +95,59 @@ func jctx(t *testing.T) context.Context {
 	return ctx
 }
 
-func save(t *testing.T, j fleetstate.Journal, id, rec string) {
+// record returns the record of turn id carrying v, as the rendezvous
+// writes records: a JSON object whose "id" is the turn's ID.
+func record(id, v string) []byte {
+	rec, err := json.Marshal(struct {
+		ID string `json:"id"`
+		V  string `json:"v"`
+	}{id, v})
+	if err != nil {
+		panic(err)
+	}
+	return rec
+}
+
+// valueOf returns what a record carries.
+func valueOf(t *testing.T, rec []byte) string {
 	t.Helper()
-	if err := j.Save(jctx(t), id, []byte(rec)); err != nil {
-		t.Fatalf("Save(%s, %q): %v", id, clip(rec), err)
+	var r struct {
+		V string `json:"v"`
+	}
+	if err := json.Unmarshal(rec, &r); err != nil {
+		t.Fatalf("a record read back is not the one written: %q: %v", clip(string(rec)), err)
+	}
+	return r.V
+}
+
+func save(t *testing.T, j fleetstate.Journal, id, v string) {
+	t.Helper()
+	if err := j.Save(jctx(t), id, record(id, v)); err != nil {
+		t.Fatalf("Save(%s, %q): %v", id, clip(v), err)
 	}
 }
 
+// release releases turn id, and flushes: a journal may put the release
+// off until then.
 func release(t *testing.T, j fleetstate.Journal, id string) {
 	t.Helper()
 	if err := j.Release(jctx(t), id); err != nil {
 		t.Fatalf("Release(%s): %v", id, err)
+	}
+	flush(t, j)
+}
+
+func flush(t *testing.T, j fleetstate.Journal) {
+	t.Helper()
+	if err := j.Flush(jctx(t)); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+}
+
+func hold(t *testing.T, j fleetstate.Journal, id, v string, saved bool) {
+	t.Helper()
+	if err := j.Hold(jctx(t), id, record(id, v), saved); err != nil {
+		t.Fatalf("Hold(%s, %q): %v", id, clip(v), err)
 	}
 }
 
@@ -116,7 +160,7 @@ func wantRecords(t *testing.T, j fleetstate.Journal, want ...string) {
 	}
 	got := make([]string, len(recs))
 	for i, r := range recs {
-		got[i] = string(r)
+		got[i] = valueOf(t, r)
 	}
 	slices.Sort(got)
 	want = slices.Clone(want)
@@ -198,9 +242,9 @@ func testJournalResetForgetsAll(t *testing.T, f JournalFleet) {
 // replicated engine holds (1 MiB by default in NATS), kept whole.
 func testJournalOpaqueRecords(t *testing.T, f JournalFleet) {
 	j := own(t, f)
-	binary := make([]byte, 512)
-	for i := range binary {
-		binary[i] = byte(i)
+	var binary []rune
+	for r := range rune(512) {
+		binary = append(binary, r)
 	}
 	big := bytes.Repeat([]byte("0123456789abcdef"), (2<<20)/16+1)
 	id := turnIDs(3)
@@ -262,20 +306,43 @@ func testJournalFenced(t *testing.T, f JournalFleet) {
 	wantRecords(t, next, "a", "b")
 	save(t, next, id[0], "a, by the next owner")
 
-	err := old.Save(jctx(t), id[2], []byte("c, by the old owner"))
+	err := old.Save(jctx(t), id[2], record(id[2], "c, by the old owner"))
 	if fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
 		t.Fatalf("Save after the ownership passed: %v; want %s", err, fleetstate.CodeUnavailable)
 	}
-	if err := old.Save(jctx(t), id[1], []byte("b, by the old owner")); err == nil {
+	if err := old.Save(jctx(t), id[1], record(id[1], "b, by the old owner")); err == nil {
 		t.Fatalf("Save of a turn after the ownership passed succeeded; want it fenced out")
 	}
 	// Release may not wait to hear that it was refused; Reset is a
 	// write like any other. Neither may change anything.
 	_ = old.Release(jctx(t), id[1])
+	_ = old.Flush(jctx(t))
 	if err := old.Reset(jctx(t)); err == nil {
 		t.Errorf("Reset after the ownership passed succeeded; want it fenced out")
 	}
 	wantRecords(t, next, "a, by the next owner", "b")
 	next.close(t)
 	wantRecords(t, own(t, f), "a, by the next owner", "b")
+}
+
+// A held record is a record like any other to Load, after the Flush that
+// may write it; one held as saved keeps the record saved; a release
+// forgets it.
+func testJournalHold(t *testing.T, f JournalFleet) {
+	j := own(t, f)
+	id := turnIDs(3)
+	save(t, j, id[0], "a replied")
+	save(t, j, id[1], "b replied, held until then")
+	save(t, j, id[2], "c queued")
+	hold(t, j, id[0], "a replied, held until then", false)
+	hold(t, j, id[1], "b replied, held until then", true)
+	flush(t, j)
+	wantRecords(t, j, "a replied, held until then", "b replied, held until then", "c queued")
+	// Seen again by a re-poll: saved once more, then held again.
+	save(t, j, id[0], "a replied, polled again")
+	wantRecords(t, j, "a replied, polled again", "b replied, held until then", "c queued")
+	release(t, j, id[1])
+	wantRecords(t, j, "a replied, polled again", "c queued")
+	j.close(t)
+	wantRecords(t, own(t, f), "a replied, polled again", "c queued")
 }

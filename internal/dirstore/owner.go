@@ -118,6 +118,22 @@ func (d *Dir) tryOwner() (l *OwnerLock, ok bool, err error) {
 	return l, true, nil
 }
 
+// lookOwner is tryOwner for a look (FleetOwner, Clean): while another
+// holds the lock without having described itself, it is a look like this
+// one, held for an instant, and a short retry gets past it; a described
+// holder is the owner.
+func (d *Dir) lookOwner() (l *OwnerLock, ok bool, err error) {
+	for try := 0; ; try++ {
+		if l, ok, err = d.tryOwner(); err != nil || ok {
+			return l, ok, err
+		}
+		if try == ownerRetries || d.ReadOwner().PID != 0 {
+			return nil, false, nil
+		}
+		time.Sleep(ownerRetryPause)
+	}
+}
+
 // describe records who the owner is: in the lock file, or in memOwners.
 func (l *OwnerLock) describe(o Owner) error {
 	if l.file == nil {
@@ -168,7 +184,7 @@ func (d *Dir) ReadOwner() Owner {
 // FleetOwner returns the owner of the fleet, if a live process owns it.
 // A process that owns it without describing itself has a zero PID.
 func (d *Dir) FleetOwner() (Owner, bool, error) {
-	l, ok, err := d.tryOwner()
+	l, ok, err := d.lookOwner()
 	if err != nil {
 		return Owner{}, false, err
 	}

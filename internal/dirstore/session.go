@@ -76,7 +76,7 @@ func (d *Dir) Clean() error {
 	self := d.held != nil
 	d.ownerMu.Unlock()
 	if !self {
-		owner, ok, err := d.tryOwner()
+		owner, ok, err := d.lookOwner()
 		if err != nil {
 			return err
 		}
