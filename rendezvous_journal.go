@@ -19,7 +19,6 @@ import (
 type journal struct {
 	impl    Journal
 	timeout time.Duration // of each call to impl; zero means none
-	buf     []byte        // the record being encoded
 	log     func(msg string, args ...any)
 	moving  []moving // handed turns whose records the next settle holds
 	closed  bool     // nothing more is written: closed, or crashed
@@ -113,10 +112,14 @@ func (j *journal) persist(t *turn) error { return j.persistRecord(t, &t.turnReco
 // persistRecord writes rec as t's record, which it is about to become: the
 // caller may have released Rendezvous.mu, so rec is a copy, not t's own.
 func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
-	j.buf = appendRecord(j.buf[:0], rec)
+	const op = "persist turn"
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return &Error{Code: CodeInternal, Op: op, Err: err}
+	}
 	ctx, cancel := j.ctx()
 	defer cancel()
-	return withOp("persist turn", j.impl.Save(ctx, t.ID, j.buf))
+	return withOp(op, j.impl.Save(ctx, t.ID, data))
 }
 
 // save persists t and logs a failure: the state in memory stays right, and
@@ -164,8 +167,11 @@ func (j *journal) settle() {
 	ctx, cancel := j.ctx()
 	defer cancel()
 	for _, m := range j.moving {
-		j.buf = appendRecord(j.buf[:0], &m.rec)
-		if err := j.impl.Hold(ctx, m.t.ID, j.buf, m.saved); err != nil {
+		data, err := json.Marshal(&m.rec)
+		if err == nil {
+			err = j.impl.Hold(ctx, m.t.ID, data, m.saved)
+		}
+		if err != nil {
 			j.log("fleetstate: hold a returned outcome", "turn", m.t.ID, "err", err)
 		}
 	}

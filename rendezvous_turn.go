@@ -66,6 +66,7 @@ func newID(prefix string) string {
 	_, _ = rand.Read(u[:])  // never fails (crypto/rand, Go 1.24 on)
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
+	const hexDigits = "0123456789abcdef"
 	var b [36]byte
 	j := 0
 	for i, c := range u {

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fleetstate/fleetstate/internal/jsonstr"
 	"github.com/google/uuid"
 	"github.com/spf13/afero"
 )
@@ -492,9 +491,12 @@ func (j *Journal) saveHeld(id string, line []byte) error {
 
 // appendForget appends the forget line of turn id to b.
 func appendForget(b []byte, id string) []byte {
-	b = append(b, "\n{\"forget\":"...)
-	b = jsonstr.Append(b, id)
-	return append(b, "}\n"...)
+	line, _ := json.Marshal(struct {
+		Forget string `json:"forget"`
+	}{id}) // a struct of one string always encodes
+	b = append(b, '\n')
+	b = append(b, line...)
+	return append(b, '\n')
 }
 
 // appendHeld appends data to the held log, in one write, and returns the
