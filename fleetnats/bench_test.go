@@ -253,6 +253,13 @@ func (j *countingJournal) Save(ctx context.Context, id string, rec []byte) error
 	return j.Journal.Save(ctx, id, rec)
 }
 
+func (j *countingJournal) Hold(ctx context.Context, id string, rec []byte, saved bool) error {
+	if !saved {
+		j.n.Add(1)
+	}
+	return j.Journal.Hold(ctx, id, rec, saved)
+}
+
 func (j *countingJournal) Release(ctx context.Context, id string) error {
 	j.n.Add(1)
 	return j.Journal.Release(ctx, id)

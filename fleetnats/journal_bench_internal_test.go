@@ -40,7 +40,7 @@ func BenchmarkJournalWrite(b *testing.B) {
 					if op == "twosaves" {
 						continue
 					}
-					if err := o.Release(ctx, "t1"); err != nil {
+					if err := releaseNow(ctx, o, "t1"); err != nil {
 						b.Fatal(err)
 					}
 				}

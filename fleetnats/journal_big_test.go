@@ -107,7 +107,7 @@ func TestJournalLargeRecords(t *testing.T) {
 	if err := o.Save(ctx, "t1", big1); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Release(ctx, "t1"); err != nil {
+	if err := releaseNow(ctx, o, "t1"); err != nil {
 		t.Fatal(err)
 	}
 	blobs(0)
@@ -174,7 +174,7 @@ func TestJournalLargeRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	load(o2, big1, big2)
-	if err := o2.Release(ctx, "t4"); err != nil {
+	if err := releaseNow(ctx, o2, "t4"); err != nil {
 		t.Fatal(err)
 	}
 	load(o2, big1)
@@ -185,7 +185,7 @@ func TestJournalLargeRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	load(o2, []byte("small again"))
-	if err := o2.Release(ctx, "t3"); err != nil {
+	if err := releaseNow(ctx, o2, "t3"); err != nil {
 		t.Fatal(err)
 	}
 	load(o2)

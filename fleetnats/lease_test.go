@@ -114,7 +114,7 @@ func TestJournalSaveReleaseReset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := o.Release(ctx, "t2"); err != nil {
+	if err := releaseNow(ctx, o, "t2"); err != nil {
 		t.Fatal(err)
 	}
 	recs, err := o.Load(ctx)
@@ -186,7 +186,7 @@ func TestJournalReleaseNotWaitedFor(t *testing.T) {
 			t.Fatalf("Save %s after a release: %v", id, err)
 		}
 		if i < 49 {
-			if err := o.Release(ctx, id); err != nil {
+			if err := releaseNow(ctx, o, id); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -195,7 +195,7 @@ func TestJournalReleaseNotWaitedFor(t *testing.T) {
 	if err != nil || len(recs) != 1 || string(recs[0]) != "t49" {
 		t.Fatalf("Load = %q, %v; want [t49]", recs, err)
 	}
-	if err := o.Release(ctx, "t49"); err != nil {
+	if err := releaseNow(ctx, o, "t49"); err != nil {
 		t.Fatal(err)
 	}
 	if recs, err := o.Load(ctx); err != nil || len(recs) != 0 {
@@ -218,7 +218,7 @@ func TestOwnFencesTheOldOwnersRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	ob := takeOver(t, b)
-	if err := oa.Release(ctx, "turn-1"); err != nil && fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
+	if err := releaseNow(ctx, oa, "turn-1"); err != nil && fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
 		t.Fatalf("old owner's Release: %v; want nil or ERR_UNAVAILABLE", err)
 	}
 	if err := oa.Save(ctx, "turn-2", []byte("b")); fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
@@ -269,4 +269,13 @@ func TestOwnerLeadsTheTurns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// releaseNow releases turn id and flushes, so that the release has landed
+// when it returns: Release alone is put off to the next Flush.
+func releaseNow(ctx context.Context, o *fleetnats.Ownership, id string) error {
+	if err := o.Release(ctx, id); err != nil {
+		return err
+	}
+	return o.Flush(ctx)
 }
