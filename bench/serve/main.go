@@ -15,7 +15,17 @@
 // It prints, per backend, the median over the rounds of each round's
 // median round trip, its p99, and the ratio to the file backend's.
 //
+// With -base DIR it also builds the fleetstate of another tree of this
+// module in DIR (a git worktree of an older commit, say) and starts each
+// selected backend B a second time on that binary, every process of it
+// (daemons, NATS nodes, token commands) from DIR. B@base is measured right
+// after B in each round, alternated with the others like them, and the
+// table gains the ratio of B's p50 to B@base's, per round and their median;
+// a B@base row's p50 / file is against file@base.
+//
 //	go run ./bench/serve -rounds 5 -duration 2s
+//	git worktree add ../before HEAD~1
+//	go run ./bench/serve -backends file,nats-node -base ../before
 package main
 
 import (
@@ -46,6 +56,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "measurements of each backend, alternated; the median is reported")
 	duration := flag.Duration("duration", 2*time.Second, "how long each measurement runs")
 	list := flag.String("backends", strings.Join(backendNames, ","), "backends, comma-separated: "+strings.Join(backendNames, ", "))
+	baseDir := flag.String("base", "", "a directory holding another tree of this module (a git worktree, say): each backend B is also run on its fleetstate, as B@base, alternated with the others")
 	flag.Parse()
 	var names []string
 	for _, n := range strings.Split(*list, ",") {
@@ -59,7 +70,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "serve: -rounds and -duration must be positive")
 		os.Exit(2)
 	}
-	if err := run(os.Stdout, names, *rounds, *duration); err != nil {
+	if err := run(os.Stdout, names, *rounds, *duration, *baseDir); err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}
@@ -82,7 +93,13 @@ type fleet struct {
 // sample is one measurement: the round trips' latencies.
 type sample []time.Duration
 
-func run(w io.Writer, names []string, rounds int, d time.Duration) error {
+// baseSuffix marks a backend run on the binary built from -base.
+const baseSuffix = "@base"
+
+// run measures the backends names and prints the table to w. With
+// baseDir, each backend also runs on the fleetstate built from there,
+// measured right after it as name+baseSuffix.
+func run(w io.Writer, names []string, rounds int, d time.Duration, baseDir string) error {
 	tmp, err := os.MkdirTemp("", "fleetstate-bench-serve-")
 	if err != nil {
 		return err
@@ -92,11 +109,30 @@ func run(w io.Writer, names []string, rounds int, d time.Duration) error {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetstate/fleetstate/cmd/fleetstate").CombinedOutput(); err != nil {
 		return fmt.Errorf("build fleetstate: %v\n%s", err, out)
 	}
-	h := &harness{bin: bin, tmp: tmp}
+	h := &harness{bin: bin, running: &running{tmp: tmp}}
 	defer h.close()
+	hs := []*harness{h}
+	if baseDir != "" {
+		baseBin := filepath.Join(tmp, "fleetstate-base")
+		// The environment's GOTOOLCHAIN and GOFLAGS apply, as to the build above.
+		if out, err := exec.Command("go", "build", "-C", baseDir, "-o", baseBin, "./cmd/fleetstate").CombinedOutput(); err != nil {
+			return fmt.Errorf("build fleetstate in %s: %v\n%s", baseDir, err, out)
+		}
+		// The same processes, so h.close ends the base's too.
+		hs = append(hs, &harness{bin: baseBin, suffix: baseSuffix, running: h.running})
+		var all []string
+		for _, n := range names {
+			all = append(all, n, n+baseSuffix)
+		}
+		names = all
+	}
 	fleets := make([]*fleet, len(names))
 	for i, n := range names {
-		if fleets[i], err = h.start(n); err != nil {
+		bh := hs[0]
+		if strings.HasSuffix(n, baseSuffix) {
+			bh = hs[1]
+		}
+		if fleets[i], err = bh.start(strings.TrimSuffix(n, baseSuffix)); err != nil {
 			return fmt.Errorf("start %s: %w", n, err)
 		}
 		defer fleets[i].close()
@@ -112,11 +148,25 @@ func run(w io.Writer, names []string, rounds int, d time.Duration) error {
 		}
 	}
 	fmt.Fprintf(w, "blocking round trip (fleet_send, fleet_next, fleet_reply) over HTTP on loopback, one lead and one member waiting in fleet_next, mcpadapter.Client; %d rounds of %v each, backends alternated, medians of the rounds' values; round trips/s is one over their mean\n\n", rounds, d)
-	fmt.Fprintln(w, "| backend | round trips/s | p50 | p99 | p50 / file | per round, p50 / file |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- |")
-	file := slices.Index(names, "file")
+	if baseDir != "" {
+		fmt.Fprintf(w, "B@base is backend B on the fleetstate built from %s; its p50 / file is against file@base, and B's p50 / base against B@base's\n\n", baseDir)
+		fmt.Fprintln(w, "| backend | round trips/s | p50 | p99 | p50 / file | per round, p50 / file | p50 / base | per round, p50 / base |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |")
+	} else {
+		fmt.Fprintln(w, "| backend | round trips/s | p50 | p99 | p50 / file | per round, p50 / file |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | --- |")
+	}
 	for i, n := range names {
-		var rate, p50, p99, ratio []float64
+		// The file backend of the same binary, and B@base for B.
+		file := slices.Index(names, "file")
+		if strings.HasSuffix(n, baseSuffix) {
+			file = slices.Index(names, "file"+baseSuffix)
+		}
+		base := -1
+		if baseDir != "" && !strings.HasSuffix(n, baseSuffix) {
+			base = slices.Index(names, n+baseSuffix)
+		}
+		var rate, p50, p99, ratio, baseRatio []float64
 		for r, s := range samples[i] {
 			var busy time.Duration
 			for _, x := range s {
@@ -128,20 +178,31 @@ func run(w io.Writer, names []string, rounds int, d time.Duration) error {
 			if file >= 0 {
 				ratio = append(ratio, quantile(s, 0.5)/quantile(samples[file][r], 0.5))
 			}
+			if base >= 0 {
+				baseRatio = append(baseRatio, quantile(s, 0.5)/quantile(samples[base][r], 0.5))
+			}
 		}
 		row := fmt.Sprintf("| %s | %.0f | %.0f µs | %.0f µs |", n, median(rate), median(p50), median(p99))
-		if file >= 0 {
-			per := make([]string, len(ratio))
-			for k, x := range ratio {
-				per[k] = fmt.Sprintf("%.2f", x)
-			}
-			row += fmt.Sprintf(" %.2f× | %s |", median(ratio), strings.Join(per, ", "))
-		} else {
-			row += " | |"
+		row += ratioCells(ratio)
+		if baseDir != "" {
+			row += ratioCells(baseRatio)
 		}
 		fmt.Fprintln(w, row)
 	}
 	return nil
+}
+
+// ratioCells returns the table's two cells for per-round ratios: their
+// median and each round's; both empty without ratios.
+func ratioCells(ratio []float64) string {
+	if len(ratio) == 0 {
+		return " | |"
+	}
+	per := make([]string, len(ratio))
+	for k, x := range ratio {
+		per[k] = fmt.Sprintf("%.2f", x)
+	}
+	return fmt.Sprintf(" %.2f× | %s |", median(ratio), strings.Join(per, ", "))
 }
 
 // parked is how long a round trip starts after the member said it was
@@ -204,25 +265,35 @@ func (f *fleet) close() {
 	f.member.Close()
 }
 
-// harness starts processes and ends them all.
+// harness starts processes of the fleetstate binary bin. Harnesses of
+// different binaries share their running, so that closing one ends the
+// processes of all.
 type harness struct {
-	bin, tmp string
-	mu       sync.Mutex
-	procs    []*exec.Cmd
-	n        int
+	bin    string
+	suffix string // added to the names of the fleets it starts
+	*running
 }
 
-func (h *harness) close() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, p := range h.procs {
-		_ = p.Process.Kill()
-		_ = p.Wait()
+// running is the processes started, and the directories made under tmp.
+type running struct {
+	tmp  string
+	mu   sync.Mutex
+	cmds []*exec.Cmd
+	n    int
+}
+
+// close ends every process started, by every harness sharing r.
+func (r *running) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.cmds {
+		_ = c.Process.Kill()
+		_ = c.Wait()
 	}
 }
 
 // dir returns a new directory under the harness's.
-func (h *harness) dir(what string) string {
+func (h *running) dir(what string) string {
 	h.mu.Lock()
 	h.n++
 	n := h.n
@@ -246,7 +317,7 @@ func (h *harness) process(re *regexp.Regexp, args ...string) (string, error) {
 		return "", err
 	}
 	h.mu.Lock()
-	h.procs = append(h.procs, cmd)
+	h.cmds = append(h.cmds, cmd)
 	h.mu.Unlock()
 	found := make(chan string, 1)
 	var logs strings.Builder
@@ -371,7 +442,7 @@ func (h *harness) start(name string) (*fleet, error) {
 			return nil, err
 		}
 	}
-	return connectFleet(name, url, tokens)
+	return connectFleet(name+h.suffix, url, tokens)
 }
 
 // startNodes3 starts three daemons, each running its own NATS node, the
@@ -415,7 +486,7 @@ func (h *harness) startNodes3() (*fleet, error) {
 	for {
 		rec, ok, err := f.Owner(ctx)
 		if err == nil && ok && rec.Addr != "" {
-			return connectFleet("nodes-3", rec.Addr, tokens)
+			return connectFleet("nodes-3"+h.suffix, rec.Addr, tokens)
 		}
 		select {
 		case <-ctx.Done():
