@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 
 // daemon is a running `fleetstate serve`, its standard error kept line by
 // line.
-type daemon struct {
+type daemonProc struct {
 	cmd  *exec.Cmd
 	url  string
 	mu   sync.Mutex
@@ -52,7 +52,7 @@ type daemon struct {
 }
 
 // lines returns what the daemon logged so far.
-func (d *daemon) lines() []string {
+func (d *daemonProc) lines() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]string(nil), d.logs...)
@@ -63,14 +63,14 @@ var urlRE = regexp.MustCompile(`"?url"?[=:]"?(http://127\.0\.0\.1:\d+/mcp)`)
 
 // startDaemon runs `fleetstate serve` on a free loopback port and waits for
 // it to listen. The test's cleanup kills it.
-func startDaemon(t *testing.T, dir string, args ...string) *daemon {
+func startDaemon(t *testing.T, dir string, args ...string) *daemonProc {
 	t.Helper()
 	return startServe(t, append([]string{"--dir", dir}, args...)...)
 }
 
 // startServe runs `fleetstate serve` with args on a free loopback port and
 // waits for it to listen. The test's cleanup kills it.
-func startServe(t *testing.T, args ...string) *daemon {
+func startServe(t *testing.T, args ...string) *daemonProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -80,7 +80,7 @@ func startServe(t *testing.T, args ...string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd}
+	d := &daemonProc{cmd: cmd}
 	t.Cleanup(func() {
 		d.kill(syscall.SIGKILL)
 		if t.Failed() { // what the daemon said, for the failure's story
@@ -111,7 +111,7 @@ func startServe(t *testing.T, args ...string) *daemon {
 }
 
 // kill signals the daemon and waits for it to exit.
-func (d *daemon) kill(sig syscall.Signal) {
+func (d *daemonProc) kill(sig syscall.Signal) {
 	if d.cmd.ProcessState != nil {
 		return
 	}
@@ -255,7 +255,7 @@ func TestStdioStoreContract(t *testing.T) {
 // fleet is a daemon with a lead and two members connected over HTTP.
 type fleet struct {
 	dir    string
-	d      *daemon
+	d      *daemonProc
 	tokens map[string]string
 	lead   *mcp.ClientSession
 	m1, m2 *mcp.ClientSession

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/internal/agentconf"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
 )
@@ -71,7 +73,7 @@ func readUpRecord(store *fleetstate.Store) (upRecord, bool) {
 
 func writeUpRecord(store *fleetstate.Store, rec upRecord) error {
 	data, _ := json.MarshalIndent(rec, "", "  ")
-	_, err := writeIfChanged(store.PrivatePath(upRecordFile), append(data, '\n'), true)
+	_, err := agentconf.WriteIfChanged(store.PrivatePath(upRecordFile), append(data, '\n'), true)
 	return err
 }
 
@@ -116,7 +118,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Everything is checked before anything starts or is written.
-	ro, err := loadRoster(fleetFile, dir)
+	ro, err := daemon.LoadRoster(fleetFile, dir)
 	if err != nil {
 		return err
 	}
@@ -166,11 +168,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if want == "" {
 			want = addrOf(rec.URL)
 		}
-		pid, u, err := launchDaemon(ctx, store, *bin, want, file, ro.serveFlags())
+		pid, u, err := launchDaemon(ctx, store, *bin, want, file, ro.ServeFlags())
 		if err != nil && *addr == "" && want != "" {
 			// The address of the last run is taken: any free port will do.
 			fmt.Fprintf(stderr, "fleetstate: up: %s is taken; starting the daemon on a free port\n", want)
-			pid, u, err = launchDaemon(ctx, store, *bin, "", file, ro.serveFlags())
+			pid, u, err = launchDaemon(ctx, store, *bin, "", file, ro.ServeFlags())
 		}
 		if err != nil {
 			return err
@@ -190,7 +192,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		role, _ := mcpadapter.ParseRole(a.Role)
 		envPath := store.PrivatePath("agents/" + a.Name + "/env")
 		envPaths[a.Name] = envPath
-		old := readEnvFile(envPath)
+		old := agentconf.ReadEnvFile(envPath)
 		token := old["FLEET_TOKEN"]
 		if id, ok := tokens.Lookup(token); !ok || id != (mcpadapter.Identity{Agent: a.Name, Role: role}) {
 			if token, err = tokens.Add(a.Name, role); err != nil {
@@ -203,22 +205,22 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		env["FLEET_AGENT"], env["FLEET_ROLE"], env["FLEET_TOKEN"], env["FLEET_URL"] = a.Name, string(role), token, url
 		switch a.Program {
-		case programClaude:
-			files, err := writeClaudeConfig(a.Workdir, *bin)
+		case daemon.ProgramClaude:
+			files, err := agentconf.WriteClaudeConfig(a.Workdir, *bin)
 			if err != nil {
 				return fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
 			}
 			wrote = append(wrote, files...)
-		case programCodex:
+		case daemon.ProgramCodex:
 			home := store.PrivatePath("agents/" + a.Name + "/codex")
 			env["CODEX_HOME"] = home
-			files, err := writeCodexConfig(home, *bin, url)
+			files, err := agentconf.WriteCodexConfig(home, *bin, url)
 			if err != nil {
 				return fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
 			}
 			wrote = append(wrote, files...)
 		}
-		if w, err := writeIfChanged(envPath, envFile(env), true); err != nil {
+		if w, err := agentconf.WriteIfChanged(envPath, agentconf.EnvFile(env), true); err != nil {
 			return fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
 		} else if w {
 			wrote = append(wrote, envPath)
@@ -278,7 +280,7 @@ func addrOf(url string) string {
 
 // checkCommands checks that tmux and every agent's program can be found,
 // before anything starts.
-func checkCommands(ro *Roster) error {
+func checkCommands(ro *daemon.Roster) error {
 	need := false
 	for i, a := range ro.Agents {
 		if a.Command == nil {
@@ -392,7 +394,7 @@ func listPanes(ctx context.Context, srv *tmux.Server, session string) (map[strin
 // startPanes makes the session and a window for every agent with a
 // command whose pane is missing or dead; running panes are left alone.
 // It returns the agents it started.
-func startPanes(ctx context.Context, ro *Roster, envPaths map[string]string) ([]string, error) {
+func startPanes(ctx context.Context, ro *daemon.Roster, envPaths map[string]string) ([]string, error) {
 	srv := tmux.NewServer(ro.TmuxSocket)
 	panes, exists, err := listPanes(ctx, srv, ro.TmuxSession)
 	if err != nil {
@@ -403,7 +405,7 @@ func startPanes(ctx context.Context, ro *Roster, envPaths map[string]string) ([]
 		if a.Command == nil {
 			continue
 		}
-		argv := launcher(envPaths[a.Name], a.Command)
+		argv := agentconf.Launcher(envPaths[a.Name], a.Command)
 		p, ok := panes[a.Name]
 		switch {
 		case ok && !p.dead:
@@ -475,7 +477,7 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rec, ok := readUpRecord(store)
 	if !ok {
 		// Never brought up here: the file says where its panes would be.
-		ro, err := loadRoster(fleetFile, dir)
+		ro, err := daemon.LoadRoster(fleetFile, dir)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/agentconf"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -154,7 +155,7 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 	}
 
 	// The environment file holds the token; the workdir holds none.
-	env := readEnvFile(filepath.Join(f.dir, ".fleetstate", "agents", "bob", "env"))
+	env := agentconf.ReadEnvFile(filepath.Join(f.dir, ".fleetstate", "agents", "bob", "env"))
 	if env["FLEET_AGENT"] != "bob" || env["FLEET_ROLE"] != "member" || env["FLEET_URL"] != rec.URL || !strings.HasPrefix(env["FLEET_TOKEN"], "fst_") || env["BOB_LIKES"] != "it's 'quoted'" {
 		t.Errorf("bob's environment: %v", env)
 	}
@@ -181,7 +182,7 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 	}
 
 	// Every flow, through the launched fleet, as the lead.
-	leadEnv := readEnvFile(filepath.Join(f.dir, ".fleetstate", "agents", "lead", "env"))
+	leadEnv := agentconf.ReadEnvFile(filepath.Join(f.dir, ".fleetstate", "agents", "lead", "env"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	lead, err := mcpadapter.Dial(ctx, rec.URL, leadEnv["FLEET_TOKEN"], "up-test-lead")
