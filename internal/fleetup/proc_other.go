@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package fleetup
 
 import (
 	"os"
@@ -8,16 +8,17 @@ import (
 	"syscall"
 )
 
+// detach makes cmd a session of its own.
 func detach(cmd *exec.Cmd) {}
 
 func exitedChild(pid int) bool { return false }
 
-func alive(pid int) bool {
+func Alive(pid int) bool {
 	p, err := os.FindProcess(pid)
 	return err == nil && p != nil
 }
 
-func signalTree(pid int, sig syscall.Signal) {
+func SignalTree(pid int, sig syscall.Signal) {
 	if p, err := os.FindProcess(pid); err == nil {
 		_ = p.Kill()
 	}
