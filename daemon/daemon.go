@@ -99,10 +99,12 @@ type Config struct {
 	// means its default, and a zero HoldReturned [DefaultHoldReturned].
 	// Its Logger, Addr, Journal and AddOnReady are the daemon's to set.
 	Rendezvous fleetstate.RendezvousOptions
-	// IdleTimeout, HeaderTimeout and SessionTTL are the HTTP bounds of
-	// the same names' defaults; zero means the default. TokenPoll is how
-	// often the token file is looked at; zero means
-	// [mcpadapter.DefaultTokenPoll].
+	// IdleTimeout closes a keep-alive connection idle that long,
+	// HeaderTimeout bounds the reading of a request's headers, SessionTTL
+	// forgets an MCP session idle that long, and TokenPoll is how often
+	// the token file is looked at for added and revoked tokens. Zero
+	// means [DefaultIdleTimeout], [DefaultHeaderTimeout],
+	// [DefaultSessionTTL] and [mcpadapter.DefaultTokenPoll].
 	IdleTimeout, HeaderTimeout, SessionTTL, TokenPoll time.Duration
 	// MaxConns bounds the connections served at once: past it, the next
 	// waits for one to close. Zero means [DefaultMaxConns]; -1, no limit.

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,7 +23,6 @@ import (
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/spf13/afero"
 )
 
 // How a daemon serves a fleet on NATS JetStream (Config.NATS).
@@ -117,55 +115,6 @@ func (n *NATSConfig) Connect(ctx context.Context, log *slog.Logger, name string)
 // natsStoreTimeout bounds each store call on NATS in a daemon: a daemon
 // cut off from the cluster answers ERR_UNAVAILABLE within it.
 const natsStoreTimeout = 5 * time.Second
-
-// openNATSStore opens the fleet's store and its tokens: the tokens live in
-// the fleet's configuration bucket and are copied, on every change, into
-// the store's private in-memory file system, where the adapter's token
-// table reads them.
-func openNATSStore(ctx context.Context, f *fleetnats.Fleet, log *slog.Logger) (*fleetstate.Store, *mcpadapter.Tokens, func(), error) {
-	store := fleetstate.OpenBackend(f.Store(), &fleetstate.BackendOptions{Timeout: natsStoreTimeout})
-	path := mcpadapter.TokenPath(store)
-	write := func(data []byte) error {
-		if data == nil {
-			err := store.Fs().Remove(path)
-			if errors.Is(err, os.ErrNotExist) {
-				err = nil
-			}
-			return err
-		}
-		return afero.WriteFile(store.Fs(), path, data, 0o600)
-	}
-	first := make(chan error, 1)
-	var once sync.Once
-	stop, err := f.WatchConfig(ctx, tokenConfig, func(data []byte) {
-		err := write(data)
-		once.Do(func() { first <- err })
-		if err != nil {
-			log.Error("fleetstate: copy the fleet's tokens", "err", err)
-		}
-	})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	select {
-	case err = <-first:
-	case <-time.After(natsStoreTimeout):
-		err = &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "read the fleet's tokens", Err: errors.New("no answer from NATS")}
-	}
-	if err != nil {
-		stop()
-		return nil, nil, nil, err
-	}
-	tokens, err := mcpadapter.OpenTokens(store)
-	if err != nil {
-		stop()
-		return nil, nil, nil, err
-	}
-	return store, tokens, stop, nil
-}
-
-// tokenConfig is the key of the tokens in the fleet's configuration.
-const tokenConfig = "tokens"
 
 // serveNATSNode runs the daemon of a fleet on NATS with its own NATS
 // server (NATSConfig.Node): the server starts first and stops last, so
@@ -346,7 +295,8 @@ func (d *natsDaemon) localPanes() (map[string]*tmux.Pane, error) {
 // serveAsOwner runs the fleet's rendezvous until ctx is done or the
 // ownership is lost.
 func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership, panes map[string]*tmux.Pane) error {
-	store, tokens, stopTokens, err := openNATSStore(ctx, d.f, d.log)
+	store := fleetstate.OpenBackend(d.f.Store(), &fleetstate.BackendOptions{Timeout: natsStoreTimeout})
+	tokens, stopTokens, err := openNATSTokens(ctx, d.f)
 	if err != nil {
 		own.Close()
 		return err

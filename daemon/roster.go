@@ -19,9 +19,10 @@ import (
 )
 
 // Roster names the agents of a fleet and where each lives: the fleet file.
-// The daemon reads it with serve --roster FILE; fleetstate up reads the
-// same file, starts each agent that has a command in a pane of its own,
-// and starts the daemon with the file as its roster.
+// A daemon reads it at its start ([Config].Roster, serve --roster FILE);
+// fleetstate up reads the same file, starts each agent that has a command
+// in a pane of its own, and starts the daemon with the file as its
+// roster. A Roster is not changed once loaded.
 //
 // An agent with a command lives in the tmux window named after it in the
 // roster's session ("fleet:alice"); an agent with a tmux target lives in a

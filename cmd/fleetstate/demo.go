@@ -41,7 +41,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// The agents' tokens first: the daemon makes every member token's
 	// holder a member.
-	_, tokenFile, err := openStore(dir)
+	_, tokenFile, err := openStateDir(dir)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	d, err := daemon.New(daemon.Config{Dir: dir, Logger: log, Version: version})
+	opts, _ := storeOptions() // checked by openStateDir
+	d, err := daemon.New(daemon.Config{Dir: dir, SyncWrites: opts != nil && opts.SyncWrites, Logger: log, Version: version})
 	if err != nil {
 		return err
 	}

@@ -40,20 +40,6 @@ func storeOptions() (*fleetstate.Options, error) {
 	return &fleetstate.Options{SyncWrites: sync}, nil
 }
 
-// openStore opens the store of dir on the disk and its tokens.
-func openStore(dir string) (*fleetstate.Store, *mcpadapter.Tokens, error) {
-	opts, err := storeOptions()
-	if err != nil {
-		return nil, nil, err
-	}
-	store, err := fleetstate.Open(nil, dir, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	tokens, err := mcpadapter.OpenTokens(store)
-	return store, tokens, err
-}
-
 // rendezvousFlags adds the flags of the rendezvous bounds to fs.
 func rendezvousFlags(fs *flag.FlagSet, o *fleetstate.RendezvousOptions) {
 	fs.DurationVar(&o.SendTimeout, "send-timeout", fleetstate.DefaultSendTimeout, "bound of a blocking fleet_send")

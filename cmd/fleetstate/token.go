@@ -1,23 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/spf13/afero"
 )
-
-// tokenConfig is the key of the tokens in the fleet's configuration.
-const tokenConfig = "tokens"
 
 func runToken(args []string, stdout, stderr io.Writer) error {
 	sub := ""
@@ -63,6 +55,7 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("token add: --role: %q is not lead or member", *role)
 		}
 	}
+	var tokens *mcpadapter.Tokens
 	if nf.URL != "" {
 		if *dir != "" {
 			return fmt.Errorf("token %s: --dir and --nats: a fleet on NATS keeps its tokens there; give one or the other", sub)
@@ -70,28 +63,20 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 		if err := nf.check(false); err != nil {
 			return err
 		}
-		// The command may run more than once (see natsTokens): what it
-		// prints is kept, and printed from its last run only.
-		var out, errOut bytes.Buffer
-		err := natsTokens(&nf.NATSConfig, sub != "list", func(tokens *mcpadapter.Tokens) error {
-			out.Reset()
-			errOut.Reset()
-			return tokenCommand(sub, tokens, *agent, r, &out, &errOut)
-		})
+		t, closeTokens, err := nf.OpenTokens(context.Background())
 		if err != nil {
 			return err
 		}
-		_, _ = stdout.Write(out.Bytes())
-		_, _ = stderr.Write(errOut.Bytes())
-		return nil
-	}
-	d, err := stateDirFlag(*dir)
-	if err != nil {
-		return err
-	}
-	_, tokens, err := openStateDir(d)
-	if err != nil {
-		return err
+		defer closeTokens()
+		tokens = t
+	} else {
+		d, err := stateDirFlag(*dir)
+		if err != nil {
+			return err
+		}
+		if _, tokens, err = openStateDir(d); err != nil {
+			return err
+		}
 	}
 	return tokenCommand(sub, tokens, *agent, r, stdout, stderr)
 }
@@ -123,54 +108,4 @@ func tokenCommand(sub string, tokens *mcpadapter.Tokens, agent string, r mcpadap
 		return nil
 	}
 	return fmt.Errorf("token: unknown subcommand %q", sub)
-}
-
-// natsTokens runs fn on the tokens of the fleet on NATS. With write, what
-// fn changed is written back in one compare-and-swap: fn runs again if
-// another process changed the tokens meanwhile.
-func natsTokens(n *daemon.NATSConfig, write bool, fn func(*mcpadapter.Tokens) error) error {
-	ctx := context.Background()
-	f, err := n.Connect(ctx, slog.New(slog.DiscardHandler), "fleetstate token")
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if !write {
-		data, err := f.ReadConfig(ctx, tokenConfig)
-		if err != nil {
-			return err
-		}
-		_, err = tokensOf(data, fn)
-		return err
-	}
-	return f.UpdateConfig(ctx, tokenConfig, func(old []byte) ([]byte, error) {
-		return tokensOf(old, fn)
-	})
-}
-
-// tokensOf runs fn on the token file data and returns the file after it.
-func tokensOf(old []byte, fn func(*mcpadapter.Tokens) error) ([]byte, error) {
-	// The token file's code works on a store: one in memory, for this run.
-	store, err := fleetstate.Open(afero.NewMemMapFs(), "/fleet", &fleetstate.Options{NoGitIgnore: true})
-	if err != nil {
-		return nil, err
-	}
-	path := mcpadapter.TokenPath(store)
-	if old != nil {
-		if err := afero.WriteFile(store.Fs(), path, old, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	tokens, err := mcpadapter.OpenTokens(store)
-	if err != nil {
-		return nil, err
-	}
-	if err := fn(tokens); err != nil {
-		return nil, err
-	}
-	data, err := afero.ReadFile(store.Fs(), path)
-	if errors.Is(err, os.ErrNotExist) {
-		return old, nil
-	}
-	return data, err
 }

@@ -33,11 +33,16 @@ func stateDirFlag(dir string) (string, error) {
 // openStateDir opens the store of dir, creating it; an error names the
 // directory, why, and what to do.
 func openStateDir(dir string) (*fleetstate.Store, *mcpadapter.Tokens, error) {
-	store, tokens, err := openStore(dir)
+	opts, err := storeOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := fleetstate.Open(nil, dir, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("state directory %s could not be opened or created: %v; choose another with --dir or $FLEET_STATE_DIRECTORY", dir, errors.Unwrap(err))
 	}
-	return store, tokens, nil
+	tokens, err := mcpadapter.OpenTokens(store)
+	return store, tokens, err
 }
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -111,7 +116,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			n++
 		}
 	}
-	fmt.Fprintf(stdout, "fleet up: %d agents, %d in tmux panes; daemon pid %d at %s (log %s)\n", len(ro.Agents), n, ownerPID(store), url, store.PrivatePath(fleetup.DaemonLog))
+	owner, _, _ := store.FleetOwner()
+	fmt.Fprintf(stdout, "fleet up: %d agents, %d in tmux panes; daemon pid %d at %s (log %s)\n", len(ro.Agents), n, owner.PID, url, store.PrivatePath(fleetup.DaemonLog))
 	if len(started) > 0 {
 		fmt.Fprintf(stdout, "started:   %s\n", strings.Join(started, ", "))
 	} else if n > 0 {
@@ -132,12 +138,6 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "watch:     fleetstate watch --dir %s\n", dir)
 	fmt.Fprintf(stdout, "stop:      fleetstate down %s --dir %s\n", fleetFile, dir)
 	return nil
-}
-
-// ownerPID returns the pid of the process that owns store's fleet, or 0.
-func ownerPID(store *fleetstate.Store) int {
-	o, _, _ := store.FleetOwner()
-	return o.PID
 }
 
 func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error {
