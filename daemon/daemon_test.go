@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +141,30 @@ func waitOwned(t *testing.T, store *fleetstate.Store) {
 		return owned
 	}) {
 		t.Fatal("no daemon owns the state directory after 10s")
+	}
+}
+
+// TestSecondDaemonRefused: a daemon started on a state directory that
+// another serves fails with ErrFleetOwned, naming the directory, and
+// leaves the first serving.
+func TestSecondDaemonRefused(t *testing.T) {
+	store, _ := adaptertest.OpenStore(t)
+	embed(t, daemon.Config{Dir: store.Dir()})
+	waitOwned(t, store)
+	d, err := daemon.New(daemon.Config{Dir: store.Dir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.Serve(context.Background(), ln)
+	if !errors.Is(err, fleetstate.ErrFleetOwned) || !strings.Contains(err.Error(), store.Dir()) {
+		t.Errorf("Serve on a directory another daemon serves: %v; want ErrFleetOwned naming the directory", err)
+	}
+	if _, owned, _ := store.FleetOwner(); !owned {
+		t.Error("the first daemon lost the directory")
 	}
 }
 

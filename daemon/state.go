@@ -87,7 +87,8 @@ func newState(store *fleetstate.Store, rv *fleetstate.Rendezvous, tokens *mcpada
 }
 
 // ownedHint turns an ErrFleetOwned of NewRendezvous into the daemon's
-// error: the directory, the owner, the code and what to do.
+// error: the directory, the owner, the code and what to do. It wraps err,
+// so that errors.Is(err, fleetstate.ErrFleetOwned) holds.
 func ownedHint(err error) error {
 	var owned *fleetstate.OwnedError
 	if fleetstate.CodeOf(err) != fleetstate.CodeFleetOwned || !errors.As(err, &owned) {
@@ -100,9 +101,18 @@ func ownedHint(err error) error {
 	if strings.HasPrefix(owned.Owner.Addr, "http") {
 		url = owned.Owner.Addr
 	}
-	return fmt.Errorf("%s: the state directory %s is owned by %s; stop it, use another --dir, or reach its fleet with fleetstate mcp --connect %s",
-		fleetstate.CodeFleetOwned, owned.Dir, who, url)
+	return &hintError{err: err, msg: fmt.Sprintf("%s: the state directory %s is owned by %s; stop it, use another --dir, or reach its fleet with fleetstate mcp --connect %s",
+		fleetstate.CodeFleetOwned, owned.Dir, who, url)}
 }
+
+// hintError is an error told in other words: what to do about it.
+type hintError struct {
+	err error
+	msg string
+}
+
+func (e *hintError) Error() string { return e.msg }
+func (e *hintError) Unwrap() error { return e.err }
 
 // pruneMembers removes from rv the members that turns restored from disk
 // name but that are no longer members (their tokens were revoked while no
