@@ -123,9 +123,9 @@ type Config struct {
 	Version string
 }
 
-// Daemon serves one fleet. Its methods are safe for concurrent use. A
-// Daemon serves once, by [Daemon.Serve] or [Daemon.ServeStdio]; Close
-// ends it.
+// Daemon serves one fleet. It is made by [New]; the zero value is not
+// usable. Its methods are safe for concurrent use. A Daemon serves once,
+// by [Daemon.Serve] or [Daemon.ServeStdio]; Close ends it.
 type Daemon struct {
 	cfg Config
 	log *slog.Logger

@@ -8,16 +8,19 @@ import (
 	"syscall"
 )
 
-// detach makes cmd a session of its own.
+// detach does nothing where there are no sessions to detach from.
 func detach(cmd *exec.Cmd) {}
 
+// exitedChild cannot tell without waiting: it says no.
 func exitedChild(pid int) bool { return false }
 
+// Alive reports whether the process pid can be found.
 func Alive(pid int) bool {
 	p, err := os.FindProcess(pid)
 	return err == nil && p != nil
 }
 
+// SignalTree kills the process pid, whatever sig is.
 func SignalTree(pid int, sig syscall.Signal) {
 	if p, err := os.FindProcess(pid); err == nil {
 		_ = p.Kill()
