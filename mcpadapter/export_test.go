@@ -1,6 +1,10 @@
 package mcpadapter
 
-import "time"
+import (
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+)
 
 // OpenStreams returns how many listening streams of member a counts, so
 // that tests can wait for a stream to be established before cutting it.
@@ -33,6 +37,9 @@ func SetTokensClock(t *Tokens, now func() time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.now = now
+	if d, ok := t.file.(*diskTokenFile); ok {
+		d.now = now
+	}
 }
 
 // FastCalls returns how many tool calls a served on its fast path.
@@ -47,4 +54,10 @@ func FastInFlight(h *Handler) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.calls)
+}
+
+// DiskTokenFile returns a handle of the token file of store, as
+// OpenTokens opens it.
+func DiskTokenFile(store *fleetstate.Store) TokenFile {
+	return &diskTokenFile{fs: store.Fs(), path: TokenPath(store), now: time.Now}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,23 +45,39 @@ const tokenPrefix = "fst_"
 // stats a second cost nothing however many calls come.
 const TokenRecheck = 10 * time.Millisecond
 
+// TokenFile is where a [Tokens] keeps its token file: the file's bytes,
+// read whole and replaced whole. The file in a state directory's private
+// folder ([OpenTokens]) is one; the configuration of a fleet kept in NATS
+// JetStream (package daemon) is another. A Tokens calls its TokenFile's
+// methods one at a time.
+type TokenFile interface {
+	// Load returns the file's bytes, nil when there is no file. A Tokens
+	// calls it at every look at the file, as often as every
+	// [TokenRecheck] while lookups come, so it answers from memory while
+	// it knows the file unchanged (a stat, a watch). The caller does not
+	// modify the bytes.
+	Load() ([]byte, error)
+	// Update replaces the file with what change returns for its current
+	// bytes (nil when there is no file), or writes nothing if change
+	// fails. It compares and swaps: if another writer replaced the file
+	// after change read it, change runs again on the new bytes.
+	Update(change func(old []byte) ([]byte, error)) error
+}
+
 // Tokens is the store of bearer tokens of HTTP callers. Only the SHA-256 of
-// each token is kept, in a file readable by its owner only; a token is
-// shown once, when it is added. Lookups reread the file when it changed,
-// so tokens added or revoked by another process (the token command) take
-// effect without a restart, within [TokenRecheck]; the changes made through
-// this Tokens take effect at once. Tokens is safe for concurrent use.
+// each token is kept, in a [TokenFile] (on the disk, readable by its owner
+// only); a token is shown once, when it is added. Lookups reread the file
+// when it changed, so tokens added or revoked by another process (the
+// token command) take effect without a restart, within [TokenRecheck];
+// the changes made through this Tokens take effect at once. Tokens is safe
+// for concurrent use.
 type Tokens struct {
-	fs   afero.Fs
-	path string
+	file TokenFile
 	now  func() time.Time // the clock of the rechecks; a seam for tests
 
 	mu      sync.Mutex   // serializes looks at the file and writes
 	entries []tokenEntry // guarded by mu
-	modTime time.Time    // guarded by mu; of the file when entries were read
-	size    int64        // guarded by mu
 	data    []byte       // guarded by mu; the file as entries were read from it
-	settled bool         // guarded by mu; entries were read a tick of the file system's clock after modTime
 	version uint64       // guarded by mu; counts the sets of entries read or written
 
 	// view is what lookups read without a lock: replaced whole, under mu,
@@ -84,9 +101,15 @@ type tokenEntry struct {
 	Created time.Time `json:"created"`
 }
 
-// OpenTokens opens the token store of store's state directory.
+// OpenTokens opens the token store of store's state directory: the file
+// at [TokenPath].
 func OpenTokens(store *fleetstate.Store) (*Tokens, error) {
-	t := &Tokens{fs: store.Fs(), path: TokenPath(store), now: time.Now}
+	return NewTokens(&diskTokenFile{fs: store.Fs(), path: TokenPath(store), now: time.Now})
+}
+
+// NewTokens opens the token store kept in file, and reads it.
+func NewTokens(file TokenFile) (*Tokens, error) {
+	t := &Tokens{file: file, now: time.Now}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.reload(); err != nil {
@@ -118,48 +141,37 @@ func (t *Tokens) reload() error {
 	return nil
 }
 
-// reread rereads the file if its size or modification time changed.
-// t.mu must be held.
+// reread rereads the file if it changed. t.mu must be held.
 func (t *Tokens) reread() error {
-	fi, err := t.fs.Stat(t.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if t.entries == nil || len(t.entries) > 0 || !t.modTime.IsZero() {
-			t.entries, t.data, t.modTime, t.size = []tokenEntry{}, nil, time.Time{}, 0
-			t.version++
-		}
-		return nil
-	}
+	data, err := t.file.Load()
 	if err != nil {
-		return fmt.Errorf("mcpadapter: token file: %w", pathless(err))
+		return err
 	}
-	if fi.ModTime().Equal(t.modTime) && fi.Size() == t.size && t.entries != nil && t.settled {
-		return nil
+	if t.entries != nil && (data == nil) == (t.data == nil) && bytes.Equal(data, t.data) {
+		return nil // the same entries: the same version
 	}
-	// Read when the file changed, and also while its modification time is
-	// recent: two versions of one size written within one tick of the file
-	// system's clock have the same time, and only the bytes tell them
-	// apart.
-	settled := t.now().Sub(fi.ModTime()) > fileTimeTick
-	data, err := afero.ReadFile(t.fs, t.path)
+	entries, err := parseTokenFile(data)
 	if err != nil {
-		return fmt.Errorf("mcpadapter: read token file: %w", pathless(err))
+		return err
 	}
-	if t.entries != nil && bytes.Equal(data, t.data) {
-		// The same entries: the same version.
-		t.modTime, t.size, t.settled = fi.ModTime(), fi.Size(), settled
-		return nil
-	}
+	t.entries, t.data = entries, data
+	t.version++
+	return nil
+}
+
+// parseTokenFile returns the entries of a token file; no file (nil) has
+// none.
+func parseTokenFile(data []byte) ([]tokenEntry, error) {
 	var entries []tokenEntry
-	if err := json.Unmarshal(data, &entries); err != nil {
-		return fmt.Errorf("mcpadapter: token file is not valid: %w", err)
+	if data != nil {
+		if err := json.Unmarshal(data, &entries); err != nil {
+			return nil, fmt.Errorf("mcpadapter: token file is not valid: %w", err)
+		}
 	}
 	if entries == nil {
 		entries = []tokenEntry{}
 	}
-	t.entries, t.data = entries, data
-	t.modTime, t.size, t.settled = fi.ModTime(), fi.Size(), settled
-	t.version++
-	return nil
+	return entries, nil
 }
 
 // fileTimeTick bounds the granularity of modification times: 2 s on FAT,
@@ -227,17 +239,16 @@ func (t *Tokens) Add(agent string, role Role) (string, error) {
 	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.reload(); err != nil {
-		return "", err
-	}
-	for _, e := range t.entries {
-		if e.Agent == agent && e.Role != role {
-			return "", fmt.Errorf("mcpadapter: agent %s already has role %s", agent, e.Role)
+	err := t.change(func(entries []tokenEntry) ([]tokenEntry, error) {
+		for _, e := range entries {
+			if e.Agent == agent && e.Role != role {
+				return nil, fmt.Errorf("mcpadapter: agent %s already has role %s", agent, e.Role)
+			}
 		}
-	}
-	entries := append(append([]tokenEntry(nil), t.entries...),
-		tokenEntry{Agent: agent, Role: role, Hash: hashToken(token), Created: time.Now().UTC()})
-	if err := t.write(entries); err != nil {
+		return append(append([]tokenEntry(nil), entries...),
+			tokenEntry{Agent: agent, Role: role, Hash: hashToken(token), Created: time.Now().UTC()}), nil
+	})
+	if err != nil {
 		return "", err
 	}
 	return token, nil
@@ -250,33 +261,119 @@ func (t *Tokens) Revoke(agent string) (int, error) {
 	if err := t.reload(); err != nil {
 		return 0, err
 	}
-	var kept []tokenEntry
-	for _, e := range t.entries {
-		if e.Agent != agent {
-			kept = append(kept, e)
-		}
-	}
-	n := len(t.entries) - len(kept)
-	if n == 0 {
+	if !slices.ContainsFunc(t.entries, func(e tokenEntry) bool { return e.Agent == agent }) {
 		return 0, nil
 	}
-	if kept == nil {
-		kept = []tokenEntry{}
+	n := 0
+	err := t.change(func(entries []tokenEntry) ([]tokenEntry, error) {
+		kept := []tokenEntry{}
+		for _, e := range entries {
+			if e.Agent != agent {
+				kept = append(kept, e)
+			}
+		}
+		if n = len(entries) - len(kept); n == 0 {
+			return nil, errUnchanged
+		}
+		return kept, nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return 0, t.reload()
 	}
-	return n, t.write(kept)
+	return n, err
 }
 
-// write replaces the token file atomically, owner-only. t.mu must be held.
-func (t *Tokens) write(entries []tokenEntry) error {
-	data, err := json.MarshalIndent(entries, "", "  ")
+// errUnchanged is the error of a change that leaves the file as it is.
+var errUnchanged = errors.New("mcpadapter: token file unchanged")
+
+// change replaces the entries of the file with what edit makes of them,
+// and makes them the view of lookups. edit runs on the entries of the
+// file as it is when it is replaced (again, if another writer replaced it
+// meanwhile). t.mu must be held.
+func (t *Tokens) change(edit func([]tokenEntry) ([]tokenEntry, error)) error {
+	var entries []tokenEntry
+	var data []byte
+	err := t.file.Update(func(old []byte) ([]byte, error) {
+		cur, err := parseTokenFile(old)
+		if err != nil {
+			return nil, err
+		}
+		if entries, err = edit(cur); err != nil {
+			return nil, err
+		}
+		data, err = json.MarshalIndent(entries, "", "  ")
+		return data, err
+	})
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(t.path)
-	if err := t.fs.MkdirAll(dir, 0o700); err != nil {
+	t.entries, t.data = entries, data
+	t.version++
+	t.publish(t.now())
+	return nil
+}
+
+// diskTokenFile is the token file of a state directory: a file of the
+// store's file system, replaced by an atomic rename, owner-only. Its
+// Update swaps against the writers of this process (a Tokens writes one
+// at a time); between processes, the last rename wins.
+type diskTokenFile struct {
+	fs   afero.Fs
+	path string
+	now  func() time.Time // the clock that tells a settled modification time
+
+	data    []byte    // the file as last read or written
+	loaded  bool      // data is the file as it was at modTime
+	modTime time.Time // of the file when data was read
+	size    int64
+	settled bool // data was read a tick of the file system's clock after modTime
+}
+
+// Load rereads the file if its size or modification time changed.
+func (d *diskTokenFile) Load() ([]byte, error) {
+	fi, err := d.fs.Stat(d.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		d.data, d.loaded, d.modTime, d.size = nil, true, time.Time{}, 0
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mcpadapter: token file: %w", pathless(err))
+	}
+	if d.loaded && d.settled && fi.ModTime().Equal(d.modTime) && fi.Size() == d.size {
+		return d.data, nil
+	}
+	// Read when the file changed, and also while its modification time is
+	// recent: two versions of one size written within one tick of the file
+	// system's clock have the same time, and only the bytes tell them
+	// apart.
+	settled := d.now().Sub(fi.ModTime()) > fileTimeTick
+	data, err := afero.ReadFile(d.fs, d.path)
+	if err != nil {
+		return nil, fmt.Errorf("mcpadapter: read token file: %w", pathless(err))
+	}
+	d.data, d.loaded = data, true
+	d.modTime, d.size, d.settled = fi.ModTime(), fi.Size(), settled
+	return data, nil
+}
+
+// Update replaces the file atomically, owner-only.
+func (d *diskTokenFile) Update(change func(old []byte) ([]byte, error)) error {
+	old, err := afero.ReadFile(d.fs, d.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		old, err = nil, nil
+	}
+	if err != nil {
+		return fmt.Errorf("mcpadapter: read token file: %w", pathless(err))
+	}
+	data, err := change(old)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(d.path)
+	if err := d.fs.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("mcpadapter: token folder: %w", pathless(err))
 	}
-	f, err := afero.TempFile(t.fs, dir, ".tokens-*")
+	f, err := afero.TempFile(d.fs, dir, ".tokens-*")
 	if err != nil {
 		return fmt.Errorf("mcpadapter: write token file: %w", pathless(err))
 	}
@@ -288,22 +385,19 @@ func (t *Tokens) write(entries []tokenEntry) error {
 		err = cerr
 	}
 	if err == nil {
-		err = t.fs.Chmod(f.Name(), 0o600)
+		err = d.fs.Chmod(f.Name(), 0o600)
 	}
 	if err == nil {
-		err = t.fs.Rename(f.Name(), t.path)
+		err = d.fs.Rename(f.Name(), d.path)
 	}
 	if err != nil {
-		_ = t.fs.Remove(f.Name())
+		_ = d.fs.Remove(f.Name())
 		return fmt.Errorf("mcpadapter: write token file: %w", pathless(err))
 	}
-	t.entries = entries
-	t.version++
-	t.data, t.settled = data, false
-	if fi, err := t.fs.Stat(t.path); err == nil {
-		t.modTime, t.size = fi.ModTime(), fi.Size()
+	d.data, d.loaded, d.settled = data, true, false
+	if fi, err := d.fs.Stat(d.path); err == nil {
+		d.modTime, d.size = fi.ModTime(), fi.Size()
 	}
-	t.publish(t.now())
 	return nil
 }
 

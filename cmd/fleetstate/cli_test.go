@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 )
 
 // runIn runs the command line args in a fresh working directory without
@@ -185,5 +189,40 @@ func TestSyncWritesEnv(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), syncWritesEnv) {
 			t.Errorf("fleetstate %s with %s=maybe: %v; want an error naming the variable", strings.Join(args, " "), syncWritesEnv, err)
 		}
+	}
+}
+
+// TestServeFlagsReachTheDaemon: serve's flags make the daemon's Config:
+// run in process with --anonymous and --log-format json, the daemon logs
+// where it serves as JSON, anonymous, and stops without an error when
+// the command's context ends (SIGTERM's way).
+func TestServeFlagsReachTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--dir", dir, "--anonymous", "--log-format", "json"}, strings.NewReader(""), &out, &out, nil)
+	}()
+	var serving map[string]any
+	if !fleettest.Until(30*time.Second, 10*time.Millisecond, func() bool {
+		for _, line := range strings.Split(out.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "fleetstate: serving MCP" {
+				serving = rec
+				return true
+			}
+		}
+		return false
+	}) {
+		cancel()
+		t.Fatalf("no JSON log line of the daemon serving in %q", out.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serve after its context ended: %v; want nil", err)
+	}
+	if serving["anonymous"] != true || serving["dir"] != dir || !strings.HasPrefix(serving["url"].(string), "http://127.0.0.1:") {
+		t.Errorf("serving: %v; want anonymous, on %s, at 127.0.0.1", serving, dir)
 	}
 }

@@ -6,13 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -39,35 +39,31 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer os.RemoveAll(dir)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := openState(dir, log, nil)
+	// The agents' tokens first: the daemon makes every member token's
+	// holder a member.
+	_, tokenFile, err := openStateDir(dir)
 	if err != nil {
 		return err
 	}
-	defer st.rv.Close()
 	tokens := map[string]string{}
 	for name, role := range map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "alice": mcpadapter.RoleMember,
 		"bob": mcpadapter.RoleMember, "carol": mcpadapter.RoleMember} {
-		tok, err := st.tokens.Add(name, role)
-		if err != nil {
+		if tokens[name], err = tokenFile.Add(name, role); err != nil {
 			return err
 		}
-		tokens[name] = tok
-		if role == mcpadapter.RoleMember {
-			if err := st.rv.AddMember(name, nil); err != nil {
-				return err
-			}
-		}
 	}
-	srv := st.adapter.NewServer("fleetstate", version)
+	opts, _ := storeOptions() // checked by openStateDir
+	d, err := daemon.New(daemon.Config{Dir: dir, SyncWrites: opts != nil && opts.SyncWrites, Logger: log, Version: version})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	h := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens})
-	defer h.Close()
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	defer hs.Close()
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx, ln) }()
+	defer func() { d.Close(); <-served }()
 	url := "http://" + ln.Addr().String() + "/mcp"
 
 	var mu sync.Mutex

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -44,7 +42,7 @@ func TestMain(m *testing.M) {
 
 // daemon is a running `fleetstate serve`, its standard error kept line by
 // line.
-type daemon struct {
+type daemonProc struct {
 	cmd  *exec.Cmd
 	url  string
 	mu   sync.Mutex
@@ -52,7 +50,7 @@ type daemon struct {
 }
 
 // lines returns what the daemon logged so far.
-func (d *daemon) lines() []string {
+func (d *daemonProc) lines() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]string(nil), d.logs...)
@@ -63,14 +61,14 @@ var urlRE = regexp.MustCompile(`"?url"?[=:]"?(http://127\.0\.0\.1:\d+/mcp)`)
 
 // startDaemon runs `fleetstate serve` on a free loopback port and waits for
 // it to listen. The test's cleanup kills it.
-func startDaemon(t *testing.T, dir string, args ...string) *daemon {
+func startDaemon(t *testing.T, dir string, args ...string) *daemonProc {
 	t.Helper()
 	return startServe(t, append([]string{"--dir", dir}, args...)...)
 }
 
 // startServe runs `fleetstate serve` with args on a free loopback port and
 // waits for it to listen. The test's cleanup kills it.
-func startServe(t *testing.T, args ...string) *daemon {
+func startServe(t *testing.T, args ...string) *daemonProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -80,7 +78,7 @@ func startServe(t *testing.T, args ...string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd}
+	d := &daemonProc{cmd: cmd}
 	t.Cleanup(func() {
 		d.kill(syscall.SIGKILL)
 		if t.Failed() { // what the daemon said, for the failure's story
@@ -111,7 +109,7 @@ func startServe(t *testing.T, args ...string) *daemon {
 }
 
 // kill signals the daemon and waits for it to exit.
-func (d *daemon) kill(sig syscall.Signal) {
+func (d *daemonProc) kill(sig syscall.Signal) {
 	if d.cmd.ProcessState != nil {
 		return
 	}
@@ -141,15 +139,7 @@ func addToken(t *testing.T, dir, agent, role string) string {
 
 func connectHTTP(t *testing.T, url, token string) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: url, HTTPClient: fleettest.BearerClient(token), MaxRetries: -1,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return mcptest.Connect(t, url, token)
 }
 
 func connectStdio(t *testing.T, env []string, args ...string) *mcp.ClientSession {
@@ -165,51 +155,20 @@ func connectStdio(t *testing.T, env []string, args ...string) *mcp.ClientSession
 	return cs
 }
 
-// call calls a tool and returns its structured content and whether it is
-// an error result.
+// call, ok, fails, async and recvWithin are the test kit's (mcptest).
 func call(ctx context.Context, t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (map[string]any, bool) {
 	t.Helper()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	data, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(data, &out); err != nil {
-		t.Fatalf("%s: structured content %s: %v", name, data, err)
-	}
-	if len(res.Content) != 1 {
-		t.Fatalf("%s: %d content blocks; want the JSON text once", name, len(res.Content))
-	}
-	if text, ok := res.Content[0].(*mcp.TextContent); !ok || !jsonEqual(text.Text, data) {
-		t.Fatalf("%s: text content %v differs from the structured content %s", name, res.Content[0], data)
-	}
-	return out, res.IsError
-}
-
-func jsonEqual(a string, b []byte) bool {
-	var x, y any
-	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+	return mcptest.Call(ctx, t, cs, name, args)
 }
 
 func ok(ctx context.Context, t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) map[string]any {
 	t.Helper()
-	out, isErr := call(ctx, t, cs, name, args)
-	if isErr {
-		t.Fatalf("%s(%v) failed: %v", name, args, out)
-	}
-	return out
+	return mcptest.OK(ctx, t, cs, name, args)
 }
 
 func fails(ctx context.Context, t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, code string) {
 	t.Helper()
-	out, isErr := call(ctx, t, cs, name, args)
-	if !isErr || out["error"] != code || out["message"] == "" {
-		t.Fatalf("%s(%v) = %v (isError %v); want error %s with a message", name, args, out, isErr, code)
-	}
+	mcptest.Fails(ctx, t, cs, name, args, code)
 }
 
 func TestStdioStoreContract(t *testing.T) {
@@ -255,7 +214,7 @@ func TestStdioStoreContract(t *testing.T) {
 // fleet is a daemon with a lead and two members connected over HTTP.
 type fleet struct {
 	dir    string
-	d      *daemon
+	d      *daemonProc
 	tokens map[string]string
 	lead   *mcp.ClientSession
 	m1, m2 *mcp.ClientSession
@@ -272,173 +231,13 @@ func newFleet(t *testing.T, args ...string) *fleet {
 	return f
 }
 
-// async runs a tool call in a goroutine.
 func async(ctx context.Context, t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) <-chan map[string]any {
-	ch := make(chan map[string]any, 1)
-	go func() {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			ch <- map[string]any{"call_error": err.Error()}
-			return
-		}
-		data, _ := json.Marshal(res.StructuredContent)
-		var out map[string]any
-		_ = json.Unmarshal(data, &out)
-		ch <- out
-	}()
-	return ch
+	return mcptest.Async(ctx, cs, name, args)
 }
 
 func recvWithin(t *testing.T, ch <-chan map[string]any, d time.Duration) map[string]any {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("no result within %v", d)
-		return nil
-	}
-}
-
-func TestHTTPDelegationClarificationDetached(t *testing.T) {
-	f := newFleet(t)
-	ctx := context.Background()
-
-	// Delegation: blocking send, answered by the member's reply.
-	sent := async(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "count files"})
-	msg := ok(ctx, t, f.m1, "fleet_next", map[string]any{"wait_s": 10})
-	if msg["content"] != "count files" || msg["from"] != "lead" {
-		t.Fatalf("fleet_next = %v", msg)
-	}
-	ok(ctx, t, f.m1, "fleet_reply", map[string]any{"content": "12 files"})
-	if o := recvWithin(t, sent, 10*time.Second); o["outcome"] != "reply" || o["content"] != "12 files" || o["from"] != "m1" {
-		t.Fatalf("fleet_send = %v", o)
-	}
-
-	// Clarification by turn ID.
-	sent = async(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m2", "content": "build it"})
-	ok(ctx, t, f.m2, "fleet_next", map[string]any{"wait_s": 10})
-	asked := async(ctx, t, f.m2, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"})
-	q := recvWithin(t, sent, 10*time.Second)
-	if q["outcome"] != "question" || q["content"] != "which branch?" || q["turn_id"] == nil {
-		t.Fatalf("fleet_send = %v; want the question", q)
-	}
-	answered := async(ctx, t, f.lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "release-2"})
-	if a := recvWithin(t, asked, 10*time.Second); a["answer"] != "release-2" || a["timed_out"] != false {
-		t.Fatalf("fleet_ask = %v", a)
-	}
-	fails(ctx, t, f.lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "again"}, "ERR_NO_PENDING_QUESTION")
-	ok(ctx, t, f.m2, "fleet_reply", map[string]any{"content": "built release-2"})
-	if o := recvWithin(t, answered, 10*time.Second); o["outcome"] != "reply" || o["content"] != "built release-2" {
-		t.Fatalf("answer's outcome = %v", o)
-	}
-
-	// Detached: a ticket at once, the reply held until acked.
-	o := ok(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "long job", "wait": false})
-	ticket, _ := o["ticket"].(string)
-	if o["outcome"] != "pending" || ticket == "" {
-		t.Fatalf("detached send = %v", o)
-	}
-	ok(ctx, t, f.m1, "fleet_next", map[string]any{"wait_s": 10})
-	ok(ctx, t, f.m1, "fleet_reply", map[string]any{"content": "long job done"})
-	p := ok(ctx, t, f.lead, "fleet_poll", map[string]any{"ticket": ticket, "wait_s": 10})
-	if p["outcome"] != "reply" || p["content"] != "long job done" || p["state"] != "done" {
-		t.Fatalf("fleet_poll = %v", p)
-	}
-	// The outcomes the blocking calls returned are held too, for a lead
-	// whose responses were lost, and marked returned.
-	all := ok(ctx, t, f.lead, "fleet_poll", nil)
-	held := 0
-	for _, tk := range all["tickets"].([]any) {
-		if o := tk.(map[string]any); o["returned"] != true {
-			held++
-		}
-	}
-	if ts, _ := all["tickets"].([]any); held != 1 || len(ts) != 3 {
-		t.Fatalf("fleet_poll all = %v; want the held ticket and the two returned outcomes", all)
-	}
-	ok(ctx, t, f.lead, "fleet_ack", map[string]any{"ticket": ticket})
-	fails(ctx, t, f.lead, "fleet_poll", map[string]any{"ticket": ticket}, "ERR_UNKNOWN_TICKET")
-
-	// Authority over the wire.
-	fails(ctx, t, f.m1, "fleet_send", map[string]any{"to": "m2", "content": "x"}, "ERR_NOT_PERMITTED")
-	fails(ctx, t, f.m1, "clean_sessions", nil, "ERR_NOT_PERMITTED")
-	fails(ctx, t, f.lead, "fleet_reply", map[string]any{"content": "x"}, "ERR_NOT_PERMITTED")
-	fails(ctx, t, f.lead, "fleet_send", map[string]any{"to": "stranger", "content": "x"}, "ERR_UNKNOWN_MEMBER")
-
-	// Cleaning the sessions drops fleet state, never the tokens.
-	ok(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "dropped", "wait": false})
-	ok(ctx, t, f.lead, "clean_sessions", nil)
-	if all := ok(ctx, t, f.lead, "fleet_poll", nil); len(all["tickets"].([]any)) != 0 {
-		t.Fatalf("tickets after clean_sessions: %v", all)
-	}
-	lead2 := connectHTTP(t, f.d.url, f.tokens["lead"])
-	if m := ok(ctx, t, lead2, "fleet_members", nil); len(m["members"].([]any)) != 2 {
-		t.Fatalf("fleet_members after clean_sessions = %v", m)
-	}
-}
-
-func TestHTTPCancelledSendLosesNothing(t *testing.T) {
-	f := newFleet(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	sent := async(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "job"})
-	ok(context.Background(), t, f.m1, "fleet_next", map[string]any{"wait_s": 10})
-	start := time.Now()
-	cancel()
-	recvWithin(t, sent, 5*time.Second)
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("the cancelled call took %v to return", d)
-	}
-	bg := context.Background()
-	// The daemon learns of the cancellation when it sees the lead's
-	// connection close, and cannot order that against the member's call on
-	// another connection: wait until it has (the ticket shows, as
-	// fleet_poll lists no ticket a call is blocked on).
-	if !fleettest.Until(10*time.Second, 10*time.Millisecond, func() bool {
-		ts, _ := ok(bg, t, f.lead, "fleet_poll", nil)["tickets"].([]any)
-		return len(ts) == 1
-	}) {
-		t.Fatal("the daemon never noticed the cancelled send")
-	}
-	ok(bg, t, f.m1, "fleet_reply", map[string]any{"content": "kept"})
-	all := ok(bg, t, f.lead, "fleet_poll", map[string]any{"wait_s": 5})
-	ts, _ := all["tickets"].([]any)
-	if len(ts) != 1 || ts[0].(map[string]any)["content"] != "kept" {
-		t.Fatalf("after cancel, fleet_poll = %v; want the reply on a ticket", all)
-	}
-}
-
-func TestHTTPSendBoundReturnsPending(t *testing.T) {
-	f := newFleet(t, "--send-timeout", "1s")
-	ctx := context.Background()
-	sent := async(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "slow job"})
-	ok(ctx, t, f.m1, "fleet_next", map[string]any{"wait_s": 10})
-	o := recvWithin(t, sent, 10*time.Second)
-	// Working, as m1 took the message within the bound; queued only if
-	// m1's fleet_next reached the daemon more than 1 s after the send,
-	// on a slow machine.
-	if o["outcome"] != "pending" || o["ticket"] == nil || (o["state"] != "working" && o["state"] != "queued") {
-		t.Fatalf("bounded send = %v; want pending with a ticket", o)
-	}
-	if p := ok(ctx, t, f.lead, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
-		t.Fatalf("fleet_poll once m1 has the message = %v; want working", p)
-	}
-	ok(ctx, t, f.m1, "fleet_reply", map[string]any{"content": "late"})
-	if p := ok(ctx, t, f.lead, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["content"] != "late" {
-		t.Fatalf("fleet_poll = %v; want the late reply", p)
-	}
-}
-
-func TestHTTPMemberNeverMounts(t *testing.T) {
-	dir := t.TempDir()
-	lead := addToken(t, dir, "lead", "lead")
-	addToken(t, dir, "ghost", "member")
-	d := startDaemon(t, dir, "--ready-timeout", "500ms")
-	cs := connectHTTP(t, d.url, lead)
-	o := ok(context.Background(), t, cs, "fleet_send", map[string]any{"to": "ghost", "content": "hello"})
-	if o["outcome"] != "failed" || o["reason"] != "member_not_ready" {
-		t.Fatalf("send to a member that never mounted = %v", o)
-	}
+	return mcptest.RecvWithin(t, ch, d)
 }
 
 func TestHTTPRestartKeepsHeldReply(t *testing.T) {
@@ -478,29 +277,6 @@ func TestStdioConnectForwardsToDaemon(t *testing.T) {
 	}
 	// The proxy's identity is its token's: a member, not a lead.
 	fails(ctx, t, proxy, "fleet_members", nil, "ERR_NOT_PERMITTED")
-}
-
-func TestHTTPRefusesMissingAndWrongTokens(t *testing.T) {
-	dir := t.TempDir()
-	addToken(t, dir, "lead", "lead")
-	d := startDaemon(t, dir)
-	body := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
-	for name, auth := range map[string]string{"missing": "", "wrong": "Bearer fst_wrong", "not bearer": "Basic abc"} {
-		req, _ := http.NewRequest("POST", d.url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("%s token: status %d; want 401", name, resp.StatusCode)
-		}
-	}
 }
 
 func TestDemoRunsEveryFlow(t *testing.T) {

@@ -339,7 +339,7 @@ func TestFaultDaemonKilledUnderLoad(t *testing.T) {
 // --connect` proxy processes, spoken to over stdio.
 type proxyFleet struct {
 	dir    string
-	d      *daemon
+	d      *daemonProc
 	tokens map[string]string
 }
 

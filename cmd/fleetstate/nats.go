@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
+	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -36,7 +34,11 @@ func runNATS(ctx context.Context, args []string, stdout, stderr io.Writer, log *
 	if log, err = newLogger(stderr, *logLevel, "text"); err != nil {
 		return err
 	}
-	s, err := node.start(log)
+	o, err := node.options()
+	if err != nil {
+		return err
+	}
+	s, err := daemon.StartNode(o, log)
 	if err != nil {
 		return err
 	}
@@ -70,9 +72,8 @@ func (n *natsNodeFlags) add(fs *flag.FlagSet, prefix string) {
 	fs.Int64Var(&n.maxMem, prefix+"max-mem", 256<<20, "bytes of memory JetStream may use")
 }
 
-// start starts the NATS server the flags describe and returns it once it
-// accepts connections; the caller shuts it down.
-func (n *natsNodeFlags) start(log *slog.Logger) (*server.Server, error) {
+// options returns the options of the NATS server the flags describe.
+func (n *natsNodeFlags) options() (*server.Options, error) {
 	p := "--" + n.prefix
 	host, portStr, err := net.SplitHostPort(n.addr)
 	if err != nil {
@@ -122,36 +123,5 @@ func (n *natsNodeFlags) start(log *slog.Logger) (*server.Server, error) {
 			return nil, fmt.Errorf("%sroutes %q: no route URL", p, n.routes)
 		}
 	}
-	s, err := server.NewServer(o)
-	if err != nil {
-		return nil, fmt.Errorf("nats: %v", err)
-	}
-	s.SetLoggerV2(natsLogger{log}, false, false, false)
-	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		s.Shutdown()
-		s.WaitForShutdown()
-		return nil, errors.New("nats: the server did not start within 30s")
-	}
-	log.Info("fleetstate: NATS server ready", "url", s.ClientURL(), "name", name, "store", storeDir, "cluster", n.cluster)
-	return s, nil
+	return o, nil
 }
-
-// natsLogger passes the NATS server's log to the command's.
-type natsLogger struct{ log *slog.Logger }
-
-func (l natsLogger) Noticef(format string, v ...any) {
-	l.log.Info("nats: " + fmt.Sprintf(format, v...))
-}
-func (l natsLogger) Warnf(format string, v ...any) { l.log.Warn("nats: " + fmt.Sprintf(format, v...)) }
-func (l natsLogger) Fatalf(format string, v ...any) {
-	l.log.Error("nats: " + fmt.Sprintf(format, v...))
-	os.Exit(1)
-}
-func (l natsLogger) Errorf(format string, v ...any) {
-	l.log.Error("nats: " + fmt.Sprintf(format, v...))
-}
-func (l natsLogger) Debugf(format string, v ...any) {
-	l.log.Debug("nats: " + fmt.Sprintf(format, v...))
-}
-func (l natsLogger) Tracef(format string, v ...any) {}

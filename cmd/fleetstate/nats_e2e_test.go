@@ -218,7 +218,7 @@ func natsTokenSet(t *testing.T, urls string, agents map[string]string) map[strin
 }
 
 // startNATSDaemon runs `fleetstate serve --nats urls --lease 1s` and args.
-func startNATSDaemon(t *testing.T, urls string, args ...string) *daemon {
+func startNATSDaemon(t *testing.T, urls string, args ...string) *daemonProc {
 	t.Helper()
 	return startServe(t, append([]string{"--nats", urls, "--lease", natsLease}, args...)...)
 }

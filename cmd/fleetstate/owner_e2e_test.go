@@ -38,7 +38,7 @@ func freeAddr(t *testing.T) string {
 
 // stopDaemon signals d and waits at most within for it to exit; a daemon
 // that does not exit in time is killed and the test fails.
-func stopDaemon(t *testing.T, d *daemon, sig syscall.Signal, within time.Duration) {
+func stopDaemon(t *testing.T, d *daemonProc, sig syscall.Signal, within time.Duration) {
 	t.Helper()
 	if d.cmd.ProcessState != nil {
 		return

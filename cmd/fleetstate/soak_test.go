@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -58,24 +59,19 @@ type soakDaemon struct {
 	addr string
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	st      *state
-	hs      *http.Server
-	handler http.Handler
-	served  chan struct{}
+	mu     sync.Mutex
+	d      *daemon.Daemon
+	served chan error
 }
 
 func (d *soakDaemon) start(t *testing.T) {
 	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	opts := soakBounds
-	st, err := openState(d.dir, d.log, &opts)
+	dd, err := daemon.New(daemon.Config{Dir: d.dir, Logger: d.log, Rendezvous: soakBounds, SessionTTL: 10 * time.Second, Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := st.adapter.NewServer("fleetstate", version)
-	h := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, SessionIdleTTL: 10 * time.Second})
 	addr := d.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -91,13 +87,8 @@ func (d *soakDaemon) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.addr = ln.Addr().String()
-	d.st, d.handler = st, h
-	d.hs = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	d.served = make(chan struct{})
-	go func(hs *http.Server, done chan struct{}) {
-		_ = hs.Serve(ln)
-		close(done)
-	}(d.hs, d.served)
+	d.d, d.served = dd, make(chan error, 1)
+	go func(dd *daemon.Daemon, served chan error) { served <- dd.Serve(context.Background(), ln) }(dd, d.served)
 }
 
 // stop shuts the daemon down as SIGTERM does: the rendezvous first (blocked
@@ -105,13 +96,7 @@ func (d *soakDaemon) start(t *testing.T) {
 func (d *soakDaemon) stop() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.st.rv.Close()
-	d.handler.(interface{ Close() error }).Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if d.hs.Shutdown(ctx) != nil {
-		d.hs.Close()
-	}
+	d.d.Close()
 	<-d.served
 }
 

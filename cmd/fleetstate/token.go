@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,35 +55,28 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("token add: --role: %q is not lead or member", *role)
 		}
 	}
-	if nf.url != "" {
+	var tokens *mcpadapter.Tokens
+	if nf.URL != "" {
 		if *dir != "" {
 			return fmt.Errorf("token %s: --dir and --nats: a fleet on NATS keeps its tokens there; give one or the other", sub)
 		}
 		if err := nf.check(false); err != nil {
 			return err
 		}
-		// The command may run more than once (see natsTokens): what it
-		// prints is kept, and printed from its last run only.
-		var out, errOut bytes.Buffer
-		err := natsTokens(&nf, sub != "list", func(tokens *mcpadapter.Tokens) error {
-			out.Reset()
-			errOut.Reset()
-			return tokenCommand(sub, tokens, *agent, r, &out, &errOut)
-		})
+		t, closeTokens, err := nf.OpenTokens(context.Background())
 		if err != nil {
 			return err
 		}
-		_, _ = stdout.Write(out.Bytes())
-		_, _ = stderr.Write(errOut.Bytes())
-		return nil
-	}
-	d, err := stateDirFlag(*dir)
-	if err != nil {
-		return err
-	}
-	_, tokens, err := openStateDir(d)
-	if err != nil {
-		return err
+		defer closeTokens()
+		tokens = t
+	} else {
+		d, err := stateDirFlag(*dir)
+		if err != nil {
+			return err
+		}
+		if _, tokens, err = openStateDir(d); err != nil {
+			return err
+		}
 	}
 	return tokenCommand(sub, tokens, *agent, r, stdout, stderr)
 }

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/agentconf"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleetup"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -47,10 +49,10 @@ type upFleet struct {
 }
 
 // record reads up.json.
-func (f *upFleet) record(t *testing.T) upRecord {
+func (f *upFleet) record(t *testing.T) fleetup.Record {
 	t.Helper()
-	var rec upRecord
-	data, err := os.ReadFile(filepath.Join(f.dir, ".fleetstate", upRecordFile))
+	var rec fleetup.Record
+	data, err := os.ReadFile(filepath.Join(f.dir, ".fleetstate", fleetup.RecordFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,9 +134,9 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 	t.Cleanup(func() {
 		// Whatever the test did, nothing it started outlives it.
 		_ = exec.Command(binary, "down", f.file, "--dir", f.dir).Run()
-		var rec upRecord
-		if data, err := os.ReadFile(filepath.Join(f.dir, ".fleetstate", upRecordFile)); err == nil && json.Unmarshal(data, &rec) == nil && rec.PID > 0 && alive(rec.PID) {
-			signalTree(rec.PID, 9)
+		var rec fleetup.Record
+		if data, err := os.ReadFile(filepath.Join(f.dir, ".fleetstate", fleetup.RecordFile)); err == nil && json.Unmarshal(data, &rec) == nil && rec.PID > 0 && fleetup.Alive(rec.PID) {
+			fleetup.SignalTree(rec.PID, 9)
 		}
 	})
 
@@ -145,7 +147,7 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 		}
 	}
 	rec := f.record(t)
-	if rec.PID == 0 || !alive(rec.PID) || !strings.HasPrefix(rec.URL, "http://127.0.0.1:") {
+	if rec.PID == 0 || !fleetup.Alive(rec.PID) || !strings.HasPrefix(rec.URL, "http://127.0.0.1:") {
 		t.Fatalf("up.json: %+v; want a live daemon on loopback", rec)
 	}
 	panes := f.panes(t)
@@ -154,7 +156,7 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 	}
 
 	// The environment file holds the token; the workdir holds none.
-	env := readEnvFile(filepath.Join(f.dir, ".fleetstate", "agents", "bob", "env"))
+	env := agentconf.ReadEnvFile(filepath.Join(f.dir, ".fleetstate", "agents", "bob", "env"))
 	if env["FLEET_AGENT"] != "bob" || env["FLEET_ROLE"] != "member" || env["FLEET_URL"] != rec.URL || !strings.HasPrefix(env["FLEET_TOKEN"], "fst_") || env["BOB_LIKES"] != "it's 'quoted'" {
 		t.Errorf("bob's environment: %v", env)
 	}
@@ -181,7 +183,7 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 	}
 
 	// Every flow, through the launched fleet, as the lead.
-	leadEnv := readEnvFile(filepath.Join(f.dir, ".fleetstate", "agents", "lead", "env"))
+	leadEnv := agentconf.ReadEnvFile(filepath.Join(f.dir, ".fleetstate", "agents", "lead", "env"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	lead, err := mcpadapter.Dial(ctx, rec.URL, leadEnv["FLEET_TOKEN"], "up-test-lead")
@@ -236,7 +238,7 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 	// up again: the same daemon, panes, tokens and files.
 	files := []string{
 		filepath.Join(work, ".mcp.json"), filepath.Join(work, ".claude", "settings.json"),
-		filepath.Join(f.dir, ".fleetstate", "tokens.json"), filepath.Join(f.dir, ".fleetstate", upRecordFile),
+		filepath.Join(f.dir, ".fleetstate", "tokens.json"), filepath.Join(f.dir, ".fleetstate", fleetup.RecordFile),
 	}
 	for _, a := range []string{"lead", "alice", "bob", "puller"} {
 		files = append(files, filepath.Join(f.dir, ".fleetstate", "agents", a, "env"))
@@ -274,7 +276,7 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 		t.Errorf("down printed:\n%s", out)
 	}
 	for _, pid := range append(pids, rec.PID) {
-		if alive(pid) {
+		if fleetup.Alive(pid) {
 			t.Errorf("pid %d still runs after down", pid)
 		}
 	}

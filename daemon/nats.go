@@ -1,11 +1,10 @@
-package main
+package daemon
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,8 +12,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,10 +23,9 @@ import (
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/spf13/afero"
 )
 
-// How a daemon serves a fleet on NATS JetStream (serve --nats).
+// How a daemon serves a fleet on NATS JetStream (Config.NATS).
 //
 // Every daemon of the fleet listens and answers; one of them, the holder
 // of the fleet's lease (fleetnats.Fleet.Own), runs the rendezvous, whose
@@ -39,55 +37,75 @@ import (
 // anything it might have kept: the owner gives its lease up first (its
 // renewals fail), so no daemon serves a fleet it no longer owns.
 
-// natsFlags are the flags that put a command on a fleet in NATS.
-type natsFlags struct {
-	url, fleet, creds, advertise string
-	replicas                     int
-	lease                        time.Duration
-	// node, when not nil, is the NATS server this daemon embeds
-	// (serve --nats-node), reached in process instead of at url.
+// NATSConfig keeps a daemon's fleet in NATS JetStream. The zero value
+// is not usable: it names no server.
+type NATSConfig struct {
+	// URL names the NATS servers, comma-separated. It must be "" when
+	// Node is set.
+	URL string
+	// Fleet is the fleet's name; daemons with the same URL and Fleet serve
+	// one fleet. "" means [fleetnats.DefaultFleet].
+	Fleet string
+	// CredsFile is a NATS credentials file; "" means none.
+	CredsFile string
+	// Replicas is the replication factor of the fleet's streams and
+	// buckets when they are created; 0 means fleetnats's default.
+	Replicas int
+	// Advertise is the URL other daemons reach this one at; "" means
+	// http://ADDR/mcp of the listener.
+	Advertise string
+	// LeaseTTL is how long a dead owner's lease outlives it, before
+	// another daemon takes the fleet over; 0 means
+	// [fleetnats.DefaultLeaseTTL].
+	LeaseTTL time.Duration
+	// Node, if not nil, makes the daemon run a NATS server with
+	// JetStream ([StartNode] with these options) and keep the fleet
+	// there, reached in process; other daemons reach it at its client
+	// address. The server starts first and stops last.
+	Node *server.Options
+
+	// node is the server the daemon started from Node.
 	node *server.Server
 }
 
-func (n *natsFlags) add(fs *flag.FlagSet, daemon bool) {
-	fs.StringVar(&n.url, "nats", os.Getenv("FLEET_NATS"), "keep the fleet in NATS JetStream at these server URLs, comma-separated (default $FLEET_NATS)")
-	fs.StringVar(&n.fleet, "fleet", envOr("FLEET_NAME", fleetnats.DefaultFleet), "with --nats: the fleet's name; daemons with the same --nats and --fleet serve one fleet")
-	fs.StringVar(&n.creds, "nats-creds", "", "with --nats: a NATS credentials file")
-	fs.IntVar(&n.replicas, "replicas", 0, "with --nats: replication factor of the fleet's streams and buckets when they are created (default 3 on a cluster of 3 or more servers, else 1)")
-	if daemon {
-		fs.StringVar(&n.advertise, "advertise", "", "with --nats: the URL other daemons reach this one at (default http://ADDR/mcp)")
-		fs.DurationVar(&n.lease, "lease", fleetnats.DefaultLeaseTTL, "with --nats: how long a dead owner's lease outlives it, before another daemon takes the fleet over")
+// check reports the first field of n that makes no sense.
+func (n *NATSConfig) check() error {
+	if n.URL == "" && n.Node == nil {
+		return errors.New("daemon: NATSConfig names no server: set URL or Node")
 	}
-}
-
-// check checks the flags of a fleet on NATS, if the command is on one:
-// --nats given, or embedded, a daemon with its own node.
-func (n *natsFlags) check(embedded bool) error {
-	if n.url == "" && !embedded {
-		return nil
+	if n.URL != "" && n.Node != nil {
+		return errors.New("daemon: NATSConfig.URL and NATSConfig.Node: a daemon with its own node keeps the fleet there")
 	}
-	if err := fleetnats.ValidateFleetName(n.fleet); err != nil {
-		return fmt.Errorf("--fleet: %v", err)
+	if n.Fleet != "" {
+		if err := fleetnats.ValidateFleetName(n.Fleet); err != nil {
+			return fmt.Errorf("daemon: NATSConfig.Fleet: %v", err)
+		}
 	}
-	if n.replicas < 0 || n.replicas > 5 {
-		return fmt.Errorf("--replicas %d: want 1 to 5", n.replicas)
+	if n.Replicas < 0 || n.Replicas > 5 {
+		return fmt.Errorf("daemon: NATSConfig.Replicas %d: want 1 to 5", n.Replicas)
 	}
-	if n.lease < 0 {
-		return fmt.Errorf("--lease %v: must be positive", n.lease)
+	if n.LeaseTTL < 0 {
+		return errors.New("daemon: NATSConfig.LeaseTTL is negative")
 	}
-	if n.advertise != "" {
-		u, err := url.Parse(n.advertise)
+	if n.Advertise != "" {
+		u, err := url.Parse(n.Advertise)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--advertise %q: want an http:// or https:// URL", n.advertise)
+			return fmt.Errorf("daemon: NATSConfig.Advertise %q: want an http:// or https:// URL", n.Advertise)
 		}
 	}
 	return nil
 }
 
-// connect connects to the fleet.
-func (n *natsFlags) connect(ctx context.Context, log *slog.Logger, name string) (*fleetnats.Fleet, error) {
-	opts := fleetnats.Options{URL: n.url, Fleet: n.fleet, CredsFile: n.creds,
-		Replicas: n.replicas, Logger: log, Name: name}
+// Connect connects to the fleet n names, as name (which the NATS
+// server's monitoring shows), logging to log. The caller closes the
+// fleet.
+func (n *NATSConfig) Connect(ctx context.Context, log *slog.Logger, name string) (*fleetnats.Fleet, error) {
+	fleet := n.Fleet
+	if fleet == "" {
+		fleet = fleetnats.DefaultFleet
+	}
+	opts := fleetnats.Options{URL: n.URL, Fleet: fleet, CredsFile: n.CredsFile,
+		Replicas: n.Replicas, Logger: log, Name: name}
 	if n.node != nil { // a nil *server.Server would be a non-nil provider
 		opts.InProcess = n.node
 	}
@@ -98,65 +116,17 @@ func (n *natsFlags) connect(ctx context.Context, log *slog.Logger, name string) 
 // cut off from the cluster answers ERR_UNAVAILABLE within it.
 const natsStoreTimeout = 5 * time.Second
 
-// openNATSStore opens the fleet's store and its tokens: the tokens live in
-// the fleet's configuration bucket and are copied, on every change, into
-// the store's private in-memory file system, where the adapter's token
-// table reads them.
-func openNATSStore(ctx context.Context, f *fleetnats.Fleet, log *slog.Logger) (*fleetstate.Store, *mcpadapter.Tokens, func(), error) {
-	store := fleetstate.OpenBackend(f.Store(), &fleetstate.BackendOptions{Timeout: natsStoreTimeout})
-	path := mcpadapter.TokenPath(store)
-	write := func(data []byte) error {
-		if data == nil {
-			err := store.Fs().Remove(path)
-			if errors.Is(err, os.ErrNotExist) {
-				err = nil
-			}
-			return err
-		}
-		return afero.WriteFile(store.Fs(), path, data, 0o600)
-	}
-	first := make(chan error, 1)
-	var once sync.Once
-	stop, err := f.WatchConfig(ctx, tokenConfig, func(data []byte) {
-		err := write(data)
-		once.Do(func() { first <- err })
-		if err != nil {
-			log.Error("fleetstate: copy the fleet's tokens", "err", err)
-		}
-	})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	select {
-	case err = <-first:
-	case <-time.After(natsStoreTimeout):
-		err = &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "read the fleet's tokens", Err: errors.New("no answer from NATS")}
-	}
-	if err != nil {
-		stop()
-		return nil, nil, nil, err
-	}
-	tokens, err := mcpadapter.OpenTokens(store)
-	if err != nil {
-		stop()
-		return nil, nil, nil, err
-	}
-	return store, tokens, stop, nil
-}
-
-// tokenConfig is the key of the tokens in the fleet's configuration.
-const tokenConfig = "tokens"
-
 // serveNATSNode runs the daemon of a fleet on NATS with its own NATS
-// server (serve --nats-node): the server starts first and stops last, so
+// server (NATSConfig.Node): the server starts first and stops last, so
 // that the daemon reaches it in process for as long as it runs, and other
-// daemons (serve --nats), token --nats, or servers routed to it in a
-// cluster reach it at its client and cluster addresses. A daemon killed
-// takes its node with it: the daemons that named only this node are cut
-// off (ERR_UNAVAILABLE) until it is back, and a cluster carries on with
-// its other nodes.
-func serveNATSNode(ctx context.Context, c serveConfig, ln net.Listener, log *slog.Logger) error {
-	s, err := c.node.start(log)
+// daemons, fleetstate token --nats, or servers routed to it in a cluster
+// reach it at its client and cluster addresses. A daemon killed takes its
+// node with it: the daemons that named only this node are cut off
+// (ERR_UNAVAILABLE) until it is back, and a cluster carries on with its
+// other nodes.
+func (d *Daemon) serveNATSNode(ctx context.Context, ln net.Listener) error {
+	o := d.cfg.NATS.Node
+	s, err := StartNode(o, d.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -170,7 +140,7 @@ func serveNATSNode(ctx context.Context, c serveConfig, ln net.Listener, log *slo
 	waiting := time.Now()
 	for !s.JetStreamIsCurrent() {
 		if time.Since(waiting) > 5*time.Second {
-			log.Warn("fleetstate: waiting for the NATS cluster's JetStream", "cluster", c.node.cluster, "routes", c.node.routes)
+			d.log.Warn("fleetstate: waiting for the NATS cluster's JetStream", "cluster", net.JoinHostPort(o.Cluster.Host, strconv.Itoa(o.Cluster.Port)), "routes", o.Routes)
 			waiting = time.Now()
 		}
 		select {
@@ -180,35 +150,36 @@ func serveNATSNode(ctx context.Context, c serveConfig, ln net.Listener, log *slo
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	c.nats.node, c.nats.url = s, s.ClientURL()
-	return serveNATS(ctx, c, ln, log)
+	d.cfg.NATS.node, d.cfg.NATS.URL = s, s.ClientURL()
+	return d.serveNATS(ctx, ln)
 }
 
 // serveNATS runs the daemon of a fleet on NATS until ctx is done.
-func serveNATS(ctx context.Context, c serveConfig, ln net.Listener, log *slog.Logger) error {
-	self := c.nats.advertise
+func (d *Daemon) serveNATS(ctx context.Context, ln net.Listener) error {
+	self := d.cfg.NATS.Advertise
 	if self == "" {
 		self = "http://" + ln.Addr().String() + "/mcp"
 	}
-	f, err := c.nats.connect(ctx, log, "fleetstate daemon "+self)
+	f, err := d.cfg.NATS.Connect(ctx, d.log, "fleetstate daemon "+self)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer f.Close()
-	d := &natsDaemon{c: c, f: f, log: log, self: self}
-	d.handler.Store(&httpHandler{unavailableHandler("this daemon has not joined the fleet yet")})
-	hs := &http.Server{Handler: d, ReadHeaderTimeout: c.header, IdleTimeout: c.idle,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	n := &natsDaemon{d: d, f: f, log: d.log, self: self}
+	n.handler.Store(&httpHandler{unavailableHandler("this daemon has not joined the fleet yet")})
+	hs := d.httpServer(n)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info("fleetstate: serving MCP", "url", self, "nats", fleetnats.Redact(c.nats.url), "fleet", f.Name(), "replicas", f.Replicas())
+	d.log.Info("fleetstate: serving MCP", "url", self, "nats", fleetnats.Redact(d.cfg.NATS.URL), "fleet", f.Name(), "replicas", f.Replicas())
 	runErr := make(chan error, 1)
 	rctx, cancel := context.WithCancel(ctx)
-	go func() { runErr <- d.run(rctx) }()
+	go func() { runErr <- n.run(rctx) }()
 	var result error
+	servedDone := false
 	select {
 	case result = <-served:
+		servedDone = true
 		cancel()
 		<-runErr
 	case result = <-runErr:
@@ -217,11 +188,10 @@ func serveNATS(ctx context.Context, c serveConfig, ln net.Listener, log *slog.Lo
 		cancel()
 		<-runErr
 	}
-	log.Info("fleetstate: shutting down")
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
+	d.log.Info("fleetstate: shutting down")
+	shutdown(hs)
+	if !servedDone {
+		<-served
 	}
 	if errors.Is(result, http.ErrServerClosed) || errors.Is(result, context.Canceled) {
 		result = nil
@@ -234,7 +204,7 @@ type httpHandler struct{ http.Handler }
 
 // natsDaemon is one daemon of a fleet on NATS: owner or forwarder.
 type natsDaemon struct {
-	c       serveConfig
+	d       *Daemon
 	f       *fleetnats.Fleet
 	log     *slog.Logger
 	self    string
@@ -263,7 +233,7 @@ func (d *natsDaemon) run(ctx context.Context) error {
 		return err
 	}
 	defer ms.Close()
-	poll := d.c.nats.lease / 5
+	poll := d.d.cfg.NATS.LeaseTTL / 5
 	if poll <= 0 {
 		poll = fleetnats.DefaultLeaseTTL / 5
 	}
@@ -272,7 +242,7 @@ func (d *natsDaemon) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		own, err := d.f.Own(ctx, fleetnats.OwnOptions{Addr: d.self, LeaseTTL: d.c.nats.lease})
+		own, err := d.f.Own(ctx, fleetnats.OwnOptions{Addr: d.self, LeaseTTL: d.d.cfg.NATS.LeaseTTL})
 		switch {
 		case err == nil:
 			forwardingTo = ""
@@ -312,10 +282,10 @@ func (d *natsDaemon) run(ctx context.Context) error {
 // localPanes reads the roster: the panes on this machine, served to the
 // owner over NATS whoever it is.
 func (d *natsDaemon) localPanes() (map[string]*tmux.Pane, error) {
-	if d.c.rosterPath == "" {
+	if d.d.cfg.Roster == "" {
 		return map[string]*tmux.Pane{}, nil
 	}
-	ro, err := loadRoster(d.c.rosterPath, "")
+	ro, err := LoadRoster(d.d.cfg.Roster, "")
 	if err != nil {
 		return nil, err
 	}
@@ -325,15 +295,16 @@ func (d *natsDaemon) localPanes() (map[string]*tmux.Pane, error) {
 // serveAsOwner runs the fleet's rendezvous until ctx is done or the
 // ownership is lost.
 func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership, panes map[string]*tmux.Pane) error {
-	store, tokens, stopTokens, err := openNATSStore(ctx, d.f, d.log)
+	store := fleetstate.OpenBackend(d.f.Store(), &fleetstate.BackendOptions{Timeout: natsStoreTimeout})
+	tokens, stopTokens, err := openNATSTokens(ctx, d.f)
 	if err != nil {
 		own.Close()
 		return err
 	}
 	defer stopTokens()
-	opts := *d.c.rvOpts
+	opts := d.d.cfg.Rendezvous
 	opts.Journal = own
-	rv, err := newRendezvous(store, d.log, &opts)
+	rv, err := d.d.newRendezvous(store, &opts)
 	if err != nil {
 		own.Close()
 		return err
@@ -351,7 +322,7 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 	if err != nil {
 		return err
 	}
-	fh, err := startFleetHTTP(ctx, st, d.c, d.log, remote.port, remote.report)
+	fh, err := d.d.startFleetHTTP(ctx, st, remote.port, remote.report)
 	if err != nil {
 		return err
 	}
@@ -457,70 +428,6 @@ func unavailableHandler(why string) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(resp)
 	})
-}
-
-// natsTokens runs fn on the tokens of the fleet on NATS. With write, what
-// fn changed is written back in one compare-and-swap: fn runs again if
-// another process changed the tokens meanwhile.
-func natsTokens(n *natsFlags, write bool, fn func(*mcpadapter.Tokens) error) error {
-	ctx := context.Background()
-	f, err := n.connect(ctx, slog.New(slog.DiscardHandler), "fleetstate token")
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if !write {
-		data, err := f.ReadConfig(ctx, tokenConfig)
-		if err != nil {
-			return err
-		}
-		_, err = tokensOf(data, fn)
-		return err
-	}
-	return f.UpdateConfig(ctx, tokenConfig, func(old []byte) ([]byte, error) {
-		return tokensOf(old, fn)
-	})
-}
-
-// tokensOf runs fn on the token file data and returns the file after it.
-func tokensOf(old []byte, fn func(*mcpadapter.Tokens) error) ([]byte, error) {
-	// The token file's code works on a store: one in memory, for this run.
-	store, err := fleetstate.Open(afero.NewMemMapFs(), "/fleet", &fleetstate.Options{NoGitIgnore: true})
-	if err != nil {
-		return nil, err
-	}
-	path := mcpadapter.TokenPath(store)
-	if old != nil {
-		if err := afero.WriteFile(store.Fs(), path, old, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	tokens, err := mcpadapter.OpenTokens(store)
-	if err != nil {
-		return nil, err
-	}
-	if err := fn(tokens); err != nil {
-		return nil, err
-	}
-	data, err := afero.ReadFile(store.Fs(), path)
-	if errors.Is(err, os.ErrNotExist) {
-		return old, nil
-	}
-	return data, err
-}
-
-// natsStdio is the stdio server of a fleet on NATS: the store, on NATS;
-// the fleet tools answer where the fleet's owner is.
-func natsStdio(ctx context.Context, n *natsFlags, log *slog.Logger) (*state, func(), error) {
-	f, err := n.connect(ctx, log, "fleetstate mcp")
-	if err != nil {
-		return nil, nil, err
-	}
-	store := fleetstate.OpenBackend(f.Store(), &fleetstate.BackendOptions{Timeout: natsStoreTimeout})
-	elsewhere := fleetElsewhere(store, "no daemon serves this fleet: start one with fleetstate serve --nats, then reach it with fleetstate mcp --connect URL and a token in $FLEET_TOKEN")
-	st := &state{store: store}
-	st.adapter = mcpadapter.New(store, nil, &mcpadapter.Options{FleetElsewhere: elsewhere})
-	return st, f.Close, nil
 }
 
 // remotePanes gives the owner the ports of the fleet's panes: its own

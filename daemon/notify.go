@@ -1,11 +1,9 @@
-package main
+package daemon
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -101,21 +99,4 @@ func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	s = s[strings.LastIndexByte(s, '\n')+1:]
 	return s[:min(len(s), 200)]
-}
-
-// newLogger returns the daemon's logger on w: level debug, info, warn or
-// error; format text or json.
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

@@ -1,16 +1,8 @@
-package main
-
-import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
-)
-
-// How fleetstate up configures an agent's program.
+// Package agentconf writes what an agent of a fleet runs with, for
+// fleetstate up: its environment file, the pane launcher that sources it,
+// and the MCP configuration of its program (Claude Code, Codex).
+//
+// It is internal: the fleetstate command is its only user.
 //
 // The plain text of an agent's token lives in one place: the agent's
 // environment file, .fleetstate/agents/NAME/env in the state directory's
@@ -23,19 +15,34 @@ import (
 // Every file is merged, never clobbered: fleetstate up sets its own entries
 // and keeps everything else, and writes nothing when the file already holds
 // what it would write, so a second run changes no file.
+package agentconf
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
 
 // hookMarker ends the hook commands fleetstate up writes, so that a later
 // run finds and updates them (the binary may have moved) instead of
 // adding more.
 const hookMarker = "# fleetstate up"
 
+// envNameRE matches the name of an environment variable.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 // claudeHookEvents are the Claude Code hook events whose status the
 // daemon hears of (see agent.StatusOfHook).
 var claudeHookEvents = []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "Notification"}
 
-// writeIfChanged writes data to path (owner-only when private) unless the
+// WriteIfChanged writes data to path (owner-only when private) unless the
 // file holds it already, atomically; it reports whether it wrote.
-func writeIfChanged(path string, data []byte, private bool) (bool, error) {
+func WriteIfChanged(path string, data []byte, private bool) (bool, error) {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
 		return false, nil
 	}
@@ -72,9 +79,9 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// envFile renders an agent's environment file: one export a line, sorted,
-// for the launcher to source.
-func envFile(env map[string]string) []byte {
+// EnvFile renders an agent's environment file: one export a line, sorted,
+// for the Launcher to source.
+func EnvFile(env map[string]string) []byte {
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
@@ -88,9 +95,9 @@ func envFile(env map[string]string) []byte {
 	return b.Bytes()
 }
 
-// readEnvFile reads back the variables of an environment file written by
-// envFile; a missing or foreign file reads as empty.
-func readEnvFile(path string) map[string]string {
+// ReadEnvFile reads back the variables of an environment file written by
+// EnvFile; a missing or foreign file reads as empty.
+func ReadEnvFile(path string) map[string]string {
 	out := map[string]string{}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -106,10 +113,10 @@ func readEnvFile(path string) map[string]string {
 	return out
 }
 
-// launcher returns the argv of an agent's pane: a shell that sources the
+// Launcher returns the argv of an agent's pane: a shell that sources the
 // environment file and then becomes the agent's command, so that the
 // token never appears in an argument list (which other users may read).
-func launcher(envPath string, command []string) []string {
+func Launcher(envPath string, command []string) []string {
 	return append([]string{"/bin/sh", "-c", `. "$1" && shift && exec "$@"`, "fleetstate-agent", envPath}, command...)
 }
 
@@ -138,7 +145,7 @@ func writeJSONObject(path string, obj map[string]any) (bool, error) {
 	if err := enc.Encode(obj); err != nil {
 		return false, err
 	}
-	return writeIfChanged(path, b.Bytes(), false)
+	return WriteIfChanged(path, b.Bytes(), false)
 }
 
 // object returns obj[key] as an object, making it if it is missing; a key
@@ -170,11 +177,11 @@ func addString(obj map[string]any, path, key, s string) error {
 	return nil
 }
 
-// writeClaudeConfig merges the fleetstate MCP server into workdir's
+// WriteClaudeConfig merges the fleetstate MCP server into workdir's
 // .mcp.json and the status hooks, the server's approval and its tools'
 // permission into workdir's .claude/settings.json. It returns the files
 // it changed.
-func writeClaudeConfig(workdir, bin string) ([]string, error) {
+func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 	var changed []string
 	mcpPath := filepath.Join(workdir, ".mcp.json")
 	obj, err := readJSONObject(mcpPath)
@@ -269,11 +276,11 @@ func codexBlock(bin, url string) string {
 		"env_vars = [\"FLEET_TOKEN\", \"FLEET_AGENT\", \"FLEET_ROLE\", \"FLEET_URL\"]\n"
 }
 
-// writeCodexConfig writes the fleetstate MCP server into config.toml of
+// WriteCodexConfig writes the fleetstate MCP server into config.toml of
 // home, the CODEX_HOME of one agent. A new home starts from the user's
 // own configuration (~/.codex or $CODEX_HOME) and links its login, so the
 // agent runs as the user's Codex does.
-func writeCodexConfig(home, bin, url string) ([]string, error) {
+func WriteCodexConfig(home, bin, url string) ([]string, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
 	}
@@ -297,7 +304,7 @@ func writeCodexConfig(home, bin, url string) ([]string, error) {
 		return nil, err
 	}
 	text := replaceTOMLTable(string(old), "mcp_servers.fleetstate", codexBlock(bin, url))
-	w, err := writeIfChanged(path, []byte(text), true)
+	w, err := WriteIfChanged(path, []byte(text), true)
 	if err != nil || !w {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 )
 
@@ -24,8 +25,9 @@ var conformanceScenarios = []string{
 	"server-initialize", "ping", "tools-list", "server-sse-multiple-streams", "dns-rebinding-protection",
 }
 
-// TestConformance runs the official MCP conformance suite against
-// `fleetstate serve --anonymous`. It installs the pinned suite and Node.js
+// TestConformance runs the official MCP conformance suite against a
+// daemon embedded in process with Anonymous set (fleetstate serve
+// --anonymous). It installs the pinned suite and Node.js
 // with npm into the user's cache (once), and skips only where npm is absent
 // (and FLEETSTATE_REQUIRE_CONFORMANCE, which .ci/run sets, is not).
 func TestConformance(t *testing.T) {
@@ -48,13 +50,13 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("npm install %s %s: %v\n%s", conformancePkg, nodePkg, err, out)
 		}
 	}
-	d := startDaemon(t, t.TempDir(), "--anonymous")
+	_, url := embed(t, daemon.Config{Dir: filepath.Join(t.TempDir(), "state"), Anonymous: true})
 	passed := regexp.MustCompile(`Passed: (\d+)/(\d+), 0 failed`)
 	for _, scenario := range conformanceScenarios {
 		t.Run(scenario, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, node, suite, "server", "--url", d.url, "--scenario", scenario)
+			cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "--scenario", scenario)
 			cmd.Env = append(os.Environ(), "NO_COLOR=1")
 			out, err := cmd.CombinedOutput()
 			m := passed.FindSubmatch(out)

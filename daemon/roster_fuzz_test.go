@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"os"
@@ -26,7 +26,7 @@ func FuzzRoster(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ro, err := loadRoster(path, dir)
+		ro, err := LoadRoster(path, dir)
 		if err != nil {
 			return
 		}
@@ -38,7 +38,7 @@ func FuzzRoster(f *testing.F) {
 			if _, err := mcpadapter.ParseRole(a.Role); err != nil {
 				t.Fatalf("a checked roster holds the role %q", a.Role)
 			}
-			if _, err := tmux.NewPane(srv, ro.target(a), &tmux.PaneOptions{Patterns: ro.patterns(a)}); err != nil {
+			if _, err := tmux.NewPane(srv, ro.Target(a), &tmux.PaneOptions{Patterns: ro.patterns(a)}); err != nil {
 				t.Fatalf("a checked roster's agent %s: %v", a.Name, err)
 			}
 		}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package fleetup
 
 import (
 	"errors"
@@ -23,9 +23,9 @@ func exitedChild(pid int) bool {
 	return got == pid || errors.Is(err, syscall.ECHILD)
 }
 
-// alive reports whether the process pid runs. A zombie (ended, not yet
+// Alive reports whether the process pid runs. A zombie (ended, not yet
 // reaped by its parent) does not: where /proc says so, it counts as gone.
-func alive(pid int) bool {
+func Alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -42,9 +42,9 @@ func alive(pid int) bool {
 	return true
 }
 
-// signalTree sends sig to the process group pid leads (a pane's command
+// SignalTree sends sig to the process group pid leads (a pane's command
 // leads its own) and to pid itself.
-func signalTree(pid int, sig syscall.Signal) {
+func SignalTree(pid int, sig syscall.Signal) {
 	_ = syscall.Kill(-pid, sig)
 	_ = syscall.Kill(pid, sig)
 }

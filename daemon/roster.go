@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -19,9 +19,10 @@ import (
 )
 
 // Roster names the agents of a fleet and where each lives: the fleet file.
-// The daemon reads it with serve --roster FILE; fleetstate up reads the
-// same file, starts each agent that has a command in a pane of its own,
-// and starts the daemon with the file as its roster.
+// A daemon reads it at its start ([Config].Roster, serve --roster FILE);
+// fleetstate up reads the same file, starts each agent that has a command
+// in a pane of its own, and starts the daemon with the file as its
+// roster. A Roster is not changed once loaded.
 //
 // An agent with a command lives in the tmux window named after it in the
 // roster's session ("fleet:alice"); an agent with a tmux target lives in a
@@ -78,8 +79,8 @@ type RosterAgent struct {
 // Built-in programs: the coding-agent CLIs whose configuration fleetstate
 // up writes.
 const (
-	programClaude = "claude"
-	programCodex  = "codex"
+	ProgramClaude = "claude"
+	ProgramCodex  = "codex"
 )
 
 // builtinPatterns read the status of the built-in programs off the
@@ -87,13 +88,13 @@ const (
 // "esc to interrupt" while they work.
 func builtinPatterns(program string) *tmux.Patterns {
 	switch program {
-	case programClaude:
+	case ProgramClaude:
 		return &tmux.Patterns{
 			Working: []string{`esc to interrupt`},
 			Blocked: []string{`Do you want to proceed\?`, `Do you want to make this edit`},
 			Idle:    []string{`^│ > `},
 		}
-	case programCodex:
+	case ProgramCodex:
 		return &tmux.Patterns{
 			Working: []string{`esc to interrupt`},
 			Blocked: []string{`Allow command\?`, `approve`},
@@ -123,10 +124,10 @@ var (
 	indexRE   = regexp.MustCompile(`\.(\d+)`)
 )
 
-// loadRoster reads the fleet file at path and checks all of it: every
+// LoadRoster reads the fleet file at path and checks all of it: every
 // error names the field ("agents[2].command: empty"). stateDir is the
 // state directory the fleet runs on, for the default tmux socket.
-func loadRoster(path, stateDir string) (*Roster, error) {
+func LoadRoster(path, stateDir string) (*Roster, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("fleet file: %w", err)
@@ -293,8 +294,8 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// serveFlags returns the flags of serve that the file's timeouts stand for.
-func (ro *Roster) serveFlags() []string {
+// ServeFlags returns the flags of serve that the file's timeouts stand for.
+func (ro *Roster) ServeFlags() []string {
 	var out []string
 	for _, k := range sortedKeys(ro.Timeouts) {
 		out = append(out, "--"+k+"-timeout", ro.Timeouts[k])
@@ -348,8 +349,8 @@ func (ro *Roster) resolve(stateDir string) error {
 	return nil
 }
 
-// target returns the tmux target of a's pane, or "" if it has none.
-func (ro *Roster) target(a RosterAgent) string {
+// Target returns the tmux target of a's pane, or "" if it has none.
+func (ro *Roster) Target(a RosterAgent) string {
 	if a.Command != nil {
 		return ro.TmuxSession + ":" + a.Name
 	}
@@ -402,7 +403,7 @@ func (ro *Roster) panes() (map[string]*tmux.Pane, error) {
 		if _, err := mcpadapter.ParseRole(a.Role); err != nil {
 			return nil, fmt.Errorf("roster: agents[%d].role: %w", i, err)
 		}
-		if target := ro.target(a); target != "" {
+		if target := ro.Target(a); target != "" {
 			if srv == nil {
 				srv = tmux.NewServer(ro.TmuxSocket)
 			}

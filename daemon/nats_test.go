@@ -1,13 +1,16 @@
-package main
+package daemon
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/internal/natstest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
@@ -119,5 +122,73 @@ func TestOwnerReachesOtherDaemonsPanes(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the reply never reached the lead")
+	}
+}
+
+// natsFleets connects n times to one new fleet on a NATS server of its
+// own; the test's cleanup closes the connections.
+func natsFleets(t *testing.T, n int) []*fleetnats.Fleet {
+	t.Helper()
+	url := natstest.Run(t).URL()
+	var out []*fleetnats.Fleet
+	for i := range n {
+		f, err := fleetnats.Connect(context.Background(), fleetnats.Options{URL: url, Fleet: "tokens", Name: fmt.Sprint("daemon ", i), Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Close)
+		out = append(out, f)
+	}
+	return out
+}
+
+// TestNATSTokenFile: the tokens of a fleet on NATS keep the TokenFile
+// contract, two connections standing for two daemons.
+func TestNATSTokenFile(t *testing.T) {
+	adaptertest.TestTokenFile(t, func(t *testing.T) (a, b mcpadapter.TokenFile) {
+		fs := natsFleets(t, 2)
+		var files [2]*natsTokenFile
+		for i, f := range fs {
+			file, err := openNATSTokenFile(context.Background(), f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(file.stop)
+			files[i] = file
+		}
+		return files[0], files[1]
+	})
+}
+
+// TestNATSTokensSwap: tokens added at once through two daemons of a
+// fleet on NATS are all kept: each write swaps the bucket's value by its
+// revision and, on a conflict, adds its token to the other's file.
+func TestNATSTokensSwap(t *testing.T) {
+	fs := natsFleets(t, 2)
+	var tokens [2]*mcpadapter.Tokens
+	for i, f := range fs {
+		tk, stop, err := openNATSTokens(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		tokens[i] = tk
+	}
+	const each = 8
+	var wg sync.WaitGroup
+	for i, tk := range tokens {
+		for j := range each {
+			wg.Go(func() {
+				if _, err := tk.Add(fmt.Sprintf("m%d-%d", i, j), mcpadapter.RoleMember); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for i, tk := range tokens {
+		if !fleettest.Until(5*time.Second, 10*time.Millisecond, func() bool { return len(tk.Agents(mcpadapter.RoleMember)) == 2*each }) {
+			t.Errorf("daemon %d: members %v; want all %d", i, tk.Agents(mcpadapter.RoleMember), 2*each)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package agentconf
 
 import (
 	"os"
@@ -41,9 +41,9 @@ func TestCodexConfig(t *testing.T) {
 	}
 	t.Setenv("CODEX_HOME", user)
 	home := filepath.Join(t.TempDir(), "codex")
-	files, err := writeCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp")
+	files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp")
 	if err != nil || len(files) != 1 {
-		t.Fatalf("writeCodexConfig: %v, %v", files, err)
+		t.Fatalf("WriteCodexConfig: %v, %v", files, err)
 	}
 	data, _ := os.ReadFile(filepath.Join(home, "config.toml"))
 	for _, want := range []string{`model = "o3"`, `[mcp_servers.fleetstate]`, `args = ["mcp", "--connect", "http://127.0.0.1:9/mcp"]`, `env_vars = ["FLEET_TOKEN"`} {
@@ -57,7 +57,7 @@ func TestCodexConfig(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(home, "auth.json")); err != nil {
 		t.Errorf("the user's login is not linked: %v", err)
 	}
-	if files, err := writeCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp"); err != nil || len(files) != 0 {
+	if files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp"); err != nil || len(files) != 0 {
 		t.Errorf("second write: %v, %v; want nothing written", files, err)
 	}
 }
@@ -73,8 +73,8 @@ func TestClaudeConfigRefusesForeignShapes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".claude", "settings.json"), bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writeClaudeConfig(dir, "/bin/fleetstate"); err == nil || !strings.Contains(err.Error(), "settings.json") {
-		t.Errorf("writeClaudeConfig: %v; want an error naming settings.json", err)
+	if _, err := WriteClaudeConfig(dir, "/bin/fleetstate"); err == nil || !strings.Contains(err.Error(), "settings.json") {
+		t.Errorf("WriteClaudeConfig: %v; want an error naming settings.json", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, ".claude", "settings.json")); string(got) != string(bad) {
 		t.Errorf("settings.json was changed to %s", got)

@@ -1,0 +1,198 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+)
+
+// logBuffer keeps what a logger writes, for the test to read while the
+// daemon logs.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the lines written so far.
+func (b *logBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
+}
+
+// sseReader reads server-sent events: (event, data) pairs.
+type sseReader struct{ sc *bufio.Scanner }
+
+func (s *sseReader) next() (string, string, bool) {
+	event, data := "", ""
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		switch {
+		case line == "" && event != "":
+			return event, data, true
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+	return "", "", false
+}
+
+// openEvents opens the event stream of the daemon at base with token.
+func openEvents(t *testing.T, base, token string) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+mcpadapter.EventsPath, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// dial connects to the daemon at url as the holder of token; the test's
+// cleanup closes the connection.
+func dial(t *testing.T, ctx context.Context, url, token string) *mcpadapter.Client {
+	t.Helper()
+	c, err := mcpadapter.Dial(ctx, url, token, "daemon-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestEventsStreamAndLog: the daemon streams its events to a lead and to
+// the operator (the token in the state directory), never to a member or
+// a stranger, and logs each event as one structured line.
+func TestEventsStreamAndLog(t *testing.T) {
+	store, tokenFile := adaptertest.OpenStore(t)
+	tokens := adaptertest.AddTokens(t, tokenFile, map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember})
+	var logs logBuffer
+	_, url := embed(t, daemon.Config{Dir: store.Dir(), Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	base := strings.TrimSuffix(url, "/mcp")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	waitOwned(t, store)
+
+	for who, tok := range map[string]string{"member": tokens["scout"], "stranger": "fst_nope", "nobody": ""} {
+		if resp := openEvents(t, base, tok); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("events for a %s: status %d; want 401", who, resp.StatusCode)
+		}
+	}
+	operator, err := mcpadapter.OperatorToken(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(store.Dir(), ".fleetstate", "operator.token")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("operator token file: %v, %v; want owner-only", fi, err)
+	}
+	lead := dial(t, ctx, url, tokens["lead"])
+	for who, tok := range map[string]string{"lead": tokens["lead"], "operator": operator} {
+		resp := openEvents(t, base, tok)
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			t.Fatalf("events for the %s: status %d, %s", who, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		r := &sseReader{bufio.NewScanner(resp.Body)}
+		ev, data, got := r.next()
+		var snap fleetstate.Snapshot
+		if !got || ev != "snapshot" || json.Unmarshal([]byte(data), &snap) != nil || len(snap.Members) != 1 {
+			t.Fatalf("first event for the %s: %q %s; want the snapshot with member scout", who, ev, data)
+		}
+		o, err := lead.SendDetached(ctx, "scout", "watch me "+who)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, data, got = r.next()
+		var e fleetstate.Event
+		if !got || ev != "event" || json.Unmarshal([]byte(data), &e) != nil || e.Kind != fleetstate.EventQueued || e.Ticket != o.Ticket || e.Content != "watch me "+who {
+			t.Fatalf("event for the %s after a send: %q %s", who, ev, data)
+		}
+		resp.Body.Close()
+	}
+	if !fleettest.Until(10*time.Second, 20*time.Millisecond, func() bool {
+		for _, line := range logs.lines() {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "fleetstate: event" && rec["kind"] == "queued" && rec["member"] == "scout" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("no structured log line of the queued event in %v", logs.lines())
+	}
+}
+
+// TestNotifyCommand: Config.Notify runs its command with the event as
+// JSON when a member asks.
+func TestNotifyCommand(t *testing.T) {
+	store, tokenFile := adaptertest.OpenStore(t)
+	tokens := adaptertest.AddTokens(t, tokenFile, map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember})
+	out := filepath.Join(t.TempDir(), "notified")
+	var logs logBuffer
+	_, url := embed(t, daemon.Config{Dir: store.Dir(), Notify: "cat >> " + out + "; echo >> " + out,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lead, scout := dial(t, ctx, url, tokens["lead"]), dial(t, ctx, url, tokens["scout"])
+	o, err := lead.SendDetached(ctx, "scout", "task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := scout.Next(ctx, 5*time.Second); err != nil || !ok {
+		t.Fatalf("fleet_next: %v, %v; want the task", ok, err)
+	}
+	asked := make(chan error, 1)
+	go func() {
+		answer, _, err := scout.Ask(ctx, "which way?", "left")
+		if err == nil {
+			err = scout.Reply(ctx, "went "+answer)
+		}
+		asked <- err
+	}()
+	if !fleettest.Until(10*time.Second, 20*time.Millisecond, func() bool {
+		data, _ := os.ReadFile(out)
+		return strings.Contains(string(data), `"kind":"asked"`) && strings.Contains(string(data), "which way?")
+	}) {
+		data, _ := os.ReadFile(out)
+		t.Fatalf("notification file %q; want the asked event as JSON (logs %v)", data, logs.lines())
+	}
+	q, err := lead.Poll(ctx, o.Ticket, 0)
+	if err != nil || q.Kind != fleetstate.OutcomeQuestion {
+		t.Fatalf("fleet_poll: %+v, %v; want the question", q, err)
+	}
+	r, err := lead.Answer(ctx, q.TurnID, "right")
+	if err != nil || r.Content != "went right" {
+		t.Fatalf("fleet_send of the answer: %+v, %v; want the reply %q", r, err, "went right")
+	}
+	if err := <-asked; err != nil {
+		t.Fatalf("the member: %v", err)
+	}
+}

@@ -1,0 +1,466 @@
+// Package fleetup is what fleetstate up and down do besides parsing
+// flags and printing: the record of the fleet that up brought up, the
+// daemon it starts in the background, the agents' tmux panes, and the
+// stopping of both by down.
+//
+// It is internal: the fleetstate command is its only user.
+package fleetup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/internal/agentconf"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/fleetstate/fleetstate/tmux"
+)
+
+// What fleetstate up keeps in the state directory's private folder:
+//
+//	up.json           the fleet it brought up: daemon pid and URL, the fleet
+//	                  file, the tmux socket and session (Record)
+//	daemon.log        the standard error of the daemon it started
+//	agents/NAME/env   the agent's environment, token included (owner-only)
+//	agents/NAME/codex the CODEX_HOME of a Codex agent
+//	tmux.sock         the tmux server of the fleet, unless the file names one
+const (
+	RecordFile = "up.json"
+	DaemonLog  = "daemon.log"
+)
+
+// The bounds of up and down, each with its reason.
+const (
+	// DaemonStartWait bounds the wait for a daemon to own the directory:
+	// it opens the store and replays the journal first, which takes
+	// milliseconds, or seconds for a large journal on a slow disk.
+	DaemonStartWait = 30 * time.Second
+	// StopWait is how long down lets an agent or the daemon end after
+	// SIGTERM before SIGKILL: the daemon's own shutdown is bounded at 5 s.
+	StopWait = 8 * time.Second
+	// SettleWait is how long up watches new panes for a command that
+	// exits at once (a typo in its argv, a missing login), to report it
+	// instead of leaving a dead pane.
+	SettleWait = 500 * time.Millisecond
+)
+
+// Record is what up.json holds.
+type Record struct {
+	PID     int    `json:"pid"` // of the daemon up started; 0 after down
+	URL     string `json:"url"`
+	File    string `json:"file"`
+	Socket  string `json:"tmux_socket"`
+	Session string `json:"tmux_session"`
+	// FileSum is the SHA-256 of the fleet file the daemon read at its
+	// start: it reads it only then.
+	FileSum string `json:"file_sha256,omitempty"`
+}
+
+// ReadRecord reads the record of store's fleet; ok is false when there is
+// none, or it is not one.
+func ReadRecord(store *fleetstate.Store) (Record, bool) {
+	var rec Record
+	data, err := os.ReadFile(store.PrivatePath(RecordFile))
+	if err != nil || json.Unmarshal(data, &rec) != nil {
+		return Record{}, false
+	}
+	return rec, true
+}
+
+// WriteRecord writes rec as the record of store's fleet.
+func WriteRecord(store *fleetstate.Store, rec Record) error {
+	data, _ := json.MarshalIndent(rec, "", "  ")
+	_, err := agentconf.WriteIfChanged(store.PrivatePath(RecordFile), append(data, '\n'), true)
+	return err
+}
+
+// CheckCommands checks that tmux and every agent's program can be found,
+// before anything starts.
+func CheckCommands(ro *daemon.Roster) error {
+	need := false
+	for i, a := range ro.Agents {
+		if a.Command == nil {
+			continue
+		}
+		need = true
+		prog := a.Command[0]
+		if strings.Contains(prog, "/") {
+			if !filepath.IsAbs(prog) {
+				prog = filepath.Join(a.Workdir, prog)
+			}
+			if fi, err := os.Stat(prog); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+				return fmt.Errorf("agents[%d].command[0]: %s is not an executable file", i, prog)
+			}
+		} else if _, err := exec.LookPath(prog); err != nil {
+			return fmt.Errorf("agents[%d].command[0]: %q is not in $PATH: install it, or give its full path", i, prog)
+		}
+	}
+	if _, err := exec.LookPath("tmux"); need && err != nil {
+		return errors.New("up: tmux is not installed, and the agents with a command run in tmux panes: install it (apt-get install tmux, brew install tmux)")
+	}
+	return nil
+}
+
+// LaunchDaemon starts `fleetstate serve` on store's directory in the
+// background, detached, its output appended to daemon.log, and waits for
+// it to own the directory. It returns the daemon's pid and URL.
+func LaunchDaemon(ctx context.Context, store *fleetstate.Store, bin, addr, roster string, flags []string) (int, string, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	logPath := store.PrivatePath(DaemonLog)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, "", fmt.Errorf("up: daemon log: %v", err)
+	}
+	defer logf.Close()
+	start, _ := logf.Seek(0, io.SeekEnd)
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--dir", store.Dir(), "--roster", roster}, flags...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = store.Dir()
+	detach(cmd)
+	if err := cmd.Start(); err != nil {
+		return 0, "", fmt.Errorf("up: start the daemon: %v", err)
+	}
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(DaemonStartWait)
+	for {
+		if o, owned, _ := store.FleetOwner(); owned && o.PID == pid && strings.HasPrefix(o.Addr, "http") {
+			_ = cmd.Process.Release()
+			return pid, o.Addr, nil
+		}
+		if exitedChild(pid) {
+			return 0, "", fmt.Errorf("up: the daemon (fleetstate serve --addr %s) exited at once:\n%s", addr, logTail(logPath, start))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return 0, "", fmt.Errorf("up: the daemon did not take the state directory within %v; its log:\n%s", DaemonStartWait, logTail(logPath, start))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logTail returns what was appended to the log at path from offset on,
+// its last 2 KiB at most.
+func logTail(path string, from int64) string {
+	data, _ := os.ReadFile(path)
+	if from < int64(len(data)) {
+		data = data[from:]
+	} else {
+		data = nil
+	}
+	if len(data) > 2048 {
+		data = data[len(data)-2048:]
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// paneState is what tmux says of the panes of a fleet's session: by
+// window name, the pane's id, pid and whether its command ended.
+type paneState struct {
+	id   string
+	pid  int
+	dead bool
+}
+
+// listPanes lists the panes of session on srv; exists is false when
+// there is no such session, or no server.
+func listPanes(ctx context.Context, srv *tmux.Server, session string) (panes map[string]paneState, exists bool, err error) {
+	out, err := srv.Run(ctx, "", "list-panes", "-s", "-t", "="+session, "-F", "#{window_name}\t#{pane_id}\t#{pane_pid}\t#{pane_dead}")
+	if errors.Is(err, fleetstate.ErrMemberGone) {
+		return nil, false, nil // no server, or no such session
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	panes = map[string]paneState{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			continue
+		}
+		var pid int
+		fmt.Sscan(f[2], &pid)
+		if _, dup := panes[f[0]]; !dup {
+			panes[f[0]] = paneState{id: f[1], pid: pid, dead: f[3] == "1"}
+		}
+	}
+	return panes, true, nil
+}
+
+// StartPanes makes the session and a window for every agent with a
+// command whose pane is missing or dead; running panes are left alone.
+// It returns the agents it started.
+func StartPanes(ctx context.Context, ro *daemon.Roster, envPaths map[string]string) ([]string, error) {
+	srv := tmux.NewServer(ro.TmuxSocket)
+	panes, exists, err := listPanes(ctx, srv, ro.TmuxSession)
+	if err != nil {
+		return nil, fmt.Errorf("up: tmux: %v", err)
+	}
+	var started []string
+	for i, a := range ro.Agents {
+		if a.Command == nil {
+			continue
+		}
+		argv := agentconf.Launcher(envPaths[a.Name], a.Command)
+		p, ok := panes[a.Name]
+		switch {
+		case ok && !p.dead:
+			continue
+		case ok:
+			_, err = srv.Run(ctx, "", append([]string{"respawn-pane", "-k", "-t", p.id, "-c", a.Workdir}, argv...)...)
+		case !exists:
+			if err = os.MkdirAll(filepath.Dir(ro.TmuxSocket), 0o700); err == nil {
+				// The panes stay when their command ends, so that what it
+				// printed can be read; up starts them again.
+				_, err = srv.Run(ctx, "", append([]string{"new-session", "-d", "-s", ro.TmuxSession, "-n", a.Name, "-x", "200", "-y", "50", "-c", a.Workdir}, argv...)...)
+			}
+			if err == nil {
+				_, err = srv.Run(ctx, "", "set-option", "-g", "remain-on-exit", "on") // the server is the fleet's own
+			}
+			exists = true
+		default:
+			_, err = srv.Run(ctx, "", append([]string{"new-window", "-d", "-t", "=" + ro.TmuxSession + ":", "-n", a.Name, "-c", a.Workdir}, argv...)...)
+		}
+		if err != nil {
+			return started, fmt.Errorf("up: agents[%d] (%s): start its pane: %v", i, a.Name, err)
+		}
+		started = append(started, a.Name)
+	}
+	if len(started) == 0 {
+		return nil, nil
+	}
+	// A command that ends at once is a mistake worth reporting now.
+	time.Sleep(SettleWait)
+	panes, _, err = listPanes(ctx, srv, ro.TmuxSession)
+	if err != nil {
+		return started, fmt.Errorf("up: tmux: %v", err)
+	}
+	var dead []string
+	for _, name := range started {
+		if p, ok := panes[name]; !ok || p.dead {
+			screen, _ := srv.Run(ctx, "", "capture-pane", "-p", "-t", p.id)
+			dead = append(dead, fmt.Sprintf("%s: its command ended at once; its pane shows:\n%s", name, strings.TrimSpace(screen)))
+		}
+	}
+	if len(dead) > 0 {
+		return started, fmt.Errorf("up: %s\n(fix the command in the fleet file and run fleetstate up again)", strings.Join(dead, "\n"))
+	}
+	return started, nil
+}
+
+// StopPanes stops the agents of rec's tmux session: SIGTERM to each
+// pane's process group, a bounded wait, SIGKILL; then the session, and the
+// fleet's tmux server with it when no other session is left on it (its
+// socket too, when it is in store's private folder). It returns how many
+// agents stopped.
+func StopPanes(ctx context.Context, store *fleetstate.Store, rec Record) (int, error) {
+	srv := tmux.NewServer(rec.Socket)
+	panes, _, err := listPanes(ctx, srv, rec.Session)
+	if err != nil {
+		return 0, fmt.Errorf("down: tmux: %v", err)
+	}
+	var pids []int
+	for _, p := range panes {
+		if !p.dead && p.pid > 0 {
+			pids = append(pids, p.pid)
+		}
+	}
+	stopped := StopAll(pids, Alive)
+	if len(panes) > 0 {
+		if _, err := srv.Run(ctx, "", "kill-session", "-t", "="+rec.Session); err != nil && !errors.Is(err, fleetstate.ErrMemberGone) {
+			return stopped, fmt.Errorf("down: tmux: %v", err)
+		}
+	}
+	if out, err := srv.Run(ctx, "", "list-sessions", "-F", "#{session_name}"); err == nil && strings.TrimSpace(out) == "" || errors.Is(err, fleetstate.ErrMemberGone) {
+		_ = srv.Kill(ctx)
+		if filepath.Dir(rec.Socket) == filepath.Dir(store.PrivatePath("tmux.sock")) {
+			_ = os.Remove(rec.Socket)
+		}
+	}
+	return stopped, nil
+}
+
+// StopAll sends SIGTERM to every pid's process group, waits up to
+// StopWait for running(pid) to turn false for all, then sends SIGKILL to
+// the rest and waits a little more. It returns how many stopped.
+func StopAll(pids []int, running func(int) bool) int {
+	for _, pid := range pids {
+		SignalTree(pid, syscall.SIGTERM)
+	}
+	left := func() []int {
+		var out []int
+		for _, pid := range pids {
+			if running(pid) {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	none := func() bool { return len(left()) == 0 }
+	WaitFor(StopWait, none)
+	for _, pid := range left() {
+		SignalTree(pid, syscall.SIGKILL)
+	}
+	WaitFor(2*time.Second, none)
+	return len(pids) - len(left())
+}
+
+// WaitFor checks done every 20 ms until it holds or within has passed,
+// and reports whether it held.
+func WaitFor(within time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !done() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// UpDaemon returns the URL of the daemon that serves store's fleet: the
+// one serving it already, or a new one that LaunchDaemon starts with
+// flags on addr, else on the address of rec's last run, else on a free
+// port, recorded in rec. What the user should know (a daemon that up did
+// not start, a fleet file changed since the daemon read it) goes to
+// stderr.
+func UpDaemon(ctx context.Context, store *fleetstate.Store, rec *Record, bin, addr, file, fileSum string, flags []string, stderr io.Writer) (string, error) {
+	owner, owned, err := store.FleetOwner()
+	if err != nil {
+		return "", fmt.Errorf("up: %v", err)
+	}
+	var url string
+	switch {
+	case owned && !strings.HasPrefix(owner.Addr, "http"):
+		return "", fmt.Errorf("up: the fleet in %s is run by %s, which serves no HTTP: stop it, then run fleetstate up again", store.Dir(), owner)
+	case owned:
+		url = owner.Addr
+		if owner.PID != rec.PID {
+			fmt.Fprintf(stderr, "fleetstate: up: using the daemon already serving %s (%s); it was not started by up, so it knows this fleet's panes only if it was started with --roster %s\n", store.Dir(), owner, file)
+		}
+		if owner.PID == rec.PID && rec.FileSum != "" && rec.FileSum != fileSum {
+			fmt.Fprintf(stderr, "fleetstate: up: %s changed since the daemon read it: agents and panes added or changed reach it after fleetstate down and up\n", file)
+		}
+		if addr != "" && !strings.Contains(url, "//"+addr+"/") {
+			fmt.Fprintf(stderr, "fleetstate: up: --addr %s ignored: the fleet is served at %s already\n", addr, url)
+		}
+	default:
+		want := addr
+		if want == "" {
+			want = addrOf(rec.URL)
+		}
+		pid, u, err := LaunchDaemon(ctx, store, bin, want, file, flags)
+		if err != nil && addr == "" && want != "" {
+			// The address of the last run is taken: any free port will do.
+			fmt.Fprintf(stderr, "fleetstate: up: %s is taken; starting the daemon on a free port\n", want)
+			pid, u, err = LaunchDaemon(ctx, store, bin, "", file, flags)
+		}
+		if err != nil {
+			return "", err
+		}
+		url = u
+		rec.PID, rec.FileSum = pid, fileSum
+	}
+	return url, nil
+}
+
+// ConfigureAgents gives each agent of ro its token (the one its
+// environment file holds, while that is still the agent's), its
+// environment file and its program's configuration, which runs bin and
+// reaches the daemon at url. It returns the environment files by agent
+// and the files it changed.
+func ConfigureAgents(store *fleetstate.Store, tokens *mcpadapter.Tokens, ro *daemon.Roster, bin, url string) (envPaths map[string]string, wrote []string, err error) {
+	envPaths = map[string]string{}
+	for i, a := range ro.Agents {
+		role, _ := mcpadapter.ParseRole(a.Role)
+		envPath := store.PrivatePath("agents/" + a.Name + "/env")
+		envPaths[a.Name] = envPath
+		old := agentconf.ReadEnvFile(envPath)
+		token := old["FLEET_TOKEN"]
+		if id, ok := tokens.Lookup(token); !ok || id != (mcpadapter.Identity{Agent: a.Name, Role: role}) {
+			if token, err = tokens.Add(a.Name, role); err != nil {
+				return nil, nil, fmt.Errorf("up: agents[%d] (%s): token: %v; see fleetstate token list --dir %s", i, a.Name, err, store.Dir())
+			}
+		}
+		env := map[string]string{}
+		for k, v := range a.Env {
+			env[k] = v
+		}
+		env["FLEET_AGENT"], env["FLEET_ROLE"], env["FLEET_TOKEN"], env["FLEET_URL"] = a.Name, string(role), token, url
+		switch a.Program {
+		case daemon.ProgramClaude:
+			files, err := agentconf.WriteClaudeConfig(a.Workdir, bin)
+			if err != nil {
+				return nil, nil, fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
+			}
+			wrote = append(wrote, files...)
+		case daemon.ProgramCodex:
+			home := store.PrivatePath("agents/" + a.Name + "/codex")
+			env["CODEX_HOME"] = home
+			files, err := agentconf.WriteCodexConfig(home, bin, url)
+			if err != nil {
+				return nil, nil, fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
+			}
+			wrote = append(wrote, files...)
+		}
+		if w, err := agentconf.WriteIfChanged(envPath, agentconf.EnvFile(env), true); err != nil {
+			return nil, nil, fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
+		} else if w {
+			wrote = append(wrote, envPath)
+		}
+	}
+	return envPaths, wrote, nil
+}
+
+// StopDaemon stops the daemon that serves store's fleet if up started it
+// (rec.PID), and says what it did on stdout (and on stderr, a daemon that
+// gave the fleet up but did not exit in time).
+func StopDaemon(store *fleetstate.Store, rec Record, stdout, stderr io.Writer) error {
+	owner, owned, err := store.FleetOwner()
+	switch {
+	case err != nil:
+		return fmt.Errorf("down: %v", err)
+	case !owned:
+		fmt.Fprintln(stdout, "no daemon serves the fleet")
+	case owner.PID != rec.PID || rec.PID == 0:
+		fmt.Fprintf(stdout, "left running: the daemon %s was not started by fleetstate up\n", owner)
+	default:
+		gone := func(int) bool {
+			o, owned, _ := store.FleetOwner()
+			return owned && o.PID == owner.PID
+		}
+		if StopAll([]int{owner.PID}, gone) == 0 || gone(0) {
+			return fmt.Errorf("down: the daemon (pid %d) did not stop, even on SIGKILL", owner.PID)
+		}
+		// The daemon gives the fleet up first, then closes its
+		// connections and exits. Wait for the exit too, without another
+		// signal: once the process is gone its pid may be another's.
+		if !WaitFor(StopWait, func() bool { return !Alive(owner.PID) }) {
+			fmt.Fprintf(stderr, "fleetstate: down: the daemon (pid %d) gave the fleet up but had not exited after %v\n", owner.PID, StopWait)
+		}
+		fmt.Fprintf(stdout, "stopped the daemon (pid %d)\n", owner.PID)
+	}
+	return nil
+}
+
+// addrOf returns the host:port of a daemon URL, or "".
+func addrOf(url string) string {
+	s := strings.TrimPrefix(url, "http://")
+	if s == url {
+		return ""
+	}
+	host, _, _ := strings.Cut(s, "/")
+	return host
+}
