@@ -34,17 +34,3 @@ func SetTokensClock(t *Tokens, now func() time.Time) {
 	defer t.mu.Unlock()
 	t.now = now
 }
-
-// FastCalls returns how many tool calls a served on its fast path.
-func FastCalls(a *Adapter) int64 { return a.fast.Load() }
-
-// FastInFlight returns how many calls h's fast path has in flight.
-func FastInFlight(h *Handler) int {
-	if h.fast == nil {
-		return 0
-	}
-	c := &h.fast.calls
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.calls)
-}

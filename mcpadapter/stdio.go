@@ -1,23 +1,13 @@
 package mcpadapter
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log"
-	"slices"
-	"sync"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
-
-// DefaultStdioInFlight is how many tool calls [Adapter.ServeStdio] serves
-// on its fast path at once.
-const DefaultStdioInFlight = 64
 
 // StdioOptions configure [Adapter.ServeStdio]. A nil *StdioOptions means
 // the defaults.
@@ -25,30 +15,25 @@ type StdioOptions struct {
 	// ErrorLog receives the transport's errors. Nil means standard error,
 	// as mcp-go's stdio server logs.
 	ErrorLog *log.Logger
-	// InFlight bounds the tool calls served on the fast path at once;
-	// further calls wait in mcp-go's queue for its workers, so that a
-	// reader is never blocked by calls that block. Zero means
-	// DefaultStdioInFlight; negative turns the fast path off.
-	InFlight int
 }
 
+// The tool calls in flight over one stdio connection: mcp-go's stdio
+// server runs each on one of stdioWorkers goroutines and queues up to
+// stdioQueue more, so that calls that block (a member's fleet_next, a
+// lead's fleet_send) never stop the reader; past that it serves a call on
+// the reader itself.
+const (
+	stdioWorkers = 100
+	stdioQueue   = 1000
+)
+
 // ServeStdio serves srv, a server from [Adapter.NewServer], over in and out
-// (one JSON-RPC message a line) until in ends or ctx is done, with id as
-// the caller of every tool.
-//
-// It reads each line once to see what it is. A tools/call of one of the
-// adapter's tools, whose request and arguments it understands completely,
-// is served on the fast path: the line is decoded once, straight into the
-// tool's typed arguments; the call runs on its own goroutine (at most
-// [StdioOptions].InFlight at once) with its own context, which a
-// notifications/cancelled for its id cancels; and its result is encoded
-// once into a reused buffer, in the shape mcp-go writes. Everything else
-// (initialize, lists, ping, notifications, responses to the server's
-// requests, and any call it does not understand: malformed, an unknown
-// tool, arguments the tool refuses) goes to mcp-go's stdio server
-// unchanged, which answers it as it always did. Responses are written
-// whole under one lock; those of calls in flight together may come in any
-// order, each with its request's id.
+// (one JSON-RPC message a line) with mcp-go's stdio server until in ends or
+// ctx is done, with id as the caller of every tool. Tool calls run
+// concurrently, each with its own context, which a notifications/cancelled
+// for its id cancels; their responses, each written whole, may come in any
+// order. When in ends, the calls in flight are cancelled and ServeStdio
+// returns once their responses are written.
 func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Identity, in io.Reader, out io.Writer, opts *StdioOptions) error {
 	var o StdioOptions
 	if opts != nil {
@@ -57,194 +42,17 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 	if o.ErrorLog == nil {
 		o.ErrorLog = log.Default()
 	}
-	if o.InFlight == 0 {
-		o.InFlight = DefaultStdioInFlight
-	}
-	c := &stdioConn{a: a, srv: srv, tools: a.fastTools(srv), out: &lockedWriter{w: out}, log: o.ErrorLog,
-		slots: make(chan struct{}, max(o.InFlight, 0))}
-	fast := o.InFlight > 0
-
-	// mcp-go's server reads what the fast path does not take from a pipe.
-	pr, pw := io.Pipe()
-	base := make(chan context.Context, 1)
 	s := server.NewStdioServer(srv)
 	server.WithErrorLogger(o.ErrorLog)(s)
-	server.WithWorkerPoolSize(100)(s)
-	server.WithQueueSize(1000)(s)
+	server.WithWorkerPoolSize(stdioWorkers)(s)
+	server.WithQueueSize(stdioQueue)(s)
 	server.WithStdioContextFunc(func(ctx context.Context) context.Context {
 		// The context of every request: the session and the caller.
-		ctx = ContextWithIdentity(ctx, id)
-		base <- ctx
-		return ctx
+		return ContextWithIdentity(ctx, id)
 	})(s)
-	listened := make(chan error, 1)
-	go func() {
-		err := s.Listen(ctx, pr, c.out)
-		pr.CloseWithError(errStdioEnded) // the reader's writes to mcp-go fail from now on
-		listened <- err
-	}()
-	select {
-	case c.base = <-base:
-	case err := <-listened:
-		return err
-	}
-	var cancel context.CancelFunc
-	c.base, cancel = context.WithCancel(c.base)
-	defer cancel()
-
-	read := make(chan error, 1)
-	go func() { read <- c.read(in, pw, fast) }()
-	var err error
-	select {
-	case err = <-read:
-		pw.Close() // mcp-go reads to the end, then stops
-		err = errors.Join(err, <-listened)
-	case err = <-listened:
-		// ctx is done (or mcp-go failed): the reader may be blocked on in
-		// for ever, as mcp-go's own is; it starts nothing more.
-	}
-	// As mcp-go does with its own calls when the input ends: cancel the
-	// calls in flight, and wait for their responses to be written.
-	c.calls.close()
-	cancel()
-	c.calls.wait()
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, errStdioEnded) {
+	err := s.Listen(ctx, in, out)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
-}
-
-var errStdioEnded = errors.New("mcpadapter: stdio server ended")
-
-// stdioConn is one stdio connection of ServeStdio.
-type stdioConn struct {
-	a     *Adapter
-	srv   *server.MCPServer
-	tools map[string]*tool // those the fast path serves: see fastTools
-	out   *lockedWriter
-	log   *log.Logger
-	base  context.Context   // the session's and the caller's, set before read starts
-	slots chan struct{}     // one token per fast call in flight
-	calls fastCalls[string] // by their id's JSON text
-}
-
-// maxPooledLine bounds the line and response buffers kept for reuse;
-// longer ones get buffers of their own. A put or get of 64 KiB has a line
-// of about 70 KiB and a response of about 140 KiB (the content is in it
-// twice, once escaped twice): below the bound, so that such calls reuse
-// their buffers instead of growing new ones, which at that size cost more
-// in copies and collections than the decoding does. The pools are
-// emptied by the collector as usual, so an idle server keeps none.
-const maxPooledLine = 1 << 20
-
-// read reads in line by line, serving the fast path's calls and passing
-// every other line to mcp-go through pw, until in ends.
-func (c *stdioConn) read(in io.Reader, pw *io.PipeWriter, fast bool) error {
-	br := bufio.NewReaderSize(in, 64<<10)
-	for {
-		bp := getBuf()
-		line := (*bp)[:0]
-		var err error
-		for {
-			var frag []byte
-			frag, err = br.ReadSlice('\n')
-			line = append(line, frag...)
-			if err != bufio.ErrBufferFull {
-				break
-			}
-		}
-		if len(line) > 0 {
-			// A last line without its newline is passed on as it is:
-			// mcp-go drops it, as it always did.
-			complete := line[len(line)-1] == '\n'
-			if !(fast && complete && c.serve(line, bp)) {
-				if bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
-					c.cancel(line)
-				}
-				_, werr := pw.Write(line)
-				c.recycle(bp, line)
-				if werr != nil {
-					return werr
-				}
-			}
-		} else {
-			c.recycle(bp, line)
-		}
-		if err != nil {
-			if err == io.EOF {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
-func (c *stdioConn) recycle(bp *[]byte, line []byte) {
-	*bp = line
-	putBuf(bp)
-}
-
-// serve starts line on the fast path, if it is a call the fast path
-// understands and a slot is free, and reports whether it did. The call
-// recycles bp once it has read line.
-func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
-	if !bytes.Contains(line, []byte(`"tools/call"`)) {
-		return false
-	}
-	req, ok := parseCall(line, c.tools, false)
-	if !ok {
-		return false
-	}
-	t, args := req.tool, req.args
-	var token mcp.ProgressToken
-	if req.progress != nil {
-		if err := json.Unmarshal(req.progress, &token); err != nil {
-			return false
-		}
-	}
-	select {
-	case c.slots <- struct{}{}:
-	default:
-		return false // mcp-go's queue takes it
-	}
-	id := slices.Clone(req.id)
-	ctx, cancel := context.WithCancel(c.base)
-	done, ok := c.calls.start(string(req.id), cancel)
-	if !ok {
-		cancel()
-		<-c.slots
-		return false
-	}
-	c.recycle(bp, line) // args hold copies of what they need
-	go func() {
-		defer done()
-		defer func() { <-c.slots }()
-		resp := c.a.respond(ctx, c.srv, t, id, nil, args, token)
-		if _, err := c.out.Write(*resp); err != nil {
-			c.log.Printf("Error writing tool response: %v", err)
-		}
-		putBuf(resp)
-	}()
-	return true
-}
-
-// cancel cancels the fast call a notifications/cancelled line names; the
-// line goes on to mcp-go all the same, for the calls it serves.
-func (c *stdioConn) cancel(line []byte) {
-	if key, ok := cancelledRequest(line); ok {
-		c.calls.cancel(key)
-	}
-}
-
-// lockedWriter writes each Write whole, under its lock: mcp-go writes a
-// message in one Write, and so does the fast path.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -75,17 +74,7 @@ func startRaw(t *testing.T, serve func(ctx context.Context, a *mcpadapter.Adapte
 	return s
 }
 
-func serveOld(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
-	s := server.NewStdioServer(srv)
-	server.WithStdioContextFunc(func(ctx context.Context) context.Context { return mcpadapter.ContextWithIdentity(ctx, id) })(s)
-	err := s.Listen(ctx, in, out)
-	if err == io.EOF {
-		err = nil
-	}
-	return err
-}
-
-func serveNew(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
+func serveStdio(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
 	return a.ServeStdio(ctx, srv, id, in, out, nil)
 }
 
@@ -113,86 +102,6 @@ func (s *rawStdio) roundTrip(line string) string {
 	return s.next()
 }
 
-var (
-	sessionUUID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	rfc3339     = regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z`)
-)
-
-// TestStdioSameAsMCPGo sends the same lines to mcp-go's stdio server and to
-// ServeStdio and requires the same responses, byte for byte (session IDs
-// aside): the calls the fast path takes answer what mcp-go answered, and
-// what it does not understand (malformed lines, unknown tools, arguments
-// the tool refuses) goes to mcp-go.
-func TestStdioSameAsMCPGo(t *testing.T) {
-	old := startRaw(t, serveOld, anon)
-	neu := startRaw(t, serveNew, anon)
-	sids := map[*rawStdio]string{}
-	for _, s := range []*rawStdio{old, neu} {
-		var r struct {
-			Result struct {
-				StructuredContent struct{ ID string } `json:"structuredContent"`
-			} `json:"result"`
-		}
-		line := s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"new_session","arguments":{"name":"s"}}}`)
-		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Result.StructuredContent.ID == "" {
-			t.Fatalf("new_session: %v: %s", err, line)
-		}
-		sids[s] = r.Result.StructuredContent.ID
-	}
-	call := func(id, name, args string) string {
-		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}`
-	}
-	for _, c := range []struct {
-		name string
-		line string
-		fast bool // the fast path answers it
-	}{
-		{"put", call("2", "put", `{"agent_name":"a","file_name":"f.txt","content":"hello"}`), true},
-		{"put exists", call("3", "put", `{"agent_name":"a","file_name":"f.txt","content":"again"}`), true},
-		{"put overwrite", call("4", "put", `{"agent_name":"a","file_name":"f.txt","content":"<b>&\"\\\n\t\u0001\u2028é😀\ud83d\ude00","overwrite":true}`), true},
-		{"get", call("5", "get", `{"id":"fsm::file::SID::a::f.txt"}`), true},
-		{"get string id", call(`"req-6"`, "get", `{"id":"fsm::file::SID::a::f.txt"}`), true},
-		{"get missing", call("7", "get", `{"id":"fsm::file::SID::a::nope.txt"}`), true},
-		{"get bad id", call("8", "get", `{"id":"not an id"}`), true},
-		{"list", call("9", "list", `{}`), true},
-		{"get_session no arguments", `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"get_session"}}`, true},
-		{"name after arguments", `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"arguments":{"id":"fsm::file::SID::a::f.txt"},"name":"get"}}`, true},
-		{"white space", "  {\"jsonrpc\" : \"2.0\" ,\"method\":\"tools/call\", \"params\" : { \"name\" : \"get\" , \"arguments\" : { \"id\" : \"fsm::file::SID::a::f.txt\" } } , \"id\" : 12 }  ", true},
-		{"progress token", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"get_session","arguments":{},"_meta":{"progressToken":"p"}}}`, true},
-		{"unknown tool", call("20", "nope", `{}`), false},
-		{"unknown argument", call("21", "get", `{"id":"x","extra":1}`), false},
-		{"wrong type", call("22", "put", `{"agent_name":"a","file_name":"g.txt","content":5}`), false},
-		{"null argument", call("23", "get", `{"id":null}`), false},
-		{"missing argument", call("24", "put", `{"agent_name":"a","file_name":"g.txt"}`), false},
-		{"arguments not an object", call("25", "get", `"x"`), false},
-		{"case of a name", call("26", "get", `{"ID":"fsm::file::SID::a::f.txt"}`), false},
-		{"lone surrogate", call("27", "put", `{"agent_name":"a","file_name":"h.txt","content":"\ud800"}`), false},
-		{"duplicate argument", call("28", "get", `{"id":"x","id":"fsm::file::SID::a::f.txt"}`), false},
-		{"fractional id", call("29.5", "get_session", `{}`), false},
-		{"escaped string id", call(`"a\u0041"`, "get_session", `{}`), false},
-		{"malformed", `{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"get"`, false},
-		{"not JSON", `hello`, false},
-		{"wrong version", `{"jsonrpc":"1.0","id":31,"method":"tools/call","params":{"name":"get_session"}}`, false},
-		{"other metadata", `{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"get_session","_meta":{"traceparent":"x"}}}`, false},
-		{"ping", `{"jsonrpc":"2.0","id":33,"method":"ping"}`, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var got [2]string
-			before := mcpadapter.FastCalls(neu.a)
-			for i, s := range []*rawStdio{old, neu} {
-				got[i] = sessionUUID.ReplaceAllString(s.roundTrip(strings.ReplaceAll(c.line, "SID", sids[s])), "SID")
-				got[i] = rfc3339.ReplaceAllString(got[i], "TIME")
-			}
-			if got[0] != got[1] {
-				t.Errorf("mcp-go:     %s\nServeStdio: %s", got[0], got[1])
-			}
-			if fast := mcpadapter.FastCalls(neu.a) > before; fast != c.fast {
-				t.Errorf("fast path %v; want %v", fast, c.fast)
-			}
-		})
-	}
-}
-
 // toolResult is the part of a tools/call response the tests read.
 type toolResult struct {
 	ID     json.RawMessage `json:"id"`
@@ -206,7 +115,7 @@ type toolResult struct {
 // connection, with pings among them, and checks that each response carries
 // its own request's id and result.
 func TestStdioConcurrent(t *testing.T) {
-	s := startRaw(t, serveNew, anon)
+	s := startRaw(t, serveStdio, anon)
 	s.roundTrip(`{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"new_session","arguments":{"name":"s"}}}`)
 	const n = 200
 	want := map[string]string{} // id to the file name its put names
@@ -241,11 +150,6 @@ func TestStdioConcurrent(t *testing.T) {
 		}
 		ids[name] = r.Result.StructuredContent["id"]
 	}
-	// Past DefaultStdioInFlight calls at once, calls go to mcp-go's
-	// workers: both paths answered here.
-	if fast := mcpadapter.FastCalls(s.a); fast < mcpadapter.DefaultStdioInFlight {
-		t.Errorf("%d calls on the fast path; want at least %d", fast, mcpadapter.DefaultStdioInFlight)
-	}
 	// And back, in parallel, each get with the content of its file.
 	sb.Reset()
 	byID := map[string]string{}
@@ -271,16 +175,13 @@ func TestStdioConcurrent(t *testing.T) {
 	}
 }
 
-// TestStdioCancel cancels a fast call that blocks (a member's fleet_next)
+// TestStdioCancel cancels a call that blocks (a member's fleet_next)
 // with notifications/cancelled; a ping answers while it blocks.
 func TestStdioCancel(t *testing.T) {
-	s := startRaw(t, serveNew, scout)
+	s := startRaw(t, serveStdio, scout)
 	s.send(`{"jsonrpc":"2.0","id":"next","method":"tools/call","params":{"name":"fleet_next","arguments":{"wait_s":600}}}`)
 	if got := s.roundTrip(`{"jsonrpc":"2.0","id":2,"method":"ping"}`); !strings.Contains(got, `"id":2`) {
 		t.Fatalf("ping while fleet_next blocks: %s", got)
-	}
-	if mcpadapter.FastCalls(s.a) != 1 {
-		t.Fatalf("fleet_next did not take the fast path")
 	}
 	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"next","reason":"test"}}`)
 	var r toolResult
@@ -296,7 +197,7 @@ func TestStdioCancel(t *testing.T) {
 // TestStdioLargeContent puts and gets content of the store's limit, with
 // characters that JSON escapes, over stdio.
 func TestStdioLargeContent(t *testing.T) {
-	s := startRaw(t, serveNew, anon)
+	s := startRaw(t, serveStdio, anon)
 	s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"new_session","arguments":{"name":"s"}}}`)
 	unit := "line \"quoted\" <tag> & é\n"
 	content := strings.Repeat(unit, fleetstate.DefaultMaxContentSize/len(unit))
@@ -321,15 +222,12 @@ func TestStdioLargeContent(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &put); err != nil || !put.Result.IsError {
 		t.Errorf("put past the limit: %v: %.300s", err, line)
 	}
-	if mcpadapter.FastCalls(s.a) != 4 {
-		t.Errorf("%d calls on the fast path; want 4", mcpadapter.FastCalls(s.a))
-	}
 }
 
 // TestStdioEOFWithCallInFlight: the input ending cancels the calls in
 // flight, as mcp-go's server does, and ServeStdio returns.
 func TestStdioEOFWithCallInFlight(t *testing.T) {
-	s := startRaw(t, serveNew, scout)
+	s := startRaw(t, serveStdio, scout)
 	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fleet_next","arguments":{"wait_s":600}}}`)
 	s.roundTrip(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 	s.w.(io.Closer).Close()
@@ -339,19 +237,4 @@ func TestStdioEOFWithCallInFlight(t *testing.T) {
 		t.Errorf("after the input ended: %v: %s; want the cancelled error of id 1", err, line)
 	}
 	// The cleanup requires ServeStdio to return.
-}
-
-// TestStdioFastOnlyToolsOfTheServer: as over HTTP, the stdio fast path
-// serves only the adapter's tools that the server still has; a call of
-// one deleted from it goes to mcp-go, which does not know it.
-func TestStdioFastOnlyToolsOfTheServer(t *testing.T) {
-	without := func(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
-		srv.DeleteTools("get_session")
-		return a.ServeStdio(ctx, srv, id, in, out, nil)
-	}
-	s := startRaw(t, without, anon)
-	resp := s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_session","arguments":{}}}`)
-	if n := mcpadapter.FastCalls(s.a); n != 0 || !strings.Contains(resp, "not found") {
-		t.Errorf("%d fast calls; answer %s; want mcp-go's tool not found", n, resp)
-	}
 }
