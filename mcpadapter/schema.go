@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -117,12 +118,14 @@ func decodeArgs(req mcp.CallToolRequest, fields []field, dst any) error {
 			return invalid("arguments: %s", strings.TrimPrefix(err.Error(), "json: "))
 		}
 	}
-	for name, v := range args {
+	// In order of name, so that the error names the same argument each
+	// time.
+	for _, name := range slices.Sorted(maps.Keys(args)) {
 		i := slices.IndexFunc(fields, func(f field) bool { return f.name == name })
 		switch {
 		case i < 0:
 			return invalid("unknown argument %q", name)
-		case v == nil:
+		case args[name] == nil:
 			return invalid("argument %q must be a %s, not null", name, fields[i].kind)
 		}
 	}
