@@ -27,6 +27,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -67,11 +68,12 @@ type Options struct {
 // Adapter maps a store and a rendezvous onto MCP tools. It is safe for
 // concurrent use.
 type Adapter struct {
-	store *fleetstate.Store
-	rv    *fleetstate.Rendezvous
-	opt   Options
-	tools []tool
-	conns *connections // nil without a rendezvous
+	store  *fleetstate.Store
+	rv     *fleetstate.Rendezvous
+	opt    Options
+	tools  []tool
+	conns  *connections // nil without a rendezvous
+	direct atomic.Int64 // calls ServeStdio served itself, for tests
 }
 
 // New returns an adapter for store and rv. rv may be nil: the fleet tools
@@ -156,17 +158,22 @@ type tool struct {
 // handler wraps a tool for mcp-go: see [Adapter.invoke].
 func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var token mcp.ProgressToken
-		if req.Params.Meta != nil {
-			token = req.Params.Meta.ProgressToken
-		}
-		out, err := a.invoke(ctx, &t, func(args any) error { return decodeArgs(req, t.input, args) },
-			server.ServerFromContext(ctx), token)
-		if err != nil {
-			return errorResult(err), nil
-		}
-		return result(out, false), nil
+		return a.callTool(ctx, &t, req, server.ServerFromContext(ctx)), nil
 	}
+}
+
+// callTool runs t for req on srv: see [Adapter.invoke]. Its result is
+// the tool's, or the failure's (see [errorResult]).
+func (a *Adapter) callTool(ctx context.Context, t *tool, req mcp.CallToolRequest, srv *server.MCPServer) *mcp.CallToolResult {
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	out, err := a.invoke(ctx, t, func(args any) error { return decodeArgs(req, t.input, args) }, srv, token)
+	if err != nil {
+		return errorResult(err)
+	}
+	return result(out, false)
 }
 
 // invoke calls t for the caller of ctx: identity and role first, then the

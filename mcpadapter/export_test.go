@@ -34,3 +34,7 @@ func SetTokensClock(t *Tokens, now func() time.Time) {
 	defer t.mu.Unlock()
 	t.now = now
 }
+
+// DirectCalls returns how many tool calls ServeStdio served itself, for
+// a.
+func DirectCalls(a *Adapter) int64 { return a.direct.Load() }

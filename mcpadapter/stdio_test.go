@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,17 @@ func startRaw(t *testing.T, serve func(ctx context.Context, a *mcpadapter.Adapte
 	return s
 }
 
-func serveStdio(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
+func serveOld(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
+	s := server.NewStdioServer(srv)
+	server.WithStdioContextFunc(func(ctx context.Context) context.Context { return mcpadapter.ContextWithIdentity(ctx, id) })(s)
+	err := s.Listen(ctx, in, out)
+	if err == io.EOF {
+		err = nil
+	}
+	return err
+}
+
+func serveNew(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
 	return a.ServeStdio(ctx, srv, id, in, out, nil)
 }
 
@@ -102,6 +113,94 @@ func (s *rawStdio) roundTrip(line string) string {
 	return s.next()
 }
 
+var (
+	sessionUUID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	rfc3339     = regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z`)
+)
+
+// TestStdioSameAsMCPGo sends the same lines to mcp-go's stdio server and to
+// ServeStdio and requires the same responses, byte for byte (session IDs
+// aside): the calls ServeStdio serves itself answer what mcp-go answered,
+// arguments the tool refuses included, and what it does not take
+// (malformed lines, unknown tools, other metadata) goes to mcp-go.
+func TestStdioSameAsMCPGo(t *testing.T) {
+	old := startRaw(t, serveOld, anon)
+	neu := startRaw(t, serveNew, anon)
+	sids := map[*rawStdio]string{}
+	for _, s := range []*rawStdio{old, neu} {
+		var r struct {
+			Result struct {
+				StructuredContent struct{ ID string } `json:"structuredContent"`
+			} `json:"result"`
+		}
+		line := s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"new_session","arguments":{"name":"s"}}}`)
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.Result.StructuredContent.ID == "" {
+			t.Fatalf("new_session: %v: %s", err, line)
+		}
+		sids[s] = r.Result.StructuredContent.ID
+	}
+	call := func(id, name, args string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}`
+	}
+	for _, c := range []struct {
+		name string
+		line string
+		fast bool // ServeStdio serves it itself
+	}{
+		{"put", call("2", "put", `{"agent_name":"a","file_name":"f.txt","content":"hello"}`), true},
+		{"put exists", call("3", "put", `{"agent_name":"a","file_name":"f.txt","content":"again"}`), true},
+		{"put overwrite", call("4", "put", `{"agent_name":"a","file_name":"f.txt","content":"<b>&\"\\\n\t\u0001\u2028é😀\ud83d\ude00","overwrite":true}`), true},
+		{"get", call("5", "get", `{"id":"fsm::file::SID::a::f.txt"}`), true},
+		{"get string id", call(`"req-6"`, "get", `{"id":"fsm::file::SID::a::f.txt"}`), true},
+		{"get missing", call("7", "get", `{"id":"fsm::file::SID::a::nope.txt"}`), true},
+		{"get bad id", call("8", "get", `{"id":"not an id"}`), true},
+		{"list", call("9", "list", `{}`), true},
+		{"get_session no arguments", `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"get_session"}}`, true},
+		{"name after arguments", `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"arguments":{"id":"fsm::file::SID::a::f.txt"},"name":"get"}}`, true},
+		{"white space", "  {\"jsonrpc\" : \"2.0\" ,\"method\":\"tools/call\", \"params\" : { \"name\" : \"get\" , \"arguments\" : { \"id\" : \"fsm::file::SID::a::f.txt\" } } , \"id\" : 12 }  ", true},
+		{"progress token", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"get_session","arguments":{},"_meta":{"progressToken":"p"}}}`, true},
+		{"unknown tool", call("20", "nope", `{}`), false},
+		{"unknown argument", call("21", "get", `{"id":"x","extra":1}`), true},
+		{"wrong type", call("22", "put", `{"agent_name":"a","file_name":"g.txt","content":5}`), true},
+		{"null argument", call("23", "get", `{"id":null}`), true},
+		{"missing argument", call("24", "put", `{"agent_name":"a","file_name":"g.txt"}`), true},
+		{"arguments not an object", call("25", "get", `"x"`), true},
+		{"case of a name", call("26", "get", `{"ID":"fsm::file::SID::a::f.txt"}`), true},
+		{"lone surrogate", call("27", "put", `{"agent_name":"a","file_name":"h.txt","content":"\ud800"}`), true},
+		{"invalid UTF-8", call("34", "put", "{\"agent_name\":\"a\",\"file_name\":\"i.txt\",\"content\":\"\xff\xfe<\"}"), true},
+		{"get it back", call("35", "get", `{"id":"fsm::file::SID::a::i.txt"}`), true},
+		{"duplicate argument", call("28", "get", `{"id":"x","id":"fsm::file::SID::a::f.txt"}`), true},
+		{"fractional id", call("29.5", "get_session", `{}`), true},
+		{"large id", call("12345678901234567890", "get_session", `{}`), true},
+		{"escaped string id", call(`"a\u0041<"`, "get_session", `{}`), true},
+		{"boolean id", call("true", "get_session", `{}`), false},
+		{"a task", `{"jsonrpc":"2.0","id":36,"method":"tools/call","params":{"name":"get_session","task":{"ttl":1000}}}`, false},
+		{"a trailing value", call("37", "get_session", `{}`) + ` {}`, false},
+		{"name in capitals", `{"jsonrpc":"2.0","id":39,"method":"tools/call","params":{"Name":"get_session"}}`, true},
+		{"method in capitals", `{"jsonrpc":"2.0","id":40,"Method":"tools/call","params":{"name":"get_session"}}`, true},
+		{"malformed", `{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"get"`, false},
+		{"not JSON", `hello`, false},
+		{"wrong version", `{"jsonrpc":"1.0","id":31,"method":"tools/call","params":{"name":"get_session"}}`, false},
+		{"other metadata", `{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"get_session","_meta":{"traceparent":"x"}}}`, false},
+		{"ping", `{"jsonrpc":"2.0","id":33,"method":"ping"}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got [2]string
+			before := mcpadapter.DirectCalls(neu.a)
+			for i, s := range []*rawStdio{old, neu} {
+				got[i] = sessionUUID.ReplaceAllString(s.roundTrip(strings.ReplaceAll(c.line, "SID", sids[s])), "SID")
+				got[i] = rfc3339.ReplaceAllString(got[i], "TIME")
+			}
+			if got[0] != got[1] {
+				t.Errorf("mcp-go:     %s\nServeStdio: %s", got[0], got[1])
+			}
+			if fast := mcpadapter.DirectCalls(neu.a) > before; fast != c.fast {
+				t.Errorf("served by ServeStdio %v; want %v", fast, c.fast)
+			}
+		})
+	}
+}
+
 // toolResult is the part of a tools/call response the tests read.
 type toolResult struct {
 	ID     json.RawMessage `json:"id"`
@@ -115,7 +214,7 @@ type toolResult struct {
 // connection, with pings among them, and checks that each response carries
 // its own request's id and result.
 func TestStdioConcurrent(t *testing.T) {
-	s := startRaw(t, serveStdio, anon)
+	s := startRaw(t, serveNew, anon)
 	s.roundTrip(`{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"new_session","arguments":{"name":"s"}}}`)
 	const n = 200
 	want := map[string]string{} // id to the file name its put names
@@ -150,6 +249,11 @@ func TestStdioConcurrent(t *testing.T) {
 		}
 		ids[name] = r.Result.StructuredContent["id"]
 	}
+	// Past the calls ServeStdio serves at once, calls go to mcp-go's
+	// workers: both paths may answer here.
+	if n := mcpadapter.DirectCalls(s.a); n == 0 {
+		t.Errorf("no call served by ServeStdio itself")
+	}
 	// And back, in parallel, each get with the content of its file.
 	sb.Reset()
 	byID := map[string]string{}
@@ -178,10 +282,13 @@ func TestStdioConcurrent(t *testing.T) {
 // TestStdioCancel cancels a call that blocks (a member's fleet_next)
 // with notifications/cancelled; a ping answers while it blocks.
 func TestStdioCancel(t *testing.T) {
-	s := startRaw(t, serveStdio, scout)
+	s := startRaw(t, serveNew, scout)
 	s.send(`{"jsonrpc":"2.0","id":"next","method":"tools/call","params":{"name":"fleet_next","arguments":{"wait_s":600}}}`)
 	if got := s.roundTrip(`{"jsonrpc":"2.0","id":2,"method":"ping"}`); !strings.Contains(got, `"id":2`) {
 		t.Fatalf("ping while fleet_next blocks: %s", got)
+	}
+	if mcpadapter.DirectCalls(s.a) != 1 {
+		t.Fatalf("ServeStdio did not serve fleet_next itself")
 	}
 	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"next","reason":"test"}}`)
 	var r toolResult
@@ -197,7 +304,7 @@ func TestStdioCancel(t *testing.T) {
 // TestStdioLargeContent puts and gets content of the store's limit, with
 // characters that JSON escapes, over stdio.
 func TestStdioLargeContent(t *testing.T) {
-	s := startRaw(t, serveStdio, anon)
+	s := startRaw(t, serveNew, anon)
 	s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"new_session","arguments":{"name":"s"}}}`)
 	unit := "line \"quoted\" <tag> & é\n"
 	content := strings.Repeat(unit, fleetstate.DefaultMaxContentSize/len(unit))
@@ -222,12 +329,15 @@ func TestStdioLargeContent(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &put); err != nil || !put.Result.IsError {
 		t.Errorf("put past the limit: %v: %.300s", err, line)
 	}
+	if mcpadapter.DirectCalls(s.a) != 4 {
+		t.Errorf("ServeStdio served %d calls itself; want 4", mcpadapter.DirectCalls(s.a))
+	}
 }
 
 // TestStdioEOFWithCallInFlight: the input ending cancels the calls in
 // flight, as mcp-go's server does, and ServeStdio returns.
 func TestStdioEOFWithCallInFlight(t *testing.T) {
-	s := startRaw(t, serveStdio, scout)
+	s := startRaw(t, serveNew, scout)
 	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fleet_next","arguments":{"wait_s":600}}}`)
 	s.roundTrip(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 	s.w.(io.Closer).Close()
@@ -237,4 +347,19 @@ func TestStdioEOFWithCallInFlight(t *testing.T) {
 		t.Errorf("after the input ended: %v: %s; want the cancelled error of id 1", err, line)
 	}
 	// The cleanup requires ServeStdio to return.
+}
+
+// TestStdioOnlyToolsOfTheServer: ServeStdio serves only the adapter's
+// tools that the server still has; a call of one deleted from it goes to
+// mcp-go, which does not know it.
+func TestStdioOnlyToolsOfTheServer(t *testing.T) {
+	without := func(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, id mcpadapter.Identity, in io.Reader, out io.Writer) error {
+		srv.DeleteTools("get_session")
+		return a.ServeStdio(ctx, srv, id, in, out, nil)
+	}
+	s := startRaw(t, without, anon)
+	resp := s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_session","arguments":{}}}`)
+	if n := mcpadapter.DirectCalls(s.a); n != 0 || !strings.Contains(resp, "not found") {
+		t.Errorf("%d calls served by ServeStdio; answer %s; want mcp-go's tool not found", n, resp)
+	}
 }
