@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -165,8 +166,7 @@ func parseRoster(data []byte) (*Roster, error) {
 	if err := dec.Decode(&ro); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			field := indexRE.ReplaceAllString(te.Field, "[$1]") // agents.2.command: agents[2].command
-			return nil, fmt.Errorf("%s: want a JSON %s, not %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+			return nil, fmt.Errorf("%s: want a JSON %s, not %s", typeErrorField(data, te), jsonKind(te.Type.Kind().String()), te.Value)
 		}
 		return nil, err
 	}
@@ -177,6 +177,30 @@ func parseRoster(data []byte) (*Roster, error) {
 		return nil, err
 	}
 	return &ro, nil
+}
+
+// typeErrorField names the field of te, a type error of the fleet file
+// data, as agents[2].command. The index of an agent is found here, by
+// decoding the agents one by one: encoding/json's te.Field has it
+// (agents.2.command) on some Go releases and not on others
+// (agents.command).
+func typeErrorField(data []byte, te *json.UnmarshalTypeError) string {
+	field := te.Field
+	if strings.HasPrefix(field, "agents.") {
+		var f struct {
+			Agents []json.RawMessage `json:"agents"`
+		}
+		_ = json.Unmarshal(data, &f) // the agents that decode are enough
+		for i, raw := range f.Agents {
+			var a RosterAgent
+			var ate *json.UnmarshalTypeError
+			if errors.As(json.Unmarshal(raw, &a), &ate) && ate.Field != "" {
+				field = "agents." + strconv.Itoa(i) + "." + ate.Field
+				break
+			}
+		}
+	}
+	return indexRE.ReplaceAllString(field, "[$1]") // agents.2.command: agents[2].command
 }
 
 func jsonKind(goKind string) string {

@@ -72,9 +72,8 @@ type Adapter struct {
 	rv     *fleetstate.Rendezvous
 	opt    Options
 	tools  []tool
-	byName map[string]*tool // the tools, for the fast request path
-	fast   atomic.Int64     // calls served on the fast path, for tests
-	conns  *connections     // nil without a rendezvous
+	conns  *connections // nil without a rendezvous
+	direct atomic.Int64 // calls ServeStdio served itself, for tests
 }
 
 // New returns an adapter for store and rv. rv may be nil: the fleet tools
@@ -97,12 +96,6 @@ func New(store *fleetstate.Store, rv *fleetstate.Rendezvous, opts *Options) *Ada
 			t.call = func(context.Context, Identity, any) (any, error) { return nil, a.opt.FleetElsewhere }
 			a.tools = append(a.tools, t)
 		}
-	}
-	a.byName = make(map[string]*tool, len(a.tools))
-	for i := range a.tools {
-		t := &a.tools[i]
-		t.index = fieldIndexes(t.input, t.newArgs())
-		a.byName[t.name] = t
 	}
 	return a
 }
@@ -159,33 +152,36 @@ type tool struct {
 	// call decodes nothing: args were decoded strictly into a fresh
 	// value by newArgs.
 	newArgs func() any
-	index   []int // of each input field in newArgs's struct
 	call    func(ctx context.Context, id Identity, args any) (any, error)
 }
 
 // handler wraps a tool for mcp-go: see [Adapter.invoke].
 func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var token mcp.ProgressToken
-		if req.Params.Meta != nil {
-			token = req.Params.Meta.ProgressToken
-		}
-		out, err := a.invoke(ctx, &t, nil, func(args any) error { return decodeArgs(req, t.input, args) },
-			server.ServerFromContext(ctx), token)
-		if err != nil {
-			return errorResult(err), nil
-		}
-		return result(out, false), nil
+		return a.callTool(ctx, &t, req, server.ServerFromContext(ctx)), nil
 	}
 }
 
+// callTool runs t for req on srv: see [Adapter.invoke]. Its result is
+// the tool's, or the failure's (see [errorResult]).
+func (a *Adapter) callTool(ctx context.Context, t *tool, req mcp.CallToolRequest, srv *server.MCPServer) *mcp.CallToolResult {
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	out, err := a.invoke(ctx, t, func(args any) error { return decodeArgs(req, t.input, args) }, srv, token)
+	if err != nil {
+		return errorResult(err)
+	}
+	return result(out, false)
+}
+
 // invoke calls t for the caller of ctx: identity and role first, then the
-// arguments, then the call. args are the arguments already decoded, or nil
-// to have decode decode them into a fresh value of t.newArgs. A non-nil
-// error is the failure the result carries (see [errorResult]). While the
-// call blocks, srv sends progress notifications for token, if the client
-// gave one.
-func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any) error, srv *server.MCPServer, token mcp.ProgressToken) (any, error) {
+// arguments, which decode decodes into a fresh value of t.newArgs, then
+// the call. A non-nil error is the failure the result carries (see
+// [errorResult]). While the call blocks, srv sends progress notifications
+// for token, if the client gave one.
+func (a *Adapter) invoke(ctx context.Context, t *tool, decode func(any) error, srv *server.MCPServer, token mcp.ProgressToken) (any, error) {
 	id := IdentityFromContext(ctx)
 	if err := a.permit(*t, id); err != nil {
 		return nil, err
@@ -199,11 +195,9 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 		// An unknown member's own call says what is wrong with it.
 		_ = a.rv.SetReady(id.Agent, true)
 	}
-	if args == nil {
-		args = t.newArgs()
-		if err := decode(args); err != nil {
-			return nil, err
-		}
+	args := t.newArgs()
+	if err := decode(args); err != nil {
+		return nil, err
 	}
 	var receipt string
 	if t.access == leadOnly && a.conns != nil && t.name != "fleet_poll" {

@@ -2,9 +2,8 @@ package mcpadapter_test
 
 // A benchmark of the HTTP request path alone: put then get of one file,
 // each a POST of a 2026-07-28 tools/call served by the handler in process
-// (no network, no client library, the store in memory), through mcp-go's
-// streamable-HTTP server (HTTPOptions.NoFastPath) and through the fast
-// path, in the same run. It runs only with -bench; see BENCHMARKS.md.
+// (no network, no client library, the store in memory). It runs only with
+// -bench; see BENCHMARKS.md.
 
 import (
 	"fmt"
@@ -20,40 +19,38 @@ import (
 
 func BenchmarkHTTPCall(b *testing.B) {
 	for _, size := range []int{1 << 10, 64 << 10} {
-		for _, path := range []string{"mcpgo", "fast"} {
-			b.Run(fmt.Sprintf("size=%dKiB/%s", size>>10, path), func(b *testing.B) {
-				st, err := fleetstate.Open(afero.NewMemMapFs(), "/state", &fleetstate.Options{NoGitIgnore: true})
-				if err != nil {
-					b.Fatal(err)
+		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
+			st, err := fleetstate.Open(afero.NewMemMapFs(), "/state", &fleetstate.Options{NoGitIgnore: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sess, err := st.NewSession("bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			a := mcpadapter.New(st, nil, nil)
+			h := a.HTTPHandler(a.NewServer("fleetstate", "bench"), mcpadapter.HTTPOptions{Anonymous: true})
+			b.Cleanup(func() { h.Close() })
+			content := strings.Repeat("x", size)
+			put := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + modernMeta + `,"arguments":{"agent_name":"a","content":"` + content + `","file_name":"f","overwrite":true},"name":"put"}}`
+			get := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{` + modernMeta + `,"arguments":{"id":"fsm::file::` + sess.ID + `::a::f"},"name":"get"}}`
+			call := func(tool, body string) {
+				req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
+				for k, v := range modernHeader(tool) {
+					req.Header.Set(k, v)
 				}
-				sess, err := st.NewSession("bench")
-				if err != nil {
-					b.Fatal(err)
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"isError":true`) {
+					b.Fatalf("%s: %d %.300s", tool, rec.Code, rec.Body.String())
 				}
-				a := mcpadapter.New(st, nil, nil)
-				h := a.HTTPHandler(a.NewServer("fleetstate", "bench"), mcpadapter.HTTPOptions{Anonymous: true, NoFastPath: path == "mcpgo"})
-				b.Cleanup(func() { h.Close() })
-				content := strings.Repeat("x", size)
-				put := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + modernMeta + `,"arguments":{"agent_name":"a","content":"` + content + `","file_name":"f","overwrite":true},"name":"put"}}`
-				get := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{` + modernMeta + `,"arguments":{"id":"fsm::file::` + sess.ID + `::a::f"},"name":"get"}}`
-				call := func(tool, body string) {
-					req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
-					for k, v := range modernHeader(tool) {
-						req.Header.Set(k, v)
-					}
-					rec := httptest.NewRecorder()
-					h.ServeHTTP(rec, req)
-					if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"isError":true`) {
-						b.Fatalf("%s: %d %.300s", tool, rec.Code, rec.Body.String())
-					}
-				}
-				b.SetBytes(int64(2 * size))
-				b.ReportAllocs()
-				for b.Loop() {
-					call("put", put)
-					call("get", get)
-				}
-			})
-		}
+			}
+			b.SetBytes(int64(2 * size))
+			b.ReportAllocs()
+			for b.Loop() {
+				call("put", put)
+				call("get", get)
+			}
+		})
 	}
 }

@@ -1,10 +1,9 @@
 package mcpadapter_test
 
 // Benchmarks of the stdio request path: put then get of one file, through
-// mcp-go's stdio server (as `fleetstate mcp` served it before issue 15) and
-// through [mcpadapter.Adapter.ServeStdio], in the same run. The client
-// writes raw request lines and reads raw response lines, so that its own
-// cost stays small. They run only with -bench; see BENCHMARKS.md.
+// [mcpadapter.Adapter.ServeStdio]. The client writes raw request lines and
+// reads raw response lines, so that its own cost stays small. They run
+// only with -bench; see BENCHMARKS.md.
 
 import (
 	"bufio"
@@ -26,16 +25,8 @@ import (
 // stdioServe serves srv over in and out until in ends.
 type stdioServe func(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, in io.Reader, out io.Writer) error
 
-// serveMCPGo is how `fleetstate mcp` served stdio before issue 15.
-func serveMCPGo(ctx context.Context, _ *mcpadapter.Adapter, srv *server.MCPServer, in io.Reader, out io.Writer) error {
-	s := server.NewStdioServer(srv)
-	server.WithWorkerPoolSize(100)(s)
-	server.WithQueueSize(1000)(s)
-	return s.Listen(ctx, in, out)
-}
-
-// serveFast is ServeStdio.
-func serveFast(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, in io.Reader, out io.Writer) error {
+// serveAnon is ServeStdio as the anonymous caller.
+func serveAnon(ctx context.Context, a *mcpadapter.Adapter, srv *server.MCPServer, in io.Reader, out io.Writer) error {
 	return a.ServeStdio(ctx, srv, mcpadapter.Identity{}, in, out, nil)
 }
 
@@ -158,23 +149,17 @@ func startStdioOn(tb testing.TB, st *fleetstate.Store, serve stdioServe) *lineCl
 
 // BenchmarkStdio measures a put then a get of one file over stdio, one op
 // per pair, with inflight clients calling at once (each its own file).
-// mcpgo is mcp-go's stdio server; fast is ServeStdio.
 func BenchmarkStdio(b *testing.B) {
 	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
 		for _, inflight := range []int{1, 8} {
-			for _, impl := range []struct {
-				name  string
-				serve stdioServe
-			}{{"mcpgo", serveMCPGo}, {"fast", serveFast}} {
-				b.Run(fmt.Sprintf("size=%dKiB/inflight=%d/%s", size>>10, inflight, impl.name), func(b *testing.B) {
-					c := startStdio(b, impl.serve)
-					content := strings.Repeat("x", size)
-					b.SetBytes(int64(2 * size))
-					runWorkers(b, inflight, func(w, n int) error {
-						return putGet(c, fmt.Sprintf("f%d.txt", w), content, n)
-					})
+			b.Run(fmt.Sprintf("size=%dKiB/inflight=%d", size>>10, inflight), func(b *testing.B) {
+				c := startStdio(b, serveAnon)
+				content := strings.Repeat("x", size)
+				b.SetBytes(int64(2 * size))
+				runWorkers(b, inflight, func(w, n int) error {
+					return putGet(c, fmt.Sprintf("f%d.txt", w), content, n)
 				})
-			}
+			})
 		}
 	}
 }

@@ -24,7 +24,7 @@ func BenchmarkStdioTS(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				c := startStdioOn(b, st, serveFast)
+				c := startStdioOn(b, st, serveAnon)
 				sess, err := st.CurrentSession()
 				if err != nil {
 					b.Fatal(err)

@@ -111,8 +111,7 @@ func benchCall(ctx context.Context, c *client.Client, name string, args map[stri
 //     tool added from outside the adapter, so mcp-go serves it);
 //   - small: get_session, an adapter tool the server answers from one
 //     small file, through the same request path as the round trip's
-//     calls (under protocol 2026-07-28, the HTTP fast path): a baseline
-//     that the fast path does not flatter;
+//     calls: a baseline of an adapter tool's call;
 //   - rt: the round trip, the lead's fleet_send to a member that waits in
 //     fleet_next, the member's fleet_reply, and fleet_send returning it.
 //

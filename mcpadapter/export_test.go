@@ -42,22 +42,12 @@ func SetTokensClock(t *Tokens, now func() time.Time) {
 	}
 }
 
-// FastCalls returns how many tool calls a served on its fast path.
-func FastCalls(a *Adapter) int64 { return a.fast.Load() }
-
-// FastInFlight returns how many calls h's fast path has in flight.
-func FastInFlight(h *Handler) int {
-	if h.fast == nil {
-		return 0
-	}
-	c := &h.fast.calls
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.calls)
-}
-
 // DiskTokenFile returns a handle of the token file of store, as
 // OpenTokens opens it.
 func DiskTokenFile(store *fleetstate.Store) TokenFile {
 	return &diskTokenFile{fs: store.Fs(), path: TokenPath(store), now: time.Now}
 }
+
+// DirectCalls returns how many tool calls ServeStdio served itself, for
+// a.
+func DirectCalls(a *Adapter) int64 { return a.direct.Load() }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
@@ -18,6 +19,7 @@ import (
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // daemon is the adapter served over streamable HTTP on 127.0.0.1, as
@@ -671,4 +673,154 @@ func hashLike(data []byte) string {
 		return "fst_x"
 	}
 	return "fst_" + entries[0].Hash
+}
+
+// modernMeta is the _meta of a 2026-07-28 request.
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+
+// modernHeader is what a 2026-07-28 client sends with a call of tool.
+func modernHeader(tool string) map[string]string {
+	return map[string]string{"Content-Type": "application/json", "Mcp-Protocol-Version": "2026-07-28",
+		"Mcp-Method": "tools/call", "Mcp-Name": tool}
+}
+
+// postRaw sends body to d with header (values "" are left out) and the
+// agent's token, and returns the answer's status and body.
+func postRaw(t *testing.T, d *adaptertest.Daemon, agent, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, d.URL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+d.Token[agent])
+	for k, v := range header {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := d.HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// startRawHTTP starts a daemon with a lead and a member, scout, for tests
+// that send raw requests.
+func startRawHTTP(t *testing.T) *adaptertest.Daemon {
+	t.Helper()
+	return adaptertest.Start(t, adaptertest.Options{
+		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember},
+		HTTP:   mcpadapter.HTTPOptions{MaxRequestBytes: 1 << 20},
+	})
+}
+
+// TestHTTPCancel: a 2026-07-28 call ends with ERR_CANCELLED when its
+// caller sends notifications/cancelled for it; a call whose client goes
+// away ends too.
+func TestHTTPCancel(t *testing.T) {
+	d := startRawHTTP(t)
+	next := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{` + modernMeta + `,"name":"fleet_next","arguments":{"wait_s":30}}}`
+	cancel := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{` + modernMeta + `,"requestId":7}}`
+	type answer struct {
+		status int
+		body   string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		status, body := postRaw(t, d, "scout", next, modernHeader("fleet_next"))
+		done <- answer{status, body}
+	}()
+	deadline := time.Now().Add(waitLimit)
+	cancelHeader := map[string]string{"Content-Type": "application/json", "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "notifications/cancelled"}
+	// Until the call has started, its cancellation cancels nothing, and
+	// is sent again.
+	var a answer
+wait:
+	for {
+		if status, body := postRaw(t, d, "scout", cancel, cancelHeader); status != http.StatusAccepted {
+			t.Fatalf("cancel: %d %s", status, body)
+		}
+		select {
+		case a = <-done:
+			break wait
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not end on its notifications/cancelled")
+		}
+	}
+	var r struct {
+		Result struct {
+			IsError           bool              `json:"isError"`
+			StructuredContent map[string]string `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &r); err != nil || !r.Result.IsError || r.Result.StructuredContent["error"] != "ERR_CANCELLED" {
+		t.Errorf("cancelled call answered %d %s (%v); want ERR_CANCELLED", a.status, a.body, err)
+	}
+
+	// A client that goes away ends its call.
+	ctx, stop := context.WithCancel(context.Background())
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, strings.NewReader(next))
+		req.Header.Set("Authorization", "Bearer "+d.Token["scout"])
+		for k, v := range modernHeader("fleet_next") {
+			req.Header.Set(k, v)
+		}
+		if resp, err := d.HTTP.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	stop()
+	<-gone
+}
+
+// TestHTTPWithMCPGoClient: mcp-go's own client, which speaks 2026-07-28,
+// has its calls served, and reads their results.
+func TestHTTPWithMCPGoClient(t *testing.T) {
+	d := startRawHTTP(t)
+	c, _, err := adaptertest.Dial(context.Background(), d.URL, fleettest.BearerClient(d.Token["lead"]), adaptertest.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := benchCall(context.Background(), c, "new_session", map[string]any{"name": "s"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := benchCall(context.Background(), c, "put", map[string]any{"agent_name": "a", "file_name": "f", "content": "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := benchCall(context.Background(), c, "get", map[string]any{"id": out["id"]})
+	if err != nil || got["content"] != "hi" {
+		t.Errorf("get: %v, %v; want content hi", got, err)
+	}
+}
+
+// TestHTTPWithOfficialSDK: the official Go SDK, which speaks 2026-07-28
+// with client capabilities that are not empty, has its calls served too.
+func TestHTTPWithOfficialSDK(t *testing.T) {
+	d := startRawHTTP(t)
+	c := sdk.NewClient(&sdk.Implementation{Name: "sdk", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: d.URL, HTTPClient: fleettest.BearerClient(d.Token["lead"])}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "new_session", Arguments: map[string]any{"name": "x"}})
+	if err != nil || res.IsError {
+		t.Fatalf("new_session: %v, %v", res, err)
+	}
+	if out, _ := res.StructuredContent.(map[string]any); out["id"] == nil {
+		t.Errorf("new_session: %v; want an id", res.StructuredContent)
+	}
 }

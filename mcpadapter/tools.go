@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"time"
-	"unsafe"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -158,9 +157,7 @@ func (a *Adapter) storeTools() []tool {
 					return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "put",
 						Err: errorf("member %s may only write under its own agent name", id.Agent)}
 				}
-				// Put only reads content: it is passed without a copy.
-				content := unsafe.Slice(unsafe.StringData(*p.Content), len(*p.Content))
-				fid, err := a.store.Put(*p.AgentName, *p.FileName, content, p.Overwrite != nil && *p.Overwrite)
+				fid, err := a.store.Put(*p.AgentName, *p.FileName, []byte(*p.Content), p.Overwrite != nil && *p.Overwrite)
 				if err != nil {
 					return nil, err
 				}
@@ -185,10 +182,7 @@ func (a *Adapter) storeTools() []tool {
 				if err != nil {
 					return nil, err
 				}
-				// data is this call's alone (Get returns a slice the
-				// caller owns), and nothing writes to it: it becomes the
-				// result's string without a copy.
-				return map[string]string{"content": unsafe.String(unsafe.SliceData(data), len(data))}, nil
+				return map[string]string{"content": string(data)}, nil
 			},
 		},
 		{

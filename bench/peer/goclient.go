@@ -58,9 +58,9 @@ func (g *goRunner) Close() error { return g.cs.Close() }
 
 // measure runs write-then-read with inflight workers for d, after one
 // uncounted operation per worker.
-func (g *goRunner) measure(ctx context.Context, size, inflight int, d time.Duration) (result, error) {
+func (g *goRunner) measure(ctx context.Context, size, inflight int, overwrite bool, d time.Duration) (result, error) {
 	for w := range inflight {
-		if _, _, err := g.writeRead(ctx, w, content(size, w, g.seq)); err != nil {
+		if _, _, err := g.writeRead(ctx, fileName(w, g.seq, overwrite), content(size, w, g.seq), overwrite); err != nil {
 			return result{}, err
 		}
 		g.seq++
@@ -83,7 +83,7 @@ func (g *goRunner) measure(ctx context.Context, size, inflight int, d time.Durat
 			for n := 0; time.Now().Before(deadline); n++ {
 				// Worker w's seq-th operation: distinct across workers
 				// and measurements.
-				wr, rd, err := g.writeRead(ctx, w, content(size, w, base+n))
+				wr, rd, err := g.writeRead(ctx, fileName(w, base+n, overwrite), content(size, w, base+n), overwrite)
 				if err != nil {
 					t.err = err
 					return
@@ -110,14 +110,14 @@ func (g *goRunner) measure(ctx context.Context, size, inflight int, d time.Durat
 	return result{OpsPerSec: float64(ops) / elapsed.Seconds(), Write: quantiles(write), Read: quantiles(read)}, nil
 }
 
-// writeRead writes data as worker's file, reads it back and checks it; it
+// writeRead writes data as the file name, reads it back and checks it; it
 // returns each call's latency in milliseconds.
-func (g *goRunner) writeRead(ctx context.Context, worker int, data string) (write, read float64, err error) {
+func (g *goRunner) writeRead(ctx context.Context, name, data string, overwrite bool) (write, read float64, err error) {
 	ms := func(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 	var got string
 	t := time.Now()
 	if g.spec.peerTools {
-		path := filepath.Join(g.spec.dir, fmt.Sprintf("w%d.txt", worker))
+		path := filepath.Join(g.spec.dir, name)
 		if _, err := callText(ctx, g.cs, "write_file", map[string]any{"path": path, "content": data}); err != nil {
 			return 0, 0, err
 		}
@@ -127,7 +127,7 @@ func (g *goRunner) writeRead(ctx context.Context, worker int, data string) (writ
 		}
 	} else {
 		text, err := callText(ctx, g.cs, "put", map[string]any{
-			"agent_name": "bench", "file_name": fmt.Sprintf("w%d.txt", worker), "content": data, "overwrite": true})
+			"agent_name": "bench", "file_name": name, "content": data, "overwrite": overwrite})
 		if err != nil {
 			return 0, 0, err
 		}

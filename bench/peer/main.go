@@ -2,7 +2,9 @@
 // @modelcontextprotocol/server-filesystem, and with a floor server that does
 // nothing but answer (see serveFloor), each driven by the same clients over
 // stdio doing the same work: write a file, then read it back and check it,
-// at 1 KiB and 64 KiB, one call at a time and 8 in flight.
+// at 1 KiB and 64 KiB, one call at a time and 8 in flight, each write
+// either a create (a new name, fleetstate's put with overwrite false) or an
+// overwrite (the worker's one name, put with overwrite true).
 //
 // There are two clients, the official MCP SDKs for Go and for TypeScript;
 // -client picks them. Run it from the repository root:
@@ -63,6 +65,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the harness (and the Go client) to this file")
 	sizes := flag.String("sizes", "1,64", "content sizes in KiB, comma-separated")
 	inflight := flag.String("inflight", "1,8", "calls in flight, comma-separated")
+	writes := flag.String("write", "create,overwrite", "writes, comma-separated: create (a new file each time), overwrite (each worker's one file)")
 	clients := flag.String("client", "go,ts", "clients, comma-separated: go (the MCP Go SDK), ts (the MCP TypeScript SDK)")
 	servers := flag.String("server", "fleetstate,peer,floor", "servers, comma-separated: "+strings.Join(serverNames, ", ")+"; -base adds base")
 	baseDir := flag.String("base", "", "a directory holding another tree of this module (a git worktree, say): its fleetstate is measured too, as server base, alternated with the others")
@@ -74,11 +77,12 @@ func main() {
 	inflightList, err2 := intList(*inflight)
 	clientList, err3 := nameList(*clients, []string{"go", "ts"})
 	serverList, err4 := nameList(*servers, serverNames)
+	writeList, err6 := nameList(*writes, writeNames)
 	var err5 error
 	if slices.Contains(serverList, "base") && *baseDir == "" {
 		err5 = errors.New("server base needs -base DIR")
 	}
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		os.Exit(2)
 	}
@@ -95,12 +99,16 @@ func main() {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*duration, *rounds, sizeList, inflightList, clientList, serverList, *baseDir); err != nil {
+	if err := run(*duration, *rounds, sizeList, inflightList, writeList, clientList, serverList, *baseDir); err != nil {
 		fmt.Fprintln(os.Stderr, "peer:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
+
+// The writes, in the order they are measured and printed: a create writes
+// a file of a new name, an overwrite replaces the worker's one file.
+var writeNames = []string{"create", "overwrite"}
 
 // serverSpec says how to start one server and which tools do the work.
 type serverSpec struct {
@@ -131,7 +139,9 @@ type latency struct {
 // runner measures one server through one client; it holds the connection
 // (and the server process) open across measurements.
 type runner interface {
-	measure(ctx context.Context, size, inflight int, d time.Duration) (result, error)
+	// measure runs the work for d; overwrite picks the write (see
+	// writeNames).
+	measure(ctx context.Context, size, inflight int, overwrite bool, d time.Duration) (result, error)
 	Close() error
 }
 
@@ -142,7 +152,7 @@ type client struct {
 	start func(ctx context.Context, s serverSpec) (runner, error)
 }
 
-func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames, serverList []string, baseDir string) error {
+func run(duration time.Duration, rounds int, sizes, inflights []int, writes, clientNames, serverList []string, baseDir string) error {
 	node, nodeErr := exec.LookPath("node")
 	npm, npmErr := exec.LookPath("npm")
 	if nodeErr != nil || npmErr != nil {
@@ -229,22 +239,27 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames
 		}
 	}
 
-	type key struct{ client, kib, inflight int }
+	type key struct {
+		client, kib, inflight int
+		write                 string
+	}
 	results := map[key][][]result{} // [server][round]
 	for _, kib := range sizes {
 		for _, inflight := range inflights {
-			for range rounds {
-				for i, c := range clients {
-					k := key{i, kib, inflight}
-					if results[k] == nil {
-						results[k] = make([][]result, len(serverList))
-					}
-					for j, r := range runners[i] {
-						res, err := r.measure(ctx, kib<<10, inflight, duration)
-						if err != nil {
-							return fmt.Errorf("%s client, %s, %d KiB, %d in flight: %w", c.name, serverList[j], kib, inflight, err)
+			for _, write := range writes {
+				for range rounds {
+					for i, c := range clients {
+						k := key{i, kib, inflight, write}
+						if results[k] == nil {
+							results[k] = make([][]result, len(serverList))
 						}
-						results[k][j] = append(results[k][j], res)
+						for j, r := range runners[i] {
+							res, err := r.measure(ctx, kib<<10, inflight, write == "overwrite", duration)
+							if err != nil {
+								return fmt.Errorf("%s client, %s, %d KiB, %d in flight, %s: %w", c.name, serverList[j], kib, inflight, write, err)
+							}
+							results[k][j] = append(results[k][j], res)
+						}
 					}
 				}
 			}
@@ -253,7 +268,8 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames
 
 	col := func(name string) int { return slices.Index(serverList, name) }
 	for i, c := range clients {
-		fmt.Printf("write-then-read over stdio, client: %s; fleetstate and floor built with %s; %s@%s on %s; %d rounds of %v each, clients and servers alternated, median\n\n",
+		fmt.Printf("write-then-read over stdio, client: %s; fleetstate and floor built with %s; %s@%s on %s; %d rounds of %v each, clients and servers alternated, median; "+
+			"create: a new file each time (put with overwrite false), overwrite: each worker's one file (put with overwrite true)\n\n",
 			c.title, runtime.Version(), peerPkg, peerVersion, nodeVersion(node), rounds, duration)
 		fmt.Print("| case |")
 		for _, s := range serverList {
@@ -269,25 +285,27 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames
 		fmt.Println("| --- |" + strings.Repeat(" ---: |", len(serverList)+extra))
 		for _, kib := range sizes {
 			for _, inflight := range inflights {
-				rs := results[key{i, kib, inflight}]
-				ops := make([]float64, len(serverList))
-				fmt.Printf("| %d KiB, %d in flight |", kib, inflight)
-				for j := range serverList {
-					ops[j] = median(rs[j], func(r result) float64 { return r.OpsPerSec })
-					fmt.Printf(" %.0f |", ops[j])
-				}
-				ratio := func(a, b string) string {
-					x, y := col(a), col(b)
-					if x < 0 || y < 0 {
-						return "–"
+				for _, write := range writes {
+					rs := results[key{i, kib, inflight, write}]
+					ops := make([]float64, len(serverList))
+					fmt.Printf("| %d KiB, %d in flight, %s |", kib, inflight, write)
+					for j := range serverList {
+						ops[j] = median(rs[j], func(r result) float64 { return r.OpsPerSec })
+						fmt.Printf(" %.0f |", ops[j])
 					}
-					return fmt.Sprintf("%.2f×", ops[x]/ops[y])
+					ratio := func(a, b string) string {
+						x, y := col(a), col(b)
+						if x < 0 || y < 0 {
+							return "–"
+						}
+						return fmt.Sprintf("%.2f×", ops[x]/ops[y])
+					}
+					fmt.Printf(" %s | %s | %s |", ratio("fleetstate", "peer"), ratio("floor", "peer"), ratio("fleetstate", "floor"))
+					if col("base") >= 0 {
+						fmt.Printf(" %s | %s |", ratio("base", "floor"), ratio("fleetstate", "base"))
+					}
+					fmt.Println()
 				}
-				fmt.Printf(" %s | %s | %s |", ratio("fleetstate", "peer"), ratio("floor", "peer"), ratio("fleetstate", "floor"))
-				if col("base") >= 0 {
-					fmt.Printf(" %s | %s |", ratio("base", "floor"), ratio("fleetstate", "base"))
-				}
-				fmt.Println()
 			}
 		}
 		fmt.Println()
@@ -297,19 +315,31 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, clientNames
 		fmt.Println("| --- | --- | ---: | ---: | ---: | ---: |")
 		for _, kib := range sizes {
 			for _, inflight := range inflights {
-				rs := results[key{i, kib, inflight}]
-				for j, s := range serverList {
-					fmt.Printf("| %d KiB, %d in flight | %s | %.2f | %.2f | %.2f | %.2f |\n", kib, inflight, s,
-						median(rs[j], func(r result) float64 { return r.Write.P50Ms }),
-						median(rs[j], func(r result) float64 { return r.Write.P99Ms }),
-						median(rs[j], func(r result) float64 { return r.Read.P50Ms }),
-						median(rs[j], func(r result) float64 { return r.Read.P99Ms }))
+				for _, write := range writes {
+					rs := results[key{i, kib, inflight, write}]
+					for j, s := range serverList {
+						fmt.Printf("| %d KiB, %d in flight, %s | %s | %.2f | %.2f | %.2f | %.2f |\n", kib, inflight, write, s,
+							median(rs[j], func(r result) float64 { return r.Write.P50Ms }),
+							median(rs[j], func(r result) float64 { return r.Write.P99Ms }),
+							median(rs[j], func(r result) float64 { return r.Read.P50Ms }),
+							median(rs[j], func(r result) float64 { return r.Read.P99Ms }))
+					}
 				}
 			}
 		}
 		fmt.Println()
 	}
 	return nil
+}
+
+// fileName is the name worker's seq-th operation writes: a new one for each
+// create, the worker's one file for each overwrite. The TypeScript driver
+// names them the same.
+func fileName(worker, seq int, overwrite bool) string {
+	if overwrite {
+		return fmt.Sprintf("w%d.txt", worker)
+	}
+	return fmt.Sprintf("w%d-%d.txt", worker, seq)
 }
 
 // content returns size bytes for worker's seq-th operation. Each operation

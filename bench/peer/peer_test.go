@@ -90,7 +90,7 @@ func testClients(t *testing.T) []client {
 
 // TestClients runs each client against the floor and checks that its
 // measurement is one: operations counted and latencies recorded, for one
-// call in flight and for several.
+// call in flight and for several, creating and overwriting.
 func TestClients(t *testing.T) {
 	for _, c := range testClients(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,12 +101,14 @@ func TestClients(t *testing.T) {
 			}
 			defer r.Close()
 			for _, inflight := range []int{1, 3} {
-				res, err := r.measure(ctx, 1<<10, inflight, 200*time.Millisecond)
-				if err != nil {
-					t.Fatalf("%d in flight: %v", inflight, err)
-				}
-				if res.OpsPerSec <= 0 || res.Write.P50Ms <= 0 || res.Read.P99Ms < res.Read.P50Ms {
-					t.Errorf("%d in flight: got %+v; want operations and latencies", inflight, res)
+				for _, overwrite := range []bool{false, true} {
+					res, err := r.measure(ctx, 1<<10, inflight, overwrite, 200*time.Millisecond)
+					if err != nil {
+						t.Fatalf("%d in flight, overwrite %v: %v", inflight, overwrite, err)
+					}
+					if res.OpsPerSec <= 0 || res.Write.P50Ms <= 0 || res.Read.P99Ms < res.Read.P50Ms {
+						t.Errorf("%d in flight, overwrite %v: got %+v; want operations and latencies", inflight, overwrite, res)
+					}
 				}
 			}
 		})
@@ -124,7 +126,7 @@ func TestStaleServerFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close()
-			res, err := r.measure(ctx, 1<<10, 2, 200*time.Millisecond)
+			res, err := r.measure(ctx, 1<<10, 2, true, 200*time.Millisecond)
 			if err == nil || !strings.Contains(err.Error(), "differ") {
 				t.Fatalf("got %+v, %v; want an error that the read differs from the write", res, err)
 			}

@@ -73,6 +73,7 @@ type tsConfig struct {
 type tsRequest struct {
 	Size       int   `json:"size"`
 	Inflight   int   `json:"inflight"`
+	Overwrite  bool  `json:"overwrite"`
 	DurationMs int64 `json:"durationMs"`
 }
 
@@ -154,8 +155,8 @@ func (r *tsRunner) reply() (tsReply, error) {
 	return rep, nil
 }
 
-func (r *tsRunner) measure(ctx context.Context, size, inflight int, d time.Duration) (result, error) {
-	req, err := json.Marshal(tsRequest{Size: size, Inflight: inflight, DurationMs: d.Milliseconds()})
+func (r *tsRunner) measure(ctx context.Context, size, inflight int, overwrite bool, d time.Duration) (result, error) {
+	req, err := json.Marshal(tsRequest{Size: size, Inflight: inflight, Overwrite: overwrite, DurationMs: d.Milliseconds()})
 	if err != nil {
 		return result{}, err
 	}

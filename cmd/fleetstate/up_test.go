@@ -307,6 +307,7 @@ func TestUpRefusesBadFleetFiles(t *testing.T) {
 		{"empty command", `{"agents": [{"name": "l", "role": "lead"}, {"name": "a", "role": "member"}, {"name": "b", "role": "member", "command": []}]}`, "agents[2].command: empty"},
 		{"empty program name", `{"agents": [{"name": "a", "role": "member", "command": [""]}]}`, "agents[0].command: empty"},
 		{"command not a list", `{"agents": [{"name": "a", "role": "member", "command": "claude"}]}`, "agents[0].command: want a JSON array"},
+		{"role not a string", `{"agents": [{"name": "a", "role": "lead"}, {"name": "b", "role": "member"}, {"name": "c", "role": 5}]}`, "agents[2].role: want a JSON string"},
 		{"no name", `{"agents": [{"role": "member"}]}`, "agents[0].name: empty"},
 		{"bad name", `{"agents": [{"name": "../x", "role": "member"}]}`, "agents[0].name:"},
 		{"duplicate name", `{"agents": [{"name": "a", "role": "member"}, {"name": "a", "role": "lead"}]}`, `agents[1].name: "a" is agents[0]'s name already`},

@@ -9,7 +9,8 @@
 //	                  "tools": "fleetstate" | "peer", "dir": "...", "session": true}'
 //
 // It starts the server, prints {"ready": true} on one line, then for each
-// line {"size": BYTES, "inflight": N, "durationMs": MS} on standard input
+// line {"size": BYTES, "inflight": N, "overwrite": BOOL, "durationMs": MS}
+// on standard input
 // prints one line {"ops", "seconds", "opsPerSec", "write": {"p50Ms",
 // "p99Ms"}, "read": {...}}, or {"error": "..."} if a call failed or a read
 // did not return what was written. It exits when standard input closes.
@@ -45,12 +46,19 @@ function field(name, s, key) {
   return v;
 }
 
+// fileName is the name worker's seq-th operation writes: a new one for
+// each create, the worker's one file for each overwrite (as the Go
+// harness's fileName).
+function fileName(worker, seq, overwrite) {
+  return overwrite ? `w${worker}.txt` : `w${worker}-${seq}.txt`;
+}
+
 // writeRead does one operation and records each call's latency in ms.
-async function writeRead(client, worker, data, lat) {
+async function writeRead(client, name, data, overwrite, lat) {
   let t = performance.now();
   let got;
   if (cfg.tools === "peer") {
-    const path = join(cfg.dir, `w${worker}.txt`);
+    const path = join(cfg.dir, name);
     text("write_file", await client.callTool({ name: "write_file", arguments: { path, content: data } }));
     lat.write.push(performance.now() - t);
     t = performance.now();
@@ -58,7 +66,7 @@ async function writeRead(client, worker, data, lat) {
   } else {
     const put = text("put", await client.callTool({
       name: "put",
-      arguments: { agent_name: "bench", file_name: `w${worker}.txt`, content: data, overwrite: true },
+      arguments: { agent_name: "bench", file_name: name, content: data, overwrite },
     }));
     const id = field("put", put, "id");
     lat.write.push(performance.now() - t);
@@ -77,10 +85,14 @@ function quantiles(xs) {
 
 let seq = 0;
 
-async function measure(client, { size, inflight, durationMs }) {
+async function measure(client, { size, inflight, overwrite, durationMs }) {
+  const op = (w, lat) => {
+    const n = seq++;
+    return writeRead(client, fileName(w, n, overwrite), content(size, w, n), overwrite, lat);
+  };
   // Warm-up: one operation per worker, not counted.
   for (let w = 0; w < inflight; w++) {
-    await writeRead(client, w, content(size, w, seq++), { write: [], read: [] });
+    await op(w, { write: [], read: [] });
   }
   const lat = { write: [], read: [] };
   let ops = 0;
@@ -88,7 +100,7 @@ async function measure(client, { size, inflight, durationMs }) {
   const deadline = start + durationMs;
   const worker = async (w) => {
     while (performance.now() < deadline) {
-      await writeRead(client, w, content(size, w, seq++), lat);
+      await op(w, lat);
       ops++;
     }
   };
