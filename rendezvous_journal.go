@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/dirstore"
+	"github.com/fleetstate/fleetstate/internal/record"
 )
 
 // journal is the rendezvous's side of its [Journal]: it encodes the turns'
@@ -19,6 +20,7 @@ import (
 type journal struct {
 	impl    Journal
 	timeout time.Duration // of each call to impl; zero means none
+	buf     []byte        // the record being encoded
 	log     func(msg string, args ...any)
 	moving  []moving // handed turns whose records the next settle holds
 	closed  bool     // nothing more is written: closed, or crashed
@@ -112,14 +114,26 @@ func (j *journal) persist(t *turn) error { return j.persistRecord(t, &t.turnReco
 // persistRecord writes rec as t's record, which it is about to become: the
 // caller may have released Rendezvous.mu, so rec is a copy, not t's own.
 func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
-	const op = "persist turn"
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return &Error{Code: CodeInternal, Op: op, Err: err}
-	}
+	j.buf = appendRecord(j.buf[:0], rec)
 	ctx, cancel := j.ctx()
 	defer cancel()
-	return withOp(op, j.impl.Save(ctx, t.ID, data))
+	return withOp("persist turn", j.impl.Save(ctx, t.ID, j.buf))
+}
+
+// appendRecord appends the JSON of rec to b, as encoding/json writes it,
+// without reflection (package record): a record is written at every
+// step of every turn.
+func appendRecord(b []byte, rec *turnRecord) []byte {
+	r := record.Turn{ID: rec.ID, Ticket: rec.Ticket, Lead: rec.Lead, Member: rec.Member, Brief: rec.Brief,
+		Seq: rec.Seq, Created: rec.Created, State: string(rec.State), Question: rec.Question, Asked: rec.Asked,
+		Answer: rec.Answer, Opened: rec.Opened, HeldUntil: rec.HeldUntil}
+	var held record.Outcome
+	if o := rec.Held; o != nil {
+		held = record.Outcome{Kind: string(o.Kind), TurnID: o.TurnID, Ticket: o.Ticket, From: o.From, Content: o.Content,
+			Partial: o.Partial, Reason: string(o.Reason), State: string(o.State), Returned: o.Returned}
+		r.Held = &held
+	}
+	return record.Append(b, &r)
 }
 
 // save persists t and logs a failure: the state in memory stays right, and
@@ -167,11 +181,8 @@ func (j *journal) settle() {
 	ctx, cancel := j.ctx()
 	defer cancel()
 	for _, m := range j.moving {
-		data, err := json.Marshal(&m.rec)
-		if err == nil {
-			err = j.impl.Hold(ctx, m.t.ID, data, m.saved)
-		}
-		if err != nil {
+		j.buf = appendRecord(j.buf[:0], &m.rec)
+		if err := j.impl.Hold(ctx, m.t.ID, j.buf, m.saved); err != nil {
 			j.log("fleetstate: hold a returned outcome", "turn", m.t.ID, "err", err)
 		}
 	}
