@@ -72,8 +72,9 @@ type Adapter struct {
 	rv     *fleetstate.Rendezvous
 	opt    Options
 	tools  []tool
-	conns  *connections // nil without a rendezvous
-	direct atomic.Int64 // calls ServeStdio served itself, for tests
+	byName map[string]*tool // the tools, for ServeStdio's fast path
+	conns  *connections     // nil without a rendezvous
+	direct atomic.Int64     // calls ServeStdio served itself, for tests
 }
 
 // New returns an adapter for store and rv. rv may be nil: the fleet tools
@@ -96,6 +97,12 @@ func New(store *fleetstate.Store, rv *fleetstate.Rendezvous, opts *Options) *Ada
 			t.call = func(context.Context, Identity, any) (any, error) { return nil, a.opt.FleetElsewhere }
 			a.tools = append(a.tools, t)
 		}
+	}
+	a.byName = make(map[string]*tool, len(a.tools))
+	for i := range a.tools {
+		t := &a.tools[i]
+		t.index = fieldIndexes(t.input, t.newArgs())
+		a.byName[t.name] = t
 	}
 	return a
 }
@@ -152,6 +159,7 @@ type tool struct {
 	// call decodes nothing: args were decoded strictly into a fresh
 	// value by newArgs.
 	newArgs func() any
+	index   []int // of each input field in newArgs's struct
 	call    func(ctx context.Context, id Identity, args any) (any, error)
 }
 
@@ -169,7 +177,7 @@ func (a *Adapter) callTool(ctx context.Context, t *tool, req mcp.CallToolRequest
 	if req.Params.Meta != nil {
 		token = req.Params.Meta.ProgressToken
 	}
-	out, err := a.invoke(ctx, t, func(args any) error { return decodeArgs(req, t.input, args) }, srv, token)
+	out, err := a.invoke(ctx, t, nil, func(args any) error { return decodeArgs(req, t.input, args) }, srv, token)
 	if err != nil {
 		return errorResult(err)
 	}
@@ -177,11 +185,12 @@ func (a *Adapter) callTool(ctx context.Context, t *tool, req mcp.CallToolRequest
 }
 
 // invoke calls t for the caller of ctx: identity and role first, then the
-// arguments, which decode decodes into a fresh value of t.newArgs, then
-// the call. A non-nil error is the failure the result carries (see
-// [errorResult]). While the call blocks, srv sends progress notifications
-// for token, if the client gave one.
-func (a *Adapter) invoke(ctx context.Context, t *tool, decode func(any) error, srv *server.MCPServer, token mcp.ProgressToken) (any, error) {
+// arguments, then the call. args are the arguments already decoded (by
+// ServeStdio's fast path), or nil to have decode decode them into a fresh
+// value of t.newArgs. A non-nil error is the failure the result carries
+// (see [errorResult]). While the call blocks, srv sends progress
+// notifications for token, if the client gave one.
+func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any) error, srv *server.MCPServer, token mcp.ProgressToken) (any, error) {
 	id := IdentityFromContext(ctx)
 	if err := a.permit(*t, id); err != nil {
 		return nil, err
@@ -195,9 +204,11 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, decode func(any) error, s
 		// An unknown member's own call says what is wrong with it.
 		_ = a.rv.SetReady(id.Agent, true)
 	}
-	args := t.newArgs()
-	if err := decode(args); err != nil {
-		return nil, err
+	if args == nil {
+		args = t.newArgs()
+		if err := decode(args); err != nil {
+			return nil, err
+		}
 	}
 	var receipt string
 	if t.access == leadOnly && a.conns != nil && t.name != "fleet_poll" {

@@ -6,9 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log"
+	"slices"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -24,7 +24,7 @@ type StdioOptions struct {
 }
 
 // The tool calls in flight over one stdio connection. ServeStdio serves
-// up to stdioDirect of them itself; past that they go to mcp-go's stdio
+// up to stdioDirect of them on its fast path; past that they go to mcp-go's stdio
 // server, which runs each on one of stdioWorkers goroutines and queues up
 // to stdioQueue more. Calls that block (a member's fleet_next, a lead's
 // fleet_send) thus never stop the reader.
@@ -38,18 +38,21 @@ const (
 // (one JSON-RPC message a line) until in ends or ctx is done, with id as
 // the caller of every tool.
 //
-// A plain tools/call of one of the adapter's tools (no _meta but a
-// progress token, nothing mcp-go's request type does not have) is decoded
-// once, with encoding/json into mcp-go's own types, run on its own
-// goroutine with its own context, which a notifications/cancelled for its
-// id cancels, and answered with mcp-go's response type encoded once: the
-// bytes mcp-go writes for it. Everything else goes to mcp-go's stdio
-// server unchanged, which answers it as it always does (and decodes a
-// call's line about ten times over). Responses are written whole under
-// one lock; those of calls
-// in flight together may come in any order, each with its request's id.
-// When in ends, the calls in flight are cancelled, and ServeStdio returns
-// once their responses are written.
+// It reads each line once to see what it is. A tools/call of one of the
+// adapter's tools that srv has, whose request and arguments it understands
+// completely (see wire.go), is served on the fast path: the line is
+// decoded once, straight into the tool's typed arguments; the call runs on
+// its own goroutine with its own context, which a notifications/cancelled
+// for its id cancels; and its result is encoded once into a reused
+// buffer, in the bytes mcp-go writes for it. Everything else
+// (initialize, lists, ping, notifications, responses to the server's
+// requests, and any call it does not understand: malformed, an unknown
+// tool, arguments the tool refuses, metadata but a progress token) goes to
+// mcp-go's stdio server unchanged, which answers it as it always does.
+// Responses are written whole under one lock; those of calls in flight
+// together may come in any order, each with its request's id. When in
+// ends, the calls in flight are cancelled, and ServeStdio returns once
+// their responses are written.
 func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Identity, in io.Reader, out io.Writer, opts *StdioOptions) error {
 	var o StdioOptions
 	if opts != nil {
@@ -58,10 +61,10 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 	if o.ErrorLog == nil {
 		o.ErrorLog = log.Default()
 	}
-	c := &stdioConn{a: a, srv: srv, out: &lockedWriter{w: out}, log: o.ErrorLog,
+	c := &stdioConn{a: a, srv: srv, tools: a.fastTools(srv), out: &lockedWriter{w: out}, log: o.ErrorLog,
 		slots: make(chan struct{}, stdioDirect)}
 
-	// mcp-go's server reads what ServeStdio does not serve from a pipe.
+	// mcp-go's server reads what the fast path does not take from a pipe.
 	pr, pw := io.Pipe()
 	base := make(chan context.Context, 1)
 	s := server.NewStdioServer(srv)
@@ -123,258 +126,124 @@ func stdioErr(err error) error {
 type stdioConn struct {
 	a     *Adapter
 	srv   *server.MCPServer
+	tools map[string]*tool // those the fast path serves: see fastTools
 	out   *lockedWriter
 	log   *log.Logger
-	base  context.Context // the session's and the caller's, set before read starts
-	slots chan struct{}   // one token per call ServeStdio serves itself
-	calls directCalls
+	base  context.Context   // the session's and the caller's, set before read starts
+	slots chan struct{}     // one token per fast call in flight
+	calls fastCalls[string] // by their id's JSON text
 }
 
-// read reads in line by line, serving the calls it takes and passing every
-// other line to mcp-go through pw, until in ends.
+// maxPooledLine bounds the line and response buffers kept for reuse;
+// longer ones get buffers of their own. A put or get of 64 KiB has a line
+// of about 70 KiB and a response of about 140 KiB (the content is in it
+// twice, once escaped twice): below the bound, so that such calls reuse
+// their buffers instead of growing new ones, which at that size cost more
+// in copies and collections than the decoding does. The pools are
+// emptied by the collector as usual, so an idle server keeps none.
+const maxPooledLine = 1 << 20
+
+// read reads in line by line, serving the fast path's calls and passing
+// every other line to mcp-go through pw, until in ends.
 func (c *stdioConn) read(in io.Reader, pw *io.PipeWriter) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
-		line, err := br.ReadBytes('\n')
-		// A last line without its newline is passed on as it is: mcp-go
-		// drops it.
-		if len(line) > 0 && !(line[len(line)-1] == '\n' && c.serve(line)) {
-			if bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
-				c.cancel(line)
-			}
-			if _, werr := pw.Write(line); werr != nil {
-				return werr
+		bp := getBuf()
+		line := (*bp)[:0]
+		var err error
+		for {
+			var frag []byte
+			frag, err = br.ReadSlice('\n')
+			line = append(line, frag...)
+			if err != bufio.ErrBufferFull {
+				break
 			}
 		}
-		if err == io.EOF {
-			return nil
+		if len(line) > 0 {
+			// A last line without its newline is passed on as it is:
+			// mcp-go drops it, as it always did.
+			complete := line[len(line)-1] == '\n'
+			if !(complete && c.serve(line, bp)) {
+				if bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
+					c.cancel(line)
+				}
+				_, werr := pw.Write(line)
+				c.recycle(bp, line)
+				if werr != nil {
+					return werr
+				}
+			}
+		} else {
+			c.recycle(bp, line)
 		}
 		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
 			return err
 		}
 	}
 }
 
-// serve starts line, if it is a call ServeStdio takes (see
-// [Adapter.parseCall]) and a slot is free, and reports whether it did.
-func (c *stdioConn) serve(line []byte) bool {
+func (c *stdioConn) recycle(bp *[]byte, line []byte) {
+	*bp = line
+	putBuf(bp)
+}
+
+// serve starts line on the fast path, if it is a call the fast path
+// understands and a slot is free, and reports whether it did. The call
+// recycles bp once it has read line.
+func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	if !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
-	call, ok := c.a.parseCall(line, c.srv)
+	req, ok := parseCall(line, c.tools)
 	if !ok {
 		return false
+	}
+	t, args := req.tool, req.args
+	var token mcp.ProgressToken
+	if req.progress != nil {
+		if err := json.Unmarshal(req.progress, &token); err != nil {
+			return false
+		}
 	}
 	select {
 	case c.slots <- struct{}{}:
 	default:
 		return false // mcp-go's queue takes it
 	}
+	id := slices.Clone(req.id)
 	ctx, cancel := context.WithCancel(c.base)
-	done, ok := c.calls.start(call.id, cancel)
+	done, ok := c.calls.start(string(req.id), cancel)
 	if !ok {
 		cancel()
 		<-c.slots
 		return false
 	}
+	c.recycle(bp, line) // args hold copies of what they need
 	go func() {
 		defer done()
 		defer func() { <-c.slots }()
-		if _, err := c.out.Write(c.a.respond(ctx, c.srv, call)); err != nil {
+		resp := c.a.respond(ctx, c.srv, t, id, args, token)
+		if _, err := c.out.Write(*resp); err != nil {
 			c.log.Printf("Error writing tool response: %v", err)
 		}
+		putBuf(resp)
 	}()
 	return true
 }
 
-// cancel cancels the call a notifications/cancelled line names, if
-// ServeStdio serves it; the line goes on to mcp-go all the same, for the
-// calls it serves.
+// cancel cancels the fast call a notifications/cancelled line names; the
+// line goes on to mcp-go all the same, for the calls it serves.
 func (c *stdioConn) cancel(line []byte) {
-	var n struct {
-		Method string `json:"method"`
-		Params struct {
-			RequestID any `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &n) == nil && n.Method == string(mcp.MethodNotificationCancelled) {
-		c.calls.cancel(n.Params.RequestID)
+	if key, ok := cancelledRequest(line); ok {
+		c.calls.cancel(key)
 	}
 }
-
-// stdioCall is a tools/call that ServeStdio serves itself.
-type stdioCall struct {
-	id   any // a float64 or a string, as mcp-go decodes it
-	tool *tool
-	req  mcp.CallToolRequest
-}
-
-// parseCall decodes line as a tools/call of one of a's tools that srv
-// has, and reports whether it is one whose answer mcp-go would make from
-// the request alone: a JSON-RPC 2.0 request whose id is a number or a
-// string, with params of a name, arguments and a _meta holding at most a
-// progress token. Anything else, malformed or with members those types do
-// not have (a task, protocol metadata, a trailing value), is not taken, so
-// that mcp-go answers it. The line is decoded as mcp-go decodes it, with
-// encoding/json, into the same types; only once.
-func (a *Adapter) parseCall(line []byte, srv *server.MCPServer) (stdioCall, bool) {
-	var m struct {
-		JSONRPC string `json:"jsonrpc"`
-		ID      any    `json:"id"`
-		Method  string `json:"method"`
-		Params  struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-			Meta      *mcp.Meta       `json:"_meta"`
-		} `json:"params"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if dec.Decode(&m) != nil || !jsonSpace(line[dec.InputOffset():]) ||
-		m.JSONRPC != mcp.JSONRPC_VERSION || m.Method != string(mcp.MethodToolsCall) {
-		return stdioCall{}, false
-	}
-	switch m.ID.(type) {
-	case float64, string:
-	default:
-		return stdioCall{}, false
-	}
-	if meta := m.Params.Meta; meta != nil && len(meta.AdditionalFields) > 0 {
-		return stdioCall{}, false
-	}
-	t := a.tool(m.Params.Name)
-	if t == nil || srv.GetTool(t.name) == nil {
-		return stdioCall{}, false
-	}
-	call := stdioCall{id: m.ID, tool: t}
-	call.req.Method = string(mcp.MethodToolsCall)
-	call.req.Params.Name = m.Params.Name
-	call.req.Params.Meta = m.Params.Meta
-	if raw := m.Params.Arguments; len(raw) > 0 {
-		// As mcp.CallToolParams decodes them.
-		if json.Unmarshal(raw, &call.req.Params.Arguments) != nil {
-			return stdioCall{}, false
-		}
-		call.req.Params.RawArguments = raw
-	}
-	return call, true
-}
-
-// jsonSpace reports whether b is JSON white space only.
-func jsonSpace(b []byte) bool {
-	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return false
-		}
-	}
-	return true
-}
-
-// tool returns a's tool of that name, or nil.
-func (a *Adapter) tool(name string) *tool {
-	for i := range a.tools {
-		if a.tools[i].name == name {
-			return &a.tools[i]
-		}
-	}
-	return nil
-}
-
-// respond runs call and returns its response line as mcp-go's stdio server
-// writes it: its response type, encoded once, and a newline. A panic of
-// the tool is answered as mcp-go's WithRecovery answers it.
-func (a *Adapter) respond(ctx context.Context, srv *server.MCPServer, call stdioCall) []byte {
-	id := mcp.NewRequestId(call.id)
-	var msg mcp.JSONRPCMessage
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				msg = mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR,
-					fmt.Sprintf("panic recovered in %s tool handler: %v", call.tool.name, r), nil)}
-			}
-		}()
-		a.direct.Add(1)
-		msg = mcp.NewJSONRPCResultResponse(id, a.callTool(ctx, call.tool, call.req, srv))
-	}()
-	data, err := json.Marshal(msg)
-	if err != nil {
-		// What mcp-go's stdio server does with a response it cannot
-		// encode: it logs the error and writes nothing; a result of the
-		// adapter's always encodes.
-		data, _ = json.Marshal(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: id,
-			Error: mcp.NewJSONRPCErrorDetails(mcp.INTERNAL_ERROR, "mcpadapter: encode response: "+err.Error(), nil)})
-	}
-	return append(data, '\n')
-}
-
-// directCalls are the calls in flight that ServeStdio serves itself, by
-// their request's id, so that a notifications/cancelled can cancel one.
-// The zero value is ready; it is safe for concurrent use.
-type directCalls struct {
-	mu     sync.Mutex
-	closed bool                        // guarded by mu; no call starts once set
-	calls  map[any]*context.CancelFunc // guarded by mu
-	wg     sync.WaitGroup              // the calls; Add under mu while !closed
-}
-
-// start counts a call under key, which cancel cancels, unless the calls
-// are closed; the call then runs done when it ends.
-func (f *directCalls) start(key any, cancel context.CancelFunc) (done func(), ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return nil, false
-	}
-	if f.calls == nil {
-		f.calls = map[any]*context.CancelFunc{}
-	}
-	entry := &cancel
-	f.calls[key] = entry
-	f.wg.Add(1)
-	return func() {
-		f.mu.Lock()
-		// A later call may have reused the key.
-		if f.calls[key] == entry {
-			delete(f.calls, key)
-		}
-		f.mu.Unlock()
-		cancel()
-		f.wg.Done()
-	}, true
-}
-
-// cancel cancels the call under key, if there is one. key is a request
-// id as encoding/json decodes it: only a float64 or a string can match.
-func (f *directCalls) cancel(key any) {
-	switch key.(type) {
-	case float64, string:
-	default:
-		return // not comparable, perhaps
-	}
-	f.mu.Lock()
-	cancel := f.calls[key]
-	delete(f.calls, key)
-	f.mu.Unlock()
-	if cancel != nil {
-		(*cancel)()
-	}
-}
-
-// close stops new calls and cancels those in flight; wait then waits for
-// them to end.
-func (f *directCalls) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true
-	for _, cancel := range f.calls {
-		(*cancel)()
-	}
-}
-
-func (f *directCalls) wait() { f.wg.Wait() }
 
 // lockedWriter writes each Write whole, under its lock: mcp-go writes a
-// message in one Write, and so does ServeStdio.
+// message in one Write, and so does the fast path.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -384,4 +253,17 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// fastTools returns those of a's tools that srv has: the fast path serves
+// them, and leaves the others to mcp-go, which answers that it does not
+// know a tool srv lacks.
+func (a *Adapter) fastTools(srv *server.MCPServer) map[string]*tool {
+	tools := make(map[string]*tool, len(a.byName))
+	for name, t := range a.byName {
+		if srv.GetTool(name) != nil {
+			tools[name] = t
+		}
+	}
+	return tools
 }
