@@ -72,9 +72,9 @@ type Adapter struct {
 	rv     *fleetstate.Rendezvous
 	opt    Options
 	tools  []tool
-	byName map[string]*tool // the tools, for ServeStdio's fast path
+	byName map[string]*tool // the tools, for the fast paths
 	conns  *connections     // nil without a rendezvous
-	direct atomic.Int64     // calls ServeStdio served itself, for tests
+	direct atomic.Int64     // calls a fast path (stdio or HTTP) served itself, for tests
 }
 
 // New returns an adapter for store and rv. rv may be nil: the fleet tools
@@ -186,7 +186,7 @@ func (a *Adapter) callTool(ctx context.Context, t *tool, req mcp.CallToolRequest
 
 // invoke calls t for the caller of ctx: identity and role first, then the
 // arguments, then the call. args are the arguments already decoded (by
-// ServeStdio's fast path), or nil to have decode decode them into a fresh
+// a fast path), or nil to have decode decode them into a fresh
 // value of t.newArgs. A non-nil error is the failure the result carries
 // (see [errorResult]). While the call blocks, srv sends progress
 // notifications for token, if the client gave one.

@@ -48,6 +48,17 @@ func DiskTokenFile(store *fleetstate.Store) TokenFile {
 	return &diskTokenFile{fs: store.Fs(), path: TokenPath(store), now: time.Now}
 }
 
-// DirectCalls returns how many tool calls ServeStdio served itself, for
-// a.
+// DirectCalls returns how many tool calls a fast path (ServeStdio's or
+// an HTTP handler's) served itself, for a.
 func DirectCalls(a *Adapter) int64 { return a.direct.Load() }
+
+// FastInFlight returns how many calls h's fast path has in flight.
+func FastInFlight(h *Handler) int {
+	if h.fast == nil {
+		return 0
+	}
+	c := &h.fast.calls
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
+}

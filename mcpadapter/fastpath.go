@@ -1,6 +1,7 @@
 package mcpadapter
 
-// ServeStdio's fast path (stdio.go): running a call whose request
+// What the fast paths of both transports share (ServeStdio in stdio.go,
+// the HTTP handler in http_fast.go): running a call whose request
 // parseCall read, and writing its response once, in the bytes mcp-go
 // writes for it (see wire.go).
 
@@ -21,11 +22,13 @@ import (
 
 // respond runs one fast call of t with its decoded args and returns its
 // JSON-RPC response, newline included, in a buffer of bufPool. id is the
-// request's id as its JSON text. While the call blocks, srv sends
-// progress notifications for token, if not nil.
-func (a *Adapter) respond(ctx context.Context, srv *server.MCPServer, t *tool, id []byte, args any, token mcp.ProgressToken) (resp *[]byte) {
+// request's id as its JSON text; meta the result's _meta, nil before
+// protocol version 2026-07-28 (see [appendCallResult]). While the call
+// blocks, srv sends progress notifications for token, if not nil.
+func (a *Adapter) respond(ctx context.Context, srv *server.MCPServer, t *tool, id, meta []byte, args any, token mcp.ProgressToken) (resp *[]byte) {
 	defer func() {
-		// What mcp-go's WithRecovery answers: a JSON-RPC error.
+		// What mcp-go's WithRecovery and its handling of a handler's
+		// error answer: a JSON-RPC error, never decorated with _meta.
 		if r := recover(); r != nil {
 			msg, _ := json.Marshal(fmt.Sprintf("panic recovered in %s tool handler: %v", t.name, r))
 			b := getBuf()
@@ -54,9 +57,9 @@ func (a *Adapter) respond(ctx context.Context, srv *server.MCPServer, t *tool, i
 	resp = getBuf()
 	// The text is data escaped, which at most doubles it: data is JSON,
 	// where only quotes and backslashes need a second escape.
-	*resp = slices.Grow((*resp)[:0], 2*len(*data)+len(id)+
-		len(`{"jsonrpc":"2.0","id":,"result":{"content":[{"type":"text","text":""}],"isError":true,"structuredContent":}}`+"\n"))
-	*resp = appendCallResult(*resp, id, *data, isError)
+	*resp = slices.Grow((*resp)[:0], 2*len(*data)+len(id)+len(meta)+
+		len(`{"jsonrpc":"2.0","id":,"result":{"_meta":,"content":[{"type":"text","text":""}],"isError":true,"resultType":"complete","structuredContent":}}`+"\n"))
+	*resp = appendCallResult(*resp, id, meta, *data, isError)
 	return resp
 }
 
@@ -113,8 +116,8 @@ var rawReplacement = func() bool {
 // on this release.
 func appendable(s string) bool { return rawReplacement || utf8.ValidString(s) }
 
-// bufPool keeps the buffers of lines read and responses written, up to
-// maxPooledLine.
+// bufPool keeps the buffers of lines read, bodies read and responses
+// written, up to maxPooledLine.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
@@ -148,9 +151,9 @@ func cancelledRequest(msg []byte) (string, bool) {
 	return "", false
 }
 
-// fastCalls are the fast calls in flight of a stdio connection, by a key
-// made of their request's id, so that a notifications/cancelled can cancel
-// one. The zero value is ready; it is safe for concurrent use.
+// fastCalls are the fast calls in flight of a stdio connection or an HTTP
+// handler, by a key made of their request's id, so that a
+// notifications/cancelled can cancel one. The zero value is ready; it is safe for concurrent use.
 type fastCalls[K comparable] struct {
 	mu     sync.Mutex
 	closed bool                      // guarded by mu; no call starts once set

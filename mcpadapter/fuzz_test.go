@@ -505,3 +505,56 @@ func FuzzStatusReport(f *testing.F) {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// FuzzHTTPFastPath sends the same request to a handler with the fast path
+// and to one without, each on a store of its own that has seen the same
+// requests, and requires the same answer: status, content type and body
+// (session IDs and times aside). Whatever the fast path takes, it must
+// answer as mcp-go does; whatever it does not, mcp-go must get unchanged.
+func FuzzHTTPFastPath(f *testing.F) {
+	var h [2]*mcpadapter.Handler
+	var a *mcpadapter.Adapter
+	for i := range h {
+		fz := newFuzzServer(f)
+		h[i] = fz.a.HTTPHandler(fz.a.NewServer("fuzz", "0"), mcpadapter.HTTPOptions{Anonymous: true, MaxRequestBytes: 1 << 20, NoFastPath: i == 0})
+		f.Cleanup(func() { h[i].Close() })
+		a = fz.a
+	}
+	call := func(id, name, args string) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{` + modernMeta + `,"name":"` + name + `","arguments":` + args + `}}`)
+	}
+	for _, s := range []struct {
+		name string
+		body []byte
+	}{
+		{"put", call("1", "put", `{"agent_name":"a","file_name":"f","content":"x\n\"\u00e9\ud83d\ude00<&>"}`)},
+		{"get", call(`"x"`, "get", `{"id":"fsm::file::s::a::f"}`)},
+		{"list", call("2", "list", `{}`)},
+		{"get_session", []byte(`{"params":{"name":"get_session",` + modernMeta + `},"id":3,"method":"tools/call","jsonrpc":"2.0"}`)},
+		{"new_session", call("4", "new_session", `{"name":"n"}`)},
+		{"fleet_send", call("5", "fleet_send", `{"to":"scout","content":"x"}`)},
+		{"get", []byte(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"arguments":{"id":1},"name":"get"}}`)},
+	} {
+		f.Add(s.body, "2026-07-28", "tools/call", s.name, "application/json")
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`), "2026-07-28", "notifications/cancelled", "", "application/json")
+	f.Fuzz(func(t *testing.T, body []byte, version, method, name, ctype string) {
+		var got [2]string
+		before := mcpadapter.DirectCalls(a)
+		for i := range h {
+			req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", bytes.NewReader(body))
+			for k, v := range map[string]string{"Mcp-Protocol-Version": version, "Mcp-Method": method, "Mcp-Name": name, "Content-Type": ctype} {
+				if v != "" && !strings.ContainsAny(v, "\r\n") {
+					req.Header.Set(k, v)
+				}
+			}
+			rec := httptest.NewRecorder()
+			h[i].ServeHTTP(rec, req)
+			got[i] = fmt.Sprintf("%d %q %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body.Bytes())
+			got[i] = rfc3339.ReplaceAllString(sessionUUID.ReplaceAllString(got[i], "SID"), "TIME")
+		}
+		if got[0] != got[1] {
+			t.Errorf("fast path taken: %v\nmcp-go:    %s\nfast path: %s", mcpadapter.DirectCalls(a) > before, got[0], got[1])
+		}
+	})
+}

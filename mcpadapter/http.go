@@ -58,6 +58,10 @@ type HTTPOptions struct {
 	// it is answered 503. Zero means DefaultMaxSessions; negative, no
 	// limit.
 	MaxSessions int
+	// NoFastPath sends every request through mcp-go's streamable-HTTP
+	// server, as before the fast path (see [Adapter.HTTPHandler]): for
+	// comparing the two, and as a way back should a client need it.
+	NoFastPath bool
 	// Membership, if set, tells the handler of revoked tokens: the
 	// requests of an identity that holds no token any more end at once
 	// (its listening streams close), and its MCP sessions are ended and
@@ -76,6 +80,14 @@ type HTTPOptions struct {
 // keeps no connection open. Live MCP sessions are capped per identity and
 // in all (see [HTTPOptions]); with a [Membership], revoking an identity's
 // tokens ends its requests and sessions at once.
+//
+// A tools/call of one of the adapter's tools under protocol version
+// 2026-07-28, which has no sessions, takes a fast path: its body is read
+// once, decoded once into the tool's arguments, and its result encoded
+// once, in the bytes mcp-go would write (see http_fast.go). Every other
+// request (other methods, older protocols, whose sessions mcp-go keeps,
+// calls with a progress token, and anything not understood completely)
+// goes to mcp-go's streamable-HTTP server as it was sent.
 //
 // The caller closes the handler when it stops serving (see
 // [Handler.Close]).
@@ -103,6 +115,9 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 	mcpHTTP := server.NewStreamableHTTPServer(srv, httpOpts...)
 	status := statusHandler(opts.OnStatus)
 	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests()}
+	if !opts.NoFastPath {
+		h.fast = newHTTPFast(a, srv, limit)
+	}
 	if opts.Membership != nil {
 		h.unwatch = opts.Membership.onRevoke(h.revoke)
 	}
@@ -161,6 +176,13 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			status(w, r, id)
 			return
 		}
+		if r.Method == http.MethodPost && h.fast != nil {
+			served, body := h.fast.serve(w, r, id)
+			defer putBuf(body)
+			if served {
+				return
+			}
+		}
 		if acceptBareCancel(w, r) {
 			return
 		}
@@ -203,7 +225,8 @@ type Handler struct {
 	path    string
 	caps    *sessionCaps
 	live    *liveRequests
-	unwatch func() // nil without a Membership
+	unwatch func()    // nil without a Membership
+	fast    *httpFast // nil: every request goes to mcp-go
 
 	closeOnce sync.Once
 }

@@ -197,7 +197,7 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	if !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
-	req, ok := parseCall(line, c.tools)
+	req, ok := parseCall(line, c.tools, false)
 	if !ok {
 		return false
 	}
@@ -225,7 +225,7 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	go func() {
 		defer done()
 		defer func() { <-c.slots }()
-		resp := c.a.respond(ctx, c.srv, t, id, args, token)
+		resp := c.a.respond(ctx, c.srv, t, id, nil, args, token)
 		if _, err := c.out.Write(*resp); err != nil {
 			c.log.Printf("Error writing tool response: %v", err)
 		}

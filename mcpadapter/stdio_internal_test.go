@@ -99,7 +99,7 @@ func FuzzStdioSameAsMCPGo(f *testing.F) {
 		f.Add([]byte(line))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		c, ok := parseCall(line, tools)
+		c, ok := parseCall(line, tools, false)
 		want, err := json.Marshal(srv[0].HandleMessage(ctx, line))
 		if !ok {
 			srv[1].HandleMessage(ctx, line)
@@ -114,7 +114,7 @@ func FuzzStdioSameAsMCPGo(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		resp := a[1].respond(ctx, srv[1], c.tool, c.id, c.args, token)
+		resp := a[1].respond(ctx, srv[1], c.tool, c.id, nil, c.args, token)
 		got := bytes.Clone(*resp)
 		putBuf(resp)
 		norm := func(b []byte) []byte {

@@ -1,9 +1,13 @@
 package mcpadapter
 
-// The stdio fast path's JSON (see [Adapter.ServeStdio]): a reader of the
-// one request shape it serves (a JSON-RPC tools/call of an adapter tool,
-// with arguments of strings, booleans and numbers) and a writer of the one
-// response shape it answers. It is kept by hand, not left to
+// The fast paths' JSON: a reader of the one request shape they serve (a
+// JSON-RPC tools/call of an adapter tool, with arguments of strings,
+// booleans and numbers) and a writer of the one response shape they
+// answer, for both transports: stdio (see [Adapter.ServeStdio]) and
+// streamable HTTP under protocol version 2026-07-28 (http_fast.go), whose
+// requests carry the protocol version and the client's capabilities in
+// _meta and whose results carry the server's identity and a resultType.
+// It is kept by hand, not left to
 // encoding/json, because bench/peer (a TypeScript client over stdio)
 // measured a stdio path decoded and encoded by encoding/json at 0.43 to
 // 0.81 of this one's end-to-end throughput, 0.43 to 0.67 at 64 KiB
@@ -22,19 +26,21 @@ package mcpadapter
 // writes for the same result. Where encoding/json writes invalid UTF-8
 // otherwise than jsonstr (Go 1.26 escapes U+FFFD, Go 1.27 does not),
 // appendValue leaves such a string to encoding/json, so that the bytes
-// stay mcp-go's on every release. FuzzParseCall and FuzzStdioSameAsMCPGo
-// hold the two together.
+// stay mcp-go's on every release. FuzzParseCall, FuzzStdioSameAsMCPGo and
+// FuzzHTTPFastPath hold the two together.
 //
 // No unsafe: a decoded string that needs a buffer of its own is built in
 // a strings.Builder, whose String is that buffer without a copy.
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/fleetstate/fleetstate/internal/jsonstr"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // maxDepth bounds the nesting the reader skips through (in _meta).
@@ -46,7 +52,16 @@ type callRequest struct {
 	tool     *tool
 	args     any    // decoded, a value of tool.newArgs
 	progress []byte // the progress token's JSON text; nil if absent
+
+	// Read only when parseCall is asked for the _meta of protocol
+	// version 2026-07-28.
+	version string // the protocol version in _meta; "" if absent
+	caps    bool   // client capabilities, an object that mcp-go decodes, are in _meta
 }
+
+// modernVersion is the protocol version whose requests the HTTP fast path
+// takes: the first without sessions, and the newest mcp-go speaks.
+const modernVersion = mcp.ProtocolVersion20260728
 
 // reader reads JSON from b. Every method reports false for input it does
 // not understand; the reader's position is then meaningless.
@@ -400,10 +415,16 @@ func (r *reader) requestID() ([]byte, bool) {
 // params are read in place, before the method is known (it is checked at
 // the end), and arguments are decoded as they are read when the tool's
 // name came before them, as clients send it; otherwise they are skipped
-// and decoded after. In _meta only a progress token is understood: any
-// other metadata (trace context, protocol metadata, a task) is mcp-go's
-// to read.
-func parseCall(line []byte, tools map[string]*tool) (callRequest, bool) {
+// and decoded after.
+//
+// In _meta only a progress token is understood, and with modern (the HTTP
+// fast path) also the members a 2026-07-28 request carries: the protocol
+// version (a string), the client's capabilities (an object that decodes
+// as mcp-go's ClientCapabilities), and the client's name and log level,
+// which mcp-go reads without failing whatever they hold and which change
+// nothing in a tool call's answer. The caller checks the version. Any
+// other metadata (trace context, a task) is mcp-go's to read.
+func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, bool) {
 	var c callRequest
 	r := &reader{b: line}
 	var method, version string
@@ -431,15 +452,27 @@ func parseCall(line []byte, tools map[string]*tool) (callRequest, bool) {
 				ok = readArgs(r, c.tool.input, c.tool.index, c.args)
 			case "_meta":
 				ok = r.object(func(name string) bool {
-					if name != "progressToken" {
-						return false
-					}
 					var ok bool
-					switch r.peek() {
-					case '"':
-						c.progress, ok = r.skip(0)
-					default:
-						c.progress, ok = r.requestID()
+					switch {
+					case name == "progressToken":
+						switch r.peek() {
+						case '"':
+							c.progress, ok = r.skip(0)
+						default:
+							c.progress, ok = r.requestID()
+						}
+					case !modern:
+					case name == mcp.MetaKeyProtocolVersion:
+						c.version, ok = r.str()
+					case name == mcp.MetaKeyClientCapabilities:
+						var caps []byte
+						if r.peek() == '{' {
+							caps, ok = r.skip(0)
+						}
+						c.caps = ok && clientCapabilities(caps)
+						ok = c.caps
+					case name == mcp.MetaKeyClientInfo, name == mcp.MetaKeyLogLevel:
+						_, ok = r.skip(0)
 					}
 					return ok
 				})
@@ -482,19 +515,42 @@ func parseCall(line []byte, tools map[string]*tool) (callRequest, bool) {
 // appendCallResult appends the JSON-RPC response of id whose result carries
 // data (the JSON of the result's value) as structured content and as text,
 // in the shape and order mcp-go writes for [result]: its result is a map,
-// so its keys are sorted.
-func appendCallResult(b, id, data []byte, isError bool) []byte {
+// so its keys are sorted. A non-nil meta is the result's _meta, and makes
+// the result one of protocol version 2026-07-28, which mcp-go stamps with
+// the server's identity (meta) and resultType "complete".
+func appendCallResult(b, id, meta, data []byte, isError bool) []byte {
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
-	b = append(b, `,"result":{"content":[{"type":"text","text":`...)
+	b = append(b, `,"result":{`...)
+	if meta != nil {
+		b = append(b, `"_meta":`...)
+		b = append(b, meta...)
+		b = append(b, ',')
+	}
+	b = append(b, `"content":[{"type":"text","text":`...)
 	b = jsonstr.Append(b, data)
 	b = append(b, `}],`...)
 	if isError {
 		b = append(b, `"isError":true,`...)
 	}
+	if meta != nil {
+		b = append(b, `"resultType":"complete",`...)
+	}
 	b = append(b, `"structuredContent":`...)
 	b = append(b, data...)
 	return append(b, "}}\n"...)
+}
+
+// clientCapabilities reports whether text, an object, decodes as the
+// client capabilities of a 2026-07-28 request (without that the request is
+// refused, by mcp-go). mcp-go decodes them as a generic value first, which
+// it encodes again and decodes into its type; the reader has refused
+// numbers out of float64's range already, so decoding into the type at
+// once accepts no more than that (with duplicate keys, less: such a
+// request goes to mcp-go, which answers it).
+func clientCapabilities(text []byte) bool {
+	var caps mcp.ClientCapabilities
+	return json.Unmarshal(text, &caps) == nil
 }
 
 // parseNumber returns the value of a number the reader read; a number out

@@ -28,6 +28,8 @@ func FuzzParseCall(f *testing.F) {
 		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
 		`[1,2]`, `{"a":[{"b":null}],"c":1e5}`,
 		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"new_session","arguments":{"name":"x"}}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"e2e","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"new_session","arguments":{"name":"x"}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":5},"io.modelcontextprotocol/logLevel":1},"arguments":{},"name":"list"}}`,
 		"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"put\",\"arguments\":{\"agent_name\":\"a\",\"file_name\":\"f\",\"content\":\"\xff\"}}}",
 	} {
 		f.Add([]byte(s))
@@ -38,7 +40,24 @@ func FuzzParseCall(f *testing.F) {
 	}
 	a := New(st, nil, &Options{FleetElsewhere: errorf("elsewhere")}) // every tool, fleet ones too
 	f.Fuzz(func(t *testing.T, line []byte) {
-		c, ok := parseCall(line, a.byName)
+		if m, ok := parseCall(line, a.byName, true); ok {
+			// The _meta of protocol 2026-07-28, read as mcp-go reads it.
+			var req mcp.CallToolRequest
+			if err := json.Unmarshal(line, &req); err != nil {
+				t.Fatalf("mcp-go cannot decode %q: %v", line, err)
+			}
+			if v := req.Params.Meta.ProtocolVersion(); v != m.version {
+				t.Errorf("protocol version %q; mcp-go reads %q", m.version, v)
+			}
+			if caps := req.Params.Meta.ClientCapabilities(); m.caps != (caps != nil) {
+				t.Errorf("client capabilities %v; mcp-go reads %+v", m.caps, caps)
+			}
+			want := m.tool.newArgs()
+			if err := decodeArgs(req, m.tool.input, want); err != nil || !reflect.DeepEqual(m.args, want) {
+				t.Errorf("arguments %+v; decodeArgs %+v, %v", m.args, want, err)
+			}
+		}
+		c, ok := parseCall(line, a.byName, false)
 		if !ok {
 			return
 		}
@@ -107,7 +126,7 @@ func TestAppendCallResult(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := appendCallResult(nil, []byte("7"), data, isError); !bytes.Equal(got, append(want, '\n')) {
+			if got := appendCallResult(nil, []byte("7"), nil, data, isError); !bytes.Equal(got, append(want, '\n')) {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
 		}
@@ -130,7 +149,7 @@ func TestParseCallManyNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := New(st, nil, nil)
-	if _, ok := parseCall(b.Bytes(), a.byName); ok {
+	if _, ok := parseCall(b.Bytes(), a.byName, false); ok {
 		t.Error("took a put with a million unknown arguments")
 	}
 }

@@ -1,0 +1,200 @@
+package mcpadapter
+
+// The fast path of the HTTP handler: a POST of a tools/call under
+// protocol version 2026-07-28, served without mcp-go's streamable-HTTP
+// server, which decodes such a request, in part or whole, some nine times
+// (mcp-go v1.2.1: the envelope twice, the _meta three times, the params
+// twice for the header checks, the whole call) and encodes its result
+// twice.
+//
+// Why only that protocol: it has no sessions. mcp-go serves each of its
+// requests on a session of its own that nothing else sees, ignores
+// Mcp-Session-Id, and keeps no idle clock for it, so that a request served
+// elsewhere misses nothing of mcp-go's state. A request of an older
+// protocol belongs to a session whose idle clock mcp-go keeps, unexported:
+// those all go to mcp-go, as before.
+//
+// What the fast path takes, mcp-go would have served in the same way: the
+// checks below are the ones mcp-go makes of such a request (content type,
+// protocol version in the header and in _meta, the Mcp-Method and Mcp-Name
+// headers, no Last-Event-ID, client capabilities that decode), made as
+// a filter. Anything they do not pass, and anything parseCall does not
+// understand completely, goes to mcp-go with its body unchanged, so that
+// every refusal is mcp-go's own, byte for byte. So does a call with a
+// progress token: its notifications make mcp-go answer with an event
+// stream. The fast path's answer is always what mcp-go answers a call
+// without notifications: 200, application/json, one JSON-RPC response, or
+// nothing once the client is gone.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// httpFast is the fast path of one [Handler]. It is safe for concurrent
+// use.
+type httpFast struct {
+	a     *Adapter
+	srv   *server.MCPServer
+	meta  []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
+	limit int64  // of a request's body: see HTTPOptions.MaxRequestBytes
+	tools map[string]*tool
+	calls fastCalls[fastCall]
+}
+
+// fastCall names a call in flight: its caller and its request's id, as
+// JSON text.
+type fastCall struct {
+	id  Identity
+	req string
+}
+
+// newHTTPFast returns the fast path of srv, or nil if srv's results cannot
+// be told in advance. srv is a's server (see [Adapter.NewServer]), with
+// more tools perhaps: the fast path serves those of a's tools that srv
+// has when the handler is made, and leaves the others to mcp-go, which
+// answers that it does not know them.
+func newHTTPFast(a *Adapter, srv *server.MCPServer, limit int64) *httpFast {
+	meta := resultMeta(srv)
+	if meta == nil {
+		return nil
+	}
+	return &httpFast{a: a, srv: srv, meta: meta, limit: limit, tools: a.fastTools(srv)}
+}
+
+// discoverProbe is the smallest server/discover of protocol 2026-07-28.
+const discoverProbe = `{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"` +
+	mcp.MetaKeyProtocolVersion + `":"` + modernVersion + `","` + mcp.MetaKeyClientCapabilities + `":{}}}}`
+
+// resultMeta returns the _meta with which srv stamps every result of
+// protocol version 2026-07-28 (its identity, which mcp-go keeps
+// unexported), as mcp-go encodes it: the _meta of its answer to a
+// server/discover. It returns nil if the answer has none.
+func resultMeta(srv *server.MCPServer) []byte {
+	data, err := json.Marshal(srv.HandleMessage(context.Background(), json.RawMessage(discoverProbe)))
+	if err != nil {
+		return nil
+	}
+	var resp struct {
+		Result struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"result"`
+	}
+	info := []byte(nil)
+	if json.Unmarshal(data, &resp) == nil {
+		info = resp.Result.Meta[mcp.MetaKeyServerInfo]
+	}
+	if len(resp.Result.Meta) != 1 || info == nil {
+		return nil
+	}
+	return append([]byte(`{"`+mcp.MetaKeyServerInfo+`":`), append(info, '}')...)
+}
+
+// serve serves r, a POST of the caller id, if it is a call the fast path
+// takes, and reports whether it did. Otherwise, if it read r.Body, r.Body
+// is replaced by what it held, to be read again, and the caller passes r
+// on to mcp-go; it returns the body's buffer (nil if none) to bufPool once
+// mcp-go is done with it (body). A notifications/cancelled of id cancels
+// id's fast call of that request id, and goes on to mcp-go. Only the
+// bodies of 2026-07-28 calls and cancellations are read here: that
+// protocol names a request's method in a header, and its clients are the
+// only ones with fast calls.
+func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity) (served bool, body *[]byte) {
+	method := r.Header.Get(mcp.HeaderMethod)
+	cancelled := method == string(mcp.MethodNotificationCancelled)
+	if r.Header.Get(mcp.HeaderProtocolVersion) != modernVersion || method != string(mcp.MethodToolsCall) && !cancelled {
+		return false, nil
+	}
+	body = getBuf()
+	var err error
+	*body, err = readAll((*body)[:0], r.Body, min(r.ContentLength, f.limit))
+	if err != nil {
+		// mcp-go answers the reading's error.
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(*body), errReader{err}))
+		return false, body
+	}
+	r.Body = io.NopCloser(bytes.NewReader(*body))
+	if cancelled {
+		f.cancel(id, *body)
+		return false, body
+	}
+	req, ok := f.take(r.Header, *body)
+	if !ok {
+		return false, body
+	}
+	ctx, cancel := context.WithCancel(ContextWithIdentity(r.Context(), id))
+	done, _ := f.calls.start(fastCall{id: id, req: string(req.id)}, cancel) // never closed
+	defer done()
+	resp := f.a.respond(ctx, f.srv, req.tool, req.id, f.meta, req.args, nil)
+	defer putBuf(resp)
+	if r.Context().Err() != nil {
+		return true, body // the client is gone: mcp-go writes nothing either
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(*resp) // one write, as mcp-go's encoder makes: net/http frames it alike
+	return true, body
+}
+
+// take reads body, with the request's header h (that of a 2026-07-28
+// tools/call: see serve), as a call the fast path takes, and reports
+// whether it is one.
+func (f *httpFast) take(h http.Header, body []byte) (callRequest, bool) {
+	if ct := h.Get("Content-Type"); ct != "application/json" && !isJSON(ct) || h.Get(mcp.HeaderLastEventID) != "" {
+		return callRequest{}, false
+	}
+	req, ok := parseCall(body, f.tools, true)
+	if !ok || req.version != modernVersion || !req.caps || req.progress != nil || h.Get(mcp.HeaderName) != req.tool.name {
+		return callRequest{}, false
+	}
+	return req, true
+}
+
+// isJSON reports whether the content type ct is JSON, as mcp-go reads it.
+func isJSON(ct string) bool {
+	mediaType, _, err := mime.ParseMediaType(ct)
+	return err == nil && mediaType == "application/json"
+}
+
+// cancel cancels the fast call of id that msg, a notifications/cancelled,
+// names. Only the caller's own calls: mcp-go keys the calls of protocol
+// 2026-07-28 by their request id alone, across callers.
+func (f *httpFast) cancel(id Identity, msg []byte) {
+	if req, ok := cancelledRequest(msg); ok {
+		f.calls.cancel(fastCall{id: id, req: req})
+	}
+}
+
+// readAll appends what r holds to b, as io.ReadAll does; size, if
+// positive, is what to expect (a Content-Length within the limit: a
+// client's claim, never trusted beyond it).
+func readAll(b []byte, r io.Reader, size int64) ([]byte, error) {
+	if size > 0 && int64(cap(b)-len(b)) < size+1 {
+		b = append(make([]byte, 0, int64(len(b))+size+1), b...)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+	}
+}
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
