@@ -1,7 +1,8 @@
 // Package fleettest is the test kit the module's packages share: waiting
 // for a condition with a deadline, the bearer-token transport, a transport
 // whose connections can be cut, the require-or-skip rule for what a test
-// needs from the machine (tmux, a tmpfs, npm), and a fault file system.
+// needs from the machine (tmux, a tmpfs, npm), a fault file system, and
+// the hostile input sent to a server by the hostile tests.
 //
 // It is internal: only this module's tests import it. It imports neither
 // the root package nor mcpadapter, so any package's tests can use it,
