@@ -72,7 +72,7 @@ func TestMemRendezvous(t *testing.T) { fleetstatetest.TestRendezvous(t, newMemHo
 // TestMemRendezvousStateMachine runs the rendezvous's state machine on the
 // memory backend.
 func TestMemRendezvousStateMachine(t *testing.T) {
-	fleetstatetest.TestRendezvousStateMachine(t, newMemHome, peekTickets)
+	fleetstatetest.TestRendezvousStateMachine(t, newMemHome)
 }
 
 // memHome keeps a fleet in the memory backend.

@@ -86,6 +86,14 @@ type TicketInfo struct {
 	Brief   string    `json:"brief"`
 	Created time.Time `json:"created"`
 	Outcome           // where it stands, as Poll says
+	// Waited: a call of the lead is blocked on the ticket's turn (PollAll
+	// leaves such a ticket out).
+	Waited bool `json:"waited,omitempty"`
+	// News: a question or an outcome the lead has not been shown.
+	News bool `json:"news,omitempty"`
+	// Handed: a call returned the outcome, which is held only in case
+	// that response was lost.
+	Handed bool `json:"handed,omitempty"`
 }
 
 // Snapshot is the state of the fleet at one instant: what a view shows
@@ -126,7 +134,8 @@ func (r *Rendezvous) Snapshot() Snapshot {
 func (r *Rendezvous) snapshot() Snapshot {
 	snap := Snapshot{Seq: r.evSeq, Members: r.memberInfos(), Tickets: []TicketInfo{}}
 	for _, t := range r.tickets {
-		snap.Tickets = append(snap.Tickets, TicketInfo{Lead: t.Lead, Brief: t.Brief, Created: t.Created, Outcome: t.view()})
+		snap.Tickets = append(snap.Tickets, TicketInfo{Lead: t.Lead, Brief: t.Brief, Created: t.Created, Outcome: t.view(),
+			Waited: t.waiter != nil, News: !t.seen && (t.State == TicketDone || t.State == TicketQuestion), Handed: t.handed})
 	}
 	sort.Slice(snap.Tickets, func(i, j int) bool { return snap.Tickets[i].Created.Before(snap.Tickets[j].Created) })
 	return snap

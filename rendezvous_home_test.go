@@ -17,7 +17,7 @@ func TestRendezvous(t *testing.T) { fleetstatetest.TestRendezvous(t, newFileHome
 // fleetstatetest) on state directories of in-memory file systems,
 // comparing every ticket as the rendezvous holds it with the model.
 func TestRendezvousStateMachine(t *testing.T) {
-	fleetstatetest.TestRendezvousStateMachine(t, newFileHome, peekTickets)
+	fleetstatetest.TestRendezvousStateMachine(t, newFileHome)
 }
 
 // fileHome keeps a fleet in the state directory /state of fs.
@@ -42,13 +42,3 @@ func (h *fileHome) Open(t fleetstatetest.TB, opts *fleetstate.RendezvousOptions)
 // Crash crashes r; the lock of the state directory is released with it,
 // as the operating system releases a dead process's.
 func (h *fileHome) Crash(_ fleetstatetest.TB, r *fleetstate.Rendezvous) { fleetstate.Crash(r) }
-
-// peekTickets is fleetstate.PeekTickets for the state machine.
-func peekTickets(r *fleetstate.Rendezvous, lead string) []fleetstatetest.PeekedTicket {
-	ps := fleetstate.PeekTickets(r, lead)
-	out := make([]fleetstatetest.PeekedTicket, len(ps))
-	for i, p := range ps {
-		out[i] = fleetstatetest.PeekedTicket{Outcome: p.Outcome, Brief: p.Brief, Waited: p.Waited, News: p.News, Handed: p.Handed}
-	}
-	return out
-}

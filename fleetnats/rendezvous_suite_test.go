@@ -28,14 +28,12 @@ func TestRendezvousSuite(t *testing.T) {
 }
 
 // TestRendezvousStateMachine runs the rendezvous's state machine (package
-// fleetstatetest) on JetStream, each run on a fleet of its own. It
-// compares the tickets as the rendezvous's Snapshot shows them: whether a
-// call waits on a ticket, whether it is news and whether it was handed
-// are compared on state directories only, by the root package's tests,
-// which alone reach the rendezvous's insides.
+// fleetstatetest) on JetStream, each run on a fleet of its own, the
+// tickets compared as the rendezvous's Snapshot shows them, as on the
+// disk and in memory.
 func TestRendezvousStateMachine(t *testing.T) {
 	x := newNATSRunner(t, natstest.Run(t).URL())
-	fleetstatetest.TestRendezvousStateMachine(t, x.newHome, nil)
+	fleetstatetest.TestRendezvousStateMachine(t, x.newHome)
 }
 
 // natsRunner makes the suites' calls to NATS in goroutines of its own,

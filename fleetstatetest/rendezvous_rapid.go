@@ -35,7 +35,8 @@ import (
 //
 // Every call's result is compared field by field with the model's. After
 // every action the invariant compares each lead's tickets as the
-// rendezvous holds them (peek, which shows and releases nothing) with the
+// rendezvous holds them ([fleetstate.Rendezvous.Snapshot], which shows and
+// releases nothing) with the
 // model: the outcome Poll would return, whether a call
 // of the lead is blocked on it, whether it is news to the lead (a question
 // or outcome not shown yet) and whether it is handed (an outcome a call
@@ -83,20 +84,14 @@ import (
 // fleet must find every ticket the model still holds. The fleet of each
 // run lives in a home of its own from newHome.
 //
-// Without peek (nil) the state machine reads the tickets from
-// [fleetstate.Rendezvous.Snapshot], which shows each one's outcome and
-// brief but not whether a call waits on it, whether it is news or
-// whether it was handed: the invariant then compares those two only, and
-// in any order.
-//
 // Not driven here: a blocked call whose context ends at the very instant
 // its outcome arrives (the outcome is then held until acked rather than
 // handed), which the test cannot bring about without a race, and
 // RemoveMember.
-func TestRendezvousStateMachine(t *testing.T, newHome func(t TB) Home, peek Peek) {
+func TestRendezvousStateMachine(t *testing.T, newHome func(t TB) Home) {
 	rapid.Check(t, func(t *rapid.T) {
 		rapid.SyncTest(t, func(t *rapid.T) {
-			m := rvNewMachine(t, newHome(t), peek)
+			m := rvNewMachine(t, newHome(t))
 			t.Repeat(m.actions())
 			m.closeAndReopen(t)
 		})
@@ -111,12 +106,6 @@ type PeekedTicket struct {
 	News               bool   // a question or an outcome the lead has not been shown
 	Handed             bool   // a call returned the outcome: the lead's next call releases it
 }
-
-// A Peek returns every ticket of lead, oldest first, as r holds it,
-// without showing any to the lead and without releasing anything. The
-// root package's tests have one; nothing exported from package fleetstate
-// shows Waited, News and Handed yet.
-type Peek func(r *fleetstate.Rendezvous, lead string) []PeekedTicket
 
 // rvMsg is the model of one message to a member and its turn.
 type rvMsg struct {
@@ -215,7 +204,6 @@ type rvMember struct {
 
 type rvMachine struct {
 	h       Home // where the fleet lives
-	peek    Peek // nil: the tickets as r.Snapshot shows them
 	r       *fleetstate.Rendezvous
 	ctx     context.Context // of every call the test starts; cancelled after Close at cleanup
 	leads   []string
@@ -254,7 +242,7 @@ const (
 	rvTick         = time.Millisecond // fake time before each action
 )
 
-func rvNewMachine(t *rapid.T, h Home, peek Peek) *rvMachine {
+func rvNewMachine(t *rapid.T, h Home) *rvMachine {
 	// Half the runs hold returned outcomes, for a whole number of seconds
 	// and a few microseconds: its end falls on no other bound.
 	var opts *fleetstate.RendezvousOptions
@@ -267,7 +255,6 @@ func rvNewMachine(t *rapid.T, h Home, peek Peek) *rvMachine {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &rvMachine{
 		h:         h,
-		peek:      peek,
 		r:         r,
 		opts:      opts,
 		hold:      hold,
@@ -1531,20 +1518,15 @@ func (m *rvMachine) compare(t *rapid.T, when string) {
 		var want []PeekedTicket
 		for _, msg := range m.msgs {
 			if msg.lead == lead && !msg.gone {
-				p := PeekedTicket{Outcome: m.view(msg), Brief: msg.brief}
-				if m.peek != nil {
-					p.Waited, p.News, p.Handed = msg.waiter != nil, msg.news(), msg.handed
-				}
-				want = append(want, p)
+				want = append(want, PeekedTicket{Outcome: m.view(msg), Brief: msg.brief,
+					Waited: msg.waiter != nil, News: msg.news(), Handed: msg.handed})
 			}
 		}
-		if m.peek == nil {
-			// Snapshot orders tickets by creation time, which several
-			// share in a bubble.
-			byTicket := func(a, b PeekedTicket) int { return strings.Compare(a.Ticket, b.Ticket) }
-			slices.SortFunc(got, byTicket)
-			slices.SortFunc(want, byTicket)
-		}
+		// Snapshot orders tickets by creation time, which several share
+		// in a bubble.
+		byTicket := func(a, b PeekedTicket) int { return strings.Compare(a.Ticket, b.Ticket) }
+		slices.SortFunc(got, byTicket)
+		slices.SortFunc(want, byTicket)
 		if !slices.Equal(got, want) {
 			t.Fatalf("%stickets of %s:\n got %+v\nwant %+v", when, lead, got, want)
 		}
@@ -1603,16 +1585,14 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// peekTickets returns lead's tickets as the rendezvous holds them: all that
-// m.peek shows, or the outcome and brief of each as r.Snapshot shows them.
+// peekTickets returns lead's tickets as the rendezvous holds them, as
+// r.Snapshot shows them: without showing any to the lead and without
+// releasing anything.
 func (m *rvMachine) peekTickets(lead string) []PeekedTicket {
-	if m.peek != nil {
-		return m.peek(m.r, lead)
-	}
 	var out []PeekedTicket
 	for _, ti := range m.r.Snapshot().Tickets {
 		if ti.Lead == lead {
-			out = append(out, PeekedTicket{Outcome: ti.Outcome, Brief: ti.Brief})
+			out = append(out, PeekedTicket{Outcome: ti.Outcome, Brief: ti.Brief, Waited: ti.Waited, News: ti.News, Handed: ti.Handed})
 		}
 	}
 	return out
