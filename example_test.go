@@ -13,7 +13,7 @@ import (
 // passes nil for the disk. Until a session starts, there is nothing to
 // put files in.
 func ExampleOpen() {
-	st, err := fleetstate.Open(afero.NewMemMapFs(), "/work/.ai-fleet-state", nil)
+	st, err := fleetstate.Open(afero.NewMemMapFs(), "/project/.ai-fleet-state", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func ExampleOpen() {
 	}
 	fmt.Println(sess.Name)
 	// Output:
-	// /work/.ai-fleet-state
+	// /project/.ai-fleet-state
 	// ERR_NO_ACTIVE_SESSION
 	// refactor auth
 }
