@@ -328,6 +328,17 @@ func (a *fleetAgent) client(ctx context.Context) (*mcpadapter.Client, error) {
 	return nil, err
 }
 
+// home puts a back on its first daemon: the next call dials it.
+func (a *fleetAgent) home() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.at != 0 && a.c != nil {
+		a.retired = append(a.retired, a.c)
+		a.c = nil
+	}
+	a.at = 0
+}
+
 // do runs fn on the agent's connection and returns its error.
 func (a *fleetAgent) do(ctx context.Context, fn func(*mcpadapter.Client) error) error {
 	c, err := a.client(ctx)
@@ -776,9 +787,13 @@ func TestNATSOwnerKilledUnderLoad(t *testing.T) {
 		newFleetAgent(t, "m3", tokens["m3"], c.url, a.url, b.url),
 		newFleetAgent(t, "m4", tokens["m4"], a.url, c.url, b.url),
 	}
-	// Every daemon has joined: a call through each works.
+	// Every daemon has joined: a call of each agent through its first
+	// daemon works. A call refused while a daemon is joining moves the
+	// agent on; it is put back, so that the lead starts on a daemon that
+	// lives through the kill, as the last check below assumes.
 	for _, ag := range append([]*fleetAgent{lead, probe}, ms...) {
 		if !fleettest.Until(15*time.Second, 100*time.Millisecond, func() bool {
+			ag.home()
 			return ag.do(context.Background(), func(c *mcpadapter.Client) error {
 				_, err := c.CurrentSession(context.Background())
 				if fleetstate.CodeOf(err) == fleetstate.CodeNoActiveSession {
