@@ -23,41 +23,14 @@ import (
 // goes on serving, and nothing outside the state directory is touched.
 // The same over the binary's stdio is TestHostileStdio in cmd/fleetstate.
 
-// caller is what the hostile tests need of a connection, over stdio or
-// HTTP: a raw tool call.
-type caller func(tool string, args any) rpcReply
-
-func runHostileStore(t *testing.T, w *fleettest.HostileWorld, call caller) {
-	t.Helper()
-	before := fleettest.TreeHash(t, w.Root, w.State)
-	for _, c := range fleettest.HostileStoreCalls(w.Session) {
-		start := time.Now()
-		r := call(c.Tool, c.Args)
-		if d := time.Since(start); d > time.Second {
-			t.Logf("%s took %v", c.Tool, d.Round(time.Millisecond))
-		}
-		if r.Result == nil || !r.Result.IsError || r.Result.StructuredContent["error"] != c.Code {
-			t.Errorf("%s(%.80v): %+v %+v; want %s", c.Tool, c.Args, r.Result, r.Error, c.Code)
-			continue
-		}
-		msg, _ := r.Result.StructuredContent["message"].(string)
-		if len(msg) > 1024 || strings.Contains(msg, w.Root) {
-			t.Errorf("%s: message of %d bytes %.100q: long, or names a host path", c.Tool, len(msg), msg)
-		}
+// hostileReply is r as the test kit's hostile runner reads it.
+func (r rpcReply) hostileReply() fleettest.HostileReply {
+	raw, _ := json.Marshal(r)
+	h := fleettest.HostileReply{Raw: string(raw)}
+	if r.Result != nil {
+		h.Answered, h.IsError, h.Structured = true, r.Result.IsError, r.Result.StructuredContent
 	}
-	// A listing skips the links; the files the links reach stay as they were.
-	if r := call("list", map[string]any{"agent_name": "scout"}); r.Result == nil || r.Result.IsError {
-		t.Errorf("list: %+v", r)
-	} else {
-		for _, f := range r.Result.StructuredContent["files"].([]any) {
-			if name := f.(map[string]any)["file_name"].(string); strings.HasPrefix(name, "linked") {
-				t.Errorf("list shows %s, reached through a link", name)
-			}
-		}
-	}
-	if after := fleettest.TreeHash(t, w.Root, w.State); after != before {
-		t.Fatal("something outside the state directory changed")
-	}
+	return h
 }
 
 // TestHostileHTTP: the hostile input of the stdio test of the binary
@@ -98,7 +71,7 @@ func TestHostileHTTP(t *testing.T) {
 	w.Session = call("new_session", map[string]any{"name": "hostile"}).Result.StructuredContent["id"].(string)
 	call("put", map[string]any{"agent_name": "scout", "file_name": "real.txt", "content": "real"})
 	w.Plant(t)
-	runHostileStore(t, w, call)
+	fleettest.RunHostileStore(t, w, func(tool string, args any) fleettest.HostileReply { return call(tool, args).hostileReply() })
 
 	before := fleettest.TreeHash(t, w.Root, w.State)
 	h, _ := modernRequest(0, "tools/call", map[string]any{"name": "put"})

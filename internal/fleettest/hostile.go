@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Hostile input, shared by the tests that send it to a stdio server (the
@@ -189,4 +190,52 @@ func MillionArgs() json.RawMessage {
 	}
 	b.WriteString("}")
 	return b.Bytes()
+}
+
+// HostileReply is what a hostile test needs of a tool call's answer:
+// whether a result came, whether it was an error, its structured content,
+// and, for a failure message, the reply as it was.
+type HostileReply struct {
+	Answered   bool           // a result came (not a JSON-RPC error, not silence)
+	IsError    bool           // the result is a tool error
+	Structured map[string]any // its structured content
+	Raw        string         // the whole reply, for failure messages
+}
+
+// RunHostileStore makes every call of [HostileStoreCalls] through call and
+// fails t unless each answers its code with a short message that names no
+// host path, a listing shows no file reached through a link, and nothing
+// outside the state directory changed.
+func RunHostileStore(t *testing.T, w *HostileWorld, call func(tool string, args any) HostileReply) {
+	t.Helper()
+	before := TreeHash(t, w.Root, w.State)
+	for _, c := range HostileStoreCalls(w.Session) {
+		start := time.Now()
+		r := call(c.Tool, c.Args)
+		if d := time.Since(start); d > time.Second {
+			t.Logf("%s took %v", c.Tool, d.Round(time.Millisecond))
+		}
+		if !r.Answered || !r.IsError || r.Structured["error"] != c.Code {
+			t.Errorf("%s(%.80v): %s; want %s", c.Tool, c.Args, r.Raw, c.Code)
+			continue
+		}
+		msg, _ := r.Structured["message"].(string)
+		if len(msg) > 1024 || strings.Contains(msg, w.Root) {
+			t.Errorf("%s: message of %d bytes %.100q: long, or names a host path", c.Tool, len(msg), msg)
+		}
+	}
+	// A listing skips the links; the files the links reach stay as they were.
+	if r := call("list", map[string]any{"agent_name": "scout"}); !r.Answered || r.IsError {
+		t.Errorf("list: %s", r.Raw)
+	} else {
+		files, _ := r.Structured["files"].([]any)
+		for _, f := range files {
+			if name, _ := f.(map[string]any)["file_name"].(string); strings.HasPrefix(name, "linked") {
+				t.Errorf("list shows %s, reached through a link", name)
+			}
+		}
+	}
+	if after := TreeHash(t, w.Root, w.State); after != before {
+		t.Fatal("something outside the state directory changed")
+	}
 }
