@@ -127,7 +127,6 @@ type Dir struct {
 	syncWrites  bool
 	lockTimeout time.Duration
 	isSession   func(string) bool
-	now         func() time.Time // seam for tests of stale temporary files
 
 	// commitMu makes the check and the rename of a write one step on file
 	// systems other than the operating system's, where no exclusive link
@@ -155,13 +154,12 @@ func Open(fsys afero.Fs, dir string, opts Options) (*Dir, error) {
 		syncWrites:  opts.SyncWrites,
 		lockTimeout: opts.LockTimeout,
 		isSession:   opts.IsSession,
-		now:         time.Now,
 	}
 	if d.isSession == nil {
 		d.isSession = func(string) bool { return false }
 	}
 	if !opts.NoGitIgnore && strings.ContainsAny(dir, "\n\r") {
-		return nil, &Error{Kind: KindIO, Err: ErrDirLineBreak}
+		return nil, &Error{Kind: KindIO, Err: errDirLineBreak}
 	}
 	if err := d.fs.MkdirAll(filepath.Join(d.dir, PrivateDir), DirPerm); err != nil {
 		return nil, d.IOError(err)
@@ -197,11 +195,8 @@ func (d *Dir) OsFs() bool { return d.osFs }
 // SyncWrites reports whether writes are flushed to stable storage.
 func (d *Dir) SyncWrites() bool { return d.syncWrites }
 
-// Now returns the time by the directory's clock.
-func (d *Dir) Now() time.Time { return d.now() }
-
-// SetClock replaces the clock that ages temporary files, for tests.
-func (d *Dir) SetClock(now func() time.Time) { d.now = now }
+// Now returns the time against which temporary files and free slots age.
+func (d *Dir) Now() time.Time { return time.Now() }
 
 // Private returns the path of name (its folders separated by /) inside
 // the private folder.

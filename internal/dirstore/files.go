@@ -247,7 +247,7 @@ func (d *Dir) walk(session, agent, rel string, files []File) ([]File, error) {
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, TempPrefix) {
-			if e.Mode().IsRegular() && d.now().Sub(e.ModTime()) > StaleTempAge {
+			if e.Mode().IsRegular() && d.Now().Sub(e.ModTime()) > StaleTempAge {
 				_ = d.fs.Remove(filepath.Join(dir, name)) // best effort; the next List retries
 			}
 			continue

@@ -212,7 +212,7 @@ func lockWithin(f *os.File, d time.Duration) error {
 // git work tree that contains it, unless a line there already names it.
 // The entry is the directory's path anchored at the top ("/rel/"), with
 // git's pattern characters escaped, so that it matches that directory and
-// nothing else: see [GitIgnorePattern].
+// nothing else: see [gitIgnorePattern].
 func (d *Dir) ignoreInGit() error {
 	if !filepath.IsAbs(d.dir) {
 		return nil
@@ -231,7 +231,7 @@ func (d *Dir) ignoreInGit() error {
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return nil
 	}
-	pattern, err := GitIgnorePattern(filepath.ToSlash(rel))
+	pattern, err := gitIgnorePattern(filepath.ToSlash(rel))
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func (d *Dir) ignoreInGit() error {
 		return err
 	}
 	for line := range strings.SplitSeq(string(old), "\n") {
-		if strings.Trim(TrimGitIgnoreLine(line), "/") == pattern {
+		if strings.Trim(trimGitIgnoreLine(line), "/") == pattern {
 			return nil
 		}
 	}
@@ -265,11 +265,11 @@ func (d *Dir) ignoreInGit() error {
 	return err
 }
 
-// ErrDirLineBreak refuses a state directory that no .gitignore line can
+// errDirLineBreak refuses a state directory that no .gitignore line can
 // name. Open checks for it before it creates anything.
-var ErrDirLineBreak = errors.New("the state directory's path has a line break, which no .gitignore line can name; rename it or set Options.NoGitIgnore")
+var errDirLineBreak = errors.New("the state directory's path has a line break, which no .gitignore line can name; rename it or set Options.NoGitIgnore")
 
-// GitIgnorePattern escapes rel, a slash-separated path, for a .gitignore
+// gitIgnorePattern escapes rel, a slash-separated path, for a .gitignore
 // line of the form "/rel/". Git reads "*", "?", "[" and "\\" in a pattern
 // as wildcards and escapes; a backslash before each makes it literal. The
 // other characters that are special in a .gitignore need no escape in
@@ -277,9 +277,9 @@ var ErrDirLineBreak = errors.New("the state directory's path has a line break, w
 // which is the anchoring "/", and spaces are dropped only at a line's end,
 // which is the closing "/". A line break cannot be written in a pattern at
 // all, so a directory whose path has one is refused with a named error.
-func GitIgnorePattern(rel string) (string, error) {
+func gitIgnorePattern(rel string) (string, error) {
 	if strings.ContainsAny(rel, "\n\r") {
-		return "", ErrDirLineBreak
+		return "", errDirLineBreak
 	}
 	var b strings.Builder
 	for _, c := range rel {
@@ -292,10 +292,10 @@ func GitIgnorePattern(rel string) (string, error) {
 	return b.String(), nil
 }
 
-// TrimGitIgnoreLine trims a .gitignore line as git reads it: a carriage
+// trimGitIgnoreLine trims a .gitignore line as git reads it: a carriage
 // return and trailing spaces go, unless the last space is escaped; leading
 // spaces stay, for git they are part of the pattern.
-func TrimGitIgnoreLine(line string) string {
+func trimGitIgnoreLine(line string) string {
 	line = strings.TrimSuffix(line, "\r")
 	for strings.HasSuffix(line, " ") && !strings.HasSuffix(line, "\\ ") {
 		line = line[:len(line)-1]
