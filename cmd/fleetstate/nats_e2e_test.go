@@ -778,8 +778,9 @@ func TestNATSOwnerKilledUnderLoad(t *testing.T) {
 	b := startNATSDaemon(t, urls, args...)
 	c := startNATSDaemon(t, urls, args...)
 
-	// Each agent's first daemon, then the others.
-	lead := newFleetAgent(t, "lead", tokens["lead"], b.url, c.url, a.url)
+	// Each agent's first daemon, then the others; the lead's are only
+	// those that live through the kill, as the last check below assumes.
+	lead := newFleetAgent(t, "lead", tokens["lead"], b.url, c.url)
 	probe := newFleetAgent(t, "lead", tokens["lead"], c.url, b.url)
 	ms := []*fleetAgent{
 		newFleetAgent(t, "m1", tokens["m1"], a.url, b.url, c.url),
