@@ -35,6 +35,12 @@ const (
 	// listening stream) before the turn ends member_gone: a reconnecting
 	// client retries within seconds.
 	DefaultRejoinTimeout = 30 * time.Second
+	// DefaultPresenceWindow is how long a member whose connection went
+	// keeps its open turn and its question: long enough for a client
+	// whose daemon died to reach another daemon of the fleet (a proxy
+	// does in well under a second), short enough that a lead soon learns
+	// of a member that is really gone.
+	DefaultPresenceWindow = 10 * time.Second
 )
 
 // DefaultExhaustedPatterns returns the patterns, matched case-insensitively
@@ -83,6 +89,14 @@ type RendezvousOptions struct {
 	// call and no stream of the member, the turn ends member_gone. Default
 	// DefaultRejoinTimeout.
 	RejoinTimeout time.Duration
+	// PresenceWindow is how long a member that pulls its messages keeps
+	// its open turn, and the question it asked in it, once its connection
+	// is gone ([Rendezvous.Disconnect]): a member that comes back within
+	// it (a call, or a listening stream, through any connection) finishes
+	// the turn as if nothing had happened; otherwise the turn ends
+	// member_gone when it passes. Default DefaultPresenceWindow; negative
+	// ends the turn at once.
+	PresenceWindow time.Duration
 	// HoldReturned, if positive, keeps the outcome that a call of a lead
 	// returned on its ticket until Ack or for HoldReturned, instead of
 	// until the lead's next call. A server whose leads call over several
@@ -425,6 +439,9 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 	def(&o.PickupGrace, DefaultPickupGrace)
 	def(&o.PortTimeout, DefaultPortTimeout)
 	def(&o.RejoinTimeout, DefaultRejoinTimeout)
+	if o.PresenceWindow == 0 {
+		o.PresenceWindow = DefaultPresenceWindow
+	}
 	if o.TailLines <= 0 {
 		o.TailLines = DefaultTailLines
 	}
@@ -518,7 +535,7 @@ func (r *Rendezvous) restore() error {
 	for _, m := range r.members {
 		if m.open != nil {
 			m.ready = true
-			r.armRejoin(m)
+			r.armRejoin(m, r.opt.RejoinTimeout, "of a restart")
 		}
 		for _, t := range m.queue {
 			r.armReadyTimer(m, t)
@@ -527,11 +544,14 @@ func (r *Rendezvous) restore() error {
 	return nil
 }
 
-// armRejoin ends m's restored open turn, and its readiness, if the member
-// does not show up within RejoinTimeout. r.mu must be held.
-func (r *Rendezvous) armRejoin(m *member) {
+// armRejoin ends m's open turn, and its readiness, if the member does not
+// show up within d: after a restart (RejoinTimeout), or after its
+// connection went (PresenceWindow); since says after what. r.mu must be
+// held.
+func (r *Rendezvous) armRejoin(m *member, d time.Duration, since string) {
+	m.stopRejoin()
 	var tm *time.Timer
-	tm = time.AfterFunc(r.opt.RejoinTimeout, func() {
+	tm = time.AfterFunc(d, func() {
 		r.lockW()
 		defer r.unlockW()
 		if r.closed || m.rejoin != tm {
@@ -540,7 +560,7 @@ func (r *Rendezvous) armRejoin(m *member) {
 		m.rejoin = nil
 		if t := m.open; t != nil && m.port == nil {
 			_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
-				Content: "the member did not come back within " + r.opt.RejoinTimeout.String() + " of a restart"}, saveNow)
+				Content: "the member did not come back within " + d.String() + " " + since}, saveNow)
 		}
 		r.setReady(m, false)
 	})

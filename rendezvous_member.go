@@ -13,6 +13,21 @@ import (
 // handed to a Next at the instant its wait, ctx or the rendezvous ended is
 // returned all the same: it is delivered, and not delivered again.
 func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration) (msg Message, ok bool, err error) {
+	return r.next(ctx, member, wait, nil)
+}
+
+// NextAfter is Next for a caller that says which turn it took last:
+// afterTurn, or "" for none. If the member's open turn is another one, it
+// was handed to an earlier call whose answer the caller never got (the
+// connection went with the daemon it ran through, say): that turn is
+// handed again, still open, rather than ended as turn_done. A client that
+// sends a lost Next again passes the turn it took last, so that no message
+// is lost between two daemons.
+func (r *Rendezvous) NextAfter(ctx context.Context, member, afterTurn string, wait time.Duration) (msg Message, ok bool, err error) {
+	return r.next(ctx, member, wait, &afterTurn)
+}
+
+func (r *Rendezvous) next(ctx context.Context, member string, wait time.Duration, after *string) (msg Message, ok bool, err error) {
 	const op = "next"
 	deadline := r.waitTimer(wait)
 	defer r.putTimer(deadline)
@@ -37,6 +52,11 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 		return Message{}, false, newError(CodeNotPermitted, op, "member %s is delivered to through its port", quote(member))
 	}
 	r.setReady(m, true)
+	if t := m.open; t != nil && after != nil && *after != t.ID {
+		// Handed to a call whose answer was lost: hand it again.
+		r.unlockW()
+		return Message{TurnID: t.ID, From: t.Lead, Content: t.Brief}, true, nil
+	}
 	// A member asking for work has finished its open turn; the end of that
 	// turn and the delivery of the next message are written together, with
 	// r.mu released, and then made visible together.
@@ -311,11 +331,65 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 		}
 		return def, true, nil
 	case <-ctx.Done():
-		if a, ok := r.withdraw(t, ch); ok {
+		if a, ok := r.abandon(m, t, ch); ok {
 			return a.text, false, a.err
 		}
 		return "", false, ctx.Err()
 	}
+}
+
+// abandonGrace is how long the question of an Ask whose caller stopped
+// waiting stays, without an asker, before it is withdrawn. A caller stops
+// waiting when it cancels, and when its connection goes (its daemon died,
+// say): the end of the call and the end of the connection reach the
+// rendezvous in either order, and a question whose member's connection
+// went within the grace is kept for the member's presence window.
+const abandonGrace = time.Second
+
+// abandon takes back t's question after its asker, of member m, stopped
+// waiting. If an answer reached ch in the meantime it is returned instead.
+// The question stays, without an asker, for abandonGrace, and for as long
+// as the member is away within its presence window: the member's Ask in
+// the same turn, through another connection, finds it again, and the
+// answer if the lead gave one meanwhile. A question nobody asks again is
+// withdrawn, as a cancelled question is.
+func (r *Rendezvous) abandon(m *member, t *turn, ch chan answer) (answer, bool) {
+	if r.opt.PresenceWindow < 0 {
+		return r.withdraw(t, ch)
+	}
+	r.lockW()
+	defer r.unlockW()
+	select {
+	case a := <-ch:
+		return a, true
+	default:
+	}
+	if t.asker != ch {
+		return answer{}, false
+	}
+	t.asker = nil
+	t.stopAskTimer()
+	var tm *time.Timer
+	tm = time.AfterFunc(abandonGrace, func() {
+		r.lockW()
+		defer r.unlockW()
+		if r.closed || t.askTimer != tm || t.asker != nil || t.State != TicketQuestion {
+			return
+		}
+		t.askTimer = nil
+		if m.rejoin != nil && m.open == t {
+			// Away, within its window: the question keeps its own
+			// window, and goes with the turn if the member stays away.
+			r.armQuestionWindow(t, time.Now())
+			return
+		}
+		t.State, t.Question = TicketWorking, ""
+		r.j.save(t)
+		r.publishTurn(EventWithdrawn, t, "")
+		r.changed(t.Lead)
+	})
+	t.askTimer = tm
+	return answer{}, false
 }
 
 // withdraw takes back t's question after its asker stopped waiting. If an
@@ -341,13 +415,15 @@ func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
 // Disconnect tells the rendezvous that member's connection is gone: its MCP
 // session ended, or the stream it listened on broke. The member is no
 // longer ready, so new messages wait for it as for a member that has not
-// mounted (at most ReadyTimeout). A member that pulls its messages also
-// loses its open turn, which ends failed with reason member_gone, since
-// nobody is left to reply to it; a question it asked in that turn is
-// withdrawn and its blocked Ask returns [ErrNoOpenTurn]. A member reached
-// through a port keeps its turn: its pane, not its connection, tells when
-// the turn ends. Its next [Rendezvous.Next] (or [Rendezvous.SetReady])
-// makes the member ready again.
+// mounted (at most ReadyTimeout). A member that pulls its messages keeps
+// its open turn, and the question it asked in it, for PresenceWindow: a
+// connection can go with the daemon it ran through, and the member come
+// back through another. When the member shows up within the window (a
+// call, [Rendezvous.SetReady]), it finishes the turn as if nothing had
+// happened; when the window passes, the turn ends failed with reason
+// member_gone, since nobody is left to reply to it, and a blocked Ask
+// returns [ErrNoOpenTurn]. A member reached through a port keeps its
+// turn: its pane, not its connection, tells when the turn ends.
 func (r *Rendezvous) Disconnect(member string) error {
 	r.lockW()
 	defer r.unlockW()
@@ -357,8 +433,38 @@ func (r *Rendezvous) Disconnect(member string) error {
 	}
 	r.setReady(m, false)
 	if t := m.open; t != nil && m.port == nil {
-		_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone,
-			Content: "the member's connection closed during the turn"}, saveNow)
+		if r.opt.PresenceWindow < 0 {
+			return r.dropTurn(m, t, "the member's connection closed during the turn")
+		}
+		if m.rejoin == nil {
+			r.armRejoin(m, r.opt.PresenceWindow, "of its connection closing")
+		}
 	}
+	return nil
+}
+
+// Drop ends member's open turn at once, failed with reason member_gone,
+// whatever its presence window: a newer connection of the member took
+// over while the one that took the turn is still there, so a reply can
+// no longer be told to be about the turn. Whether the member is ready is
+// left as it is. A member without an open turn, or reached through a
+// port, is left alone.
+func (r *Rendezvous) Drop(member string) error {
+	r.lockW()
+	defer r.unlockW()
+	m, err := r.registered("drop", member)
+	if err != nil {
+		return err
+	}
+	if t := m.open; t != nil && m.port == nil {
+		m.stopRejoin()
+		return r.dropTurn(m, t, "another connection of the member took over during the turn")
+	}
+	return nil
+}
+
+// dropTurn ends m's open turn t as member_gone. r.mu must be held.
+func (r *Rendezvous) dropTurn(m *member, t *turn, why string) error {
+	_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone, Content: why}, saveNow)
 	return nil
 }

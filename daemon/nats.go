@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -166,8 +165,8 @@ func (d *Daemon) serveNATS(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer f.Close()
-	n := &natsDaemon{d: d, f: f, log: d.log, self: self}
-	n.handler.Store(&httpHandler{unavailableHandler("this daemon has not joined the fleet yet")})
+	n := &natsDaemon{d: d, f: f, log: d.log, self: self, turned: make(chan struct{}),
+		handler: unavailableHandler("this daemon has not joined the fleet yet")}
 	hs := d.httpServer(n)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -199,21 +198,94 @@ func (d *Daemon) serveNATS(ctx context.Context, ln net.Listener) error {
 	return result
 }
 
-// httpHandler boxes a handler for an atomic.Pointer.
-type httpHandler struct{ http.Handler }
-
 // natsDaemon is one daemon of a fleet on NATS: owner or forwarder.
 type natsDaemon struct {
-	d       *Daemon
-	f       *fleetnats.Fleet
-	log     *slog.Logger
-	self    string
-	handler atomic.Pointer[httpHandler]
+	d    *Daemon
+	f    *fleetnats.Fleet
+	log  *slog.Logger
+	self string
+
+	mu      sync.Mutex
+	handler http.Handler  // guarded by mu; what serves the fleet's requests now
+	turned  chan struct{} // guarded by mu; closed and replaced when handler changes
+}
+
+// set makes h serve the fleet's requests from now on, and wakes the
+// requests waiting for a change.
+func (d *natsDaemon) set(h http.Handler) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.handler = h
+	close(d.turned)
+	d.turned = make(chan struct{})
+}
+
+// current returns what serves the fleet's requests now, and a channel
+// closed when that changes.
+func (d *natsDaemon) current() (http.Handler, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.handler, d.turned
+}
+
+// takeoverWait bounds how long a request waits for the fleet to have an
+// owner again: the lease of a dead owner runs out within LeaseTTL, and
+// the daemon that wins it needs a moment to take the turns up.
+func (d *natsDaemon) takeoverWait() time.Duration {
+	ttl := d.d.cfg.NATS.LeaseTTL
+	if ttl <= 0 {
+		ttl = fleetnats.DefaultLeaseTTL
+	}
+	return 3 * ttl
 }
 
 func (d *natsDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	d.handler.Load().ServeHTTP(w, r)
+	if mcpadapter.Rebound(r) {
+		// Refused here as the owner would refuse it: forwarded, it would
+		// carry the owner's Host.
+		w.Header().Set("Connection", "close")
+		http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
+		return
+	}
+	d.serve(w, r, time.Now().Add(d.takeoverWait()))
 }
+
+// serve serves r with what serves the fleet now. While the fleet has no
+// owner this daemon can reach (the owner died and its lease has not run
+// out yet, or this daemon has not joined), r waits for one, until by or
+// until its caller gives up: a call that never reached an owner has had
+// no effect, and goes to the next owner rather than fail.
+func (d *natsDaemon) serve(w http.ResponseWriter, r *http.Request, by time.Time) {
+	for {
+		h, turned := d.current()
+		if _, down := h.(unavailable); down && time.Now().Before(by) {
+			t := time.NewTimer(time.Until(by))
+			select {
+			case <-turned:
+				t.Stop()
+				continue
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return // nobody is left to answer
+			}
+			h, turned = d.current()
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), dispatchKey{}, dispatch{d: d, in: r, by: by, turned: turned})))
+		return
+	}
+}
+
+// dispatch is how a request reached a forwarder, so that one the owner
+// did not answer can go to the next owner.
+type dispatch struct {
+	d      *natsDaemon
+	in     *http.Request // the request as it came
+	by     time.Time     // how long it may wait for an owner
+	turned <-chan struct{}
+}
+
+type dispatchKey struct{}
 
 // run contends for the fleet and serves it in whichever role the lease
 // gives, until ctx is done.
@@ -254,22 +326,22 @@ func (d *natsDaemon) run(ctx context.Context) error {
 			// unreadable, say) would otherwise take the lease and give it
 			// up in a loop.
 			d.log.Error("fleetstate: serving the fleet ended", "err", err)
-			d.handler.Store(&httpHandler{unavailableHandler(err.Error())})
+			d.set(unavailableHandler(err.Error()))
 		case fleetstate.CodeOf(err) == fleetstate.CodeFleetOwned:
 			var owned *fleetstate.OwnedError
 			if errors.As(err, &owned) && owned.Owner.Addr != "" && owned.Owner.Addr != forwardingTo {
 				h, perr := forwardTo(owned.Owner.Addr, d.log)
 				if perr != nil {
-					d.handler.Store(&httpHandler{unavailableHandler(perr.Error())})
+					d.set(unavailableHandler(perr.Error()))
 				} else {
-					d.handler.Store(&httpHandler{h})
+					d.set(h)
 					forwardingTo = owned.Owner.Addr
 					d.log.Info("fleetstate: forwarding to the fleet's owner", "owner", owned.Owner.Addr)
 				}
 			}
 		default:
 			forwardingTo = ""
-			d.handler.Store(&httpHandler{unavailableHandler("NATS: " + err.Error())})
+			d.set(unavailableHandler("NATS: " + err.Error()))
 		}
 		select {
 		case <-ctx.Done():
@@ -326,7 +398,7 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 	if err != nil {
 		return err
 	}
-	d.handler.Store(&httpHandler{fh.mux})
+	d.set(&provenOwner{own: own, h: fh.mux})
 	d.log.Info("fleetstate: this daemon owns the fleet", "fleet", d.f.Name(), "url", d.self)
 	var lost error
 	select {
@@ -337,14 +409,118 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 	}
 	// Stop answering for the fleet before the rendezvous closes, so that
 	// no caller sees what it kept once it is not the owner.
-	d.handler.Store(&httpHandler{unavailableHandler("this daemon gave the fleet up")})
+	d.set(unavailableHandler("this daemon gave the fleet up"))
 	fh.close()
 	return lost
 }
 
+// provenOwner serves the fleet's requests as its owner, for as long as
+// the owner can prove it holds the lease (fleetnats.Ownership.Proven). A
+// daemon that was paused, or cut off from NATS, past that cannot tell
+// whether another daemon took the fleet over and moved past what it keeps
+// in memory: a request waits for the proof (a renewal) or for the loss of
+// the lease, after which it goes wherever the fleet is served then; an
+// answer written after the proof lapsed is replaced by a 503.
+type provenOwner struct {
+	own *fleetnats.Ownership
+	h   http.Handler
+}
+
+// proofPoll is how often a request waiting for the lease's proof looks.
+const proofPoll = 10 * time.Millisecond
+
+func (p *provenOwner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	dp, _ := r.Context().Value(dispatchKey{}).(dispatch)
+	by := dp.by
+	if dp.d == nil {
+		by = time.Now().Add(fleetnats.DefaultLeaseTTL)
+	}
+	for !p.own.Proven() {
+		if !time.Now().Before(by) {
+			unavailableHandler("this daemon cannot prove it still owns the fleet").ServeHTTP(w, r)
+			return
+		}
+		t := time.NewTimer(min(proofPoll, time.Until(by)))
+		select {
+		case <-p.own.Lost():
+			t.Stop()
+			if dp.d == nil {
+				unavailableHandler("this daemon gave the fleet up").ServeHTTP(w, r)
+				return
+			}
+			// Served wherever the fleet is served next, once this
+			// daemon stopped serving it (serveAsOwner).
+			select {
+			case <-dp.turned:
+				dp.d.serve(w, dp.in, dp.by)
+			case <-r.Context().Done():
+			case <-time.After(time.Until(by)):
+				unavailableHandler("this daemon gave the fleet up").ServeHTTP(w, r)
+			}
+			return
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	p.h.ServeHTTP(&provenWriter{ResponseWriter: w, own: p.own}, r)
+}
+
+// provenWriter lets an answer out only while its owner can prove it holds
+// the lease: the first byte of an answer computed by an owner whose proof
+// lapsed meanwhile (it was paused mid-request) is replaced by a 503, which
+// clients take for a lost daemon and try again.
+type provenWriter struct {
+	http.ResponseWriter
+	own     *fleetnats.Ownership
+	decided bool
+	stale   bool
+}
+
+func (w *provenWriter) decide() bool {
+	if !w.decided {
+		w.decided = true
+		if !w.own.Proven() {
+			w.stale = true
+			w.ResponseWriter.Header().Set("Retry-After", "1")
+			http.Error(w.ResponseWriter, string(fleetstate.CodeUnavailable)+": this daemon cannot prove it still owns the fleet; retry", http.StatusServiceUnavailable)
+		}
+	}
+	return !w.stale
+}
+
+func (w *provenWriter) WriteHeader(status int) {
+	if w.decide() {
+		w.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (w *provenWriter) Write(p []byte) (int, error) {
+	if !w.decide() {
+		return 0, http.ErrAbortHandler
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *provenWriter) Flush() {
+	if w.decided && w.stale {
+		return
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *provenWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // forwardTo returns a handler that forwards every request to the owner at
 // ownerURL (its MCP endpoint; the other paths are beside it), streams
-// included.
+// included. A request the owner did not answer goes to the fleet's next
+// owner, within its bound, when it cannot have taken effect: it never
+// reached the owner, or sending it twice does what sending it once does
+// (see [mcpadapter.SafeToResend]). Any other answers ERR_UNAVAILABLE.
 func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
 	u, err := url.Parse(ownerURL)
 	if err != nil || u.Host == "" {
@@ -358,8 +534,29 @@ func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
 		},
 		FlushInterval: -1, // event streams pass at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			kept, _ := r.Context().Value(keptBody{}).([]byte)
+			dp, _ := r.Context().Value(dispatchKey{}).(dispatch)
+			if dp.d != nil && r.Context().Err() == nil && time.Now().Before(dp.by) &&
+				(kept != nil || dp.in.ContentLength == 0) && (neverSent(err) || resendable(dp.in.Method, kept)) {
+				log.Info("fleetstate: the fleet's owner did not answer; the request waits for the next", "owner", ownerURL, "err", err)
+				in := dp.in
+				if kept != nil {
+					in = in.Clone(in.Context())
+					in.Body = io.NopCloser(bytes.NewReader(kept))
+				}
+				t := time.NewTimer(time.Until(dp.by))
+				defer t.Stop()
+				select {
+				case <-dp.turned:
+					dp.d.serve(w, in, dp.by)
+					return
+				case <-t.C:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			log.Warn("fleetstate: forward to the fleet's owner", "owner", ownerURL, "err", err)
-			if kept, ok := r.Context().Value(keptBody{}).([]byte); ok {
+			if kept != nil {
 				r.Body = io.NopCloser(bytes.NewReader(kept))
 			}
 			unavailableHandler("the fleet's owner at "+ownerURL+" did not answer").ServeHTTP(w, r)
@@ -385,49 +582,92 @@ func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
 	}), nil
 }
 
+// neverSent reports whether a forwarded request failed before it reached
+// the owner: its connection could not be made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// resendable reports whether a request the owner may have received, but
+// did not answer, may be sent again: a listening stream or the end of a
+// session (bodiless), a handshake or a listing (their sessions die with
+// the owner that kept them), or a tool call that is safe to send twice.
+func resendable(method string, body []byte) bool {
+	if method != http.MethodPost {
+		return method == http.MethodGet || method == http.MethodDelete
+	}
+	var req struct {
+		Method string `json:"method"`
+		Params struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return false
+	}
+	switch req.Method {
+	case "initialize", "ping", "tools/list", "notifications/initialized":
+		return true
+	case "tools/call":
+		return mcpadapter.SafeToResend(req.Params.Name, req.Params.Arguments)
+	}
+	return false
+}
+
 // forwardKeep is how much of a request's body a forwarding daemon keeps
 // while the owner handles it. The proxy has sent the body on by the time
-// it learns the owner did not answer; with the body kept, a tool call in
-// flight when the owner died gets ERR_UNAVAILABLE in the adapter's shape
-// (a tool error for its JSON-RPC id), which clients read as a code, rather
-// than a bare HTTP 503. Larger bodies (big puts) stream through and get
-// the 503.
+// it learns the owner did not answer; with the body kept, the request can
+// go to the next owner, and a tool call that may have taken effect gets
+// ERR_UNAVAILABLE in the adapter's shape (a tool error for its JSON-RPC
+// id), which clients read as a code, rather than a bare HTTP 503. Larger
+// bodies (big puts) stream through and get the 503.
 const forwardKeep = 1 << 20
 
 // keptBody is the context key of a forwarded request's kept body.
 type keptBody struct{}
 
-// unavailableHandler answers every request with ERR_UNAVAILABLE: a tool
-// call gets a tool error in the adapter's shape, another JSON-RPC request
-// a JSON-RPC error, anything else HTTP 503.
+// unavailable answers every request with ERR_UNAVAILABLE: a tool call
+// gets a tool error in the adapter's shape, another JSON-RPC request a
+// JSON-RPC error, anything else (a listening stream, the end of a
+// session) HTTP 503 with Retry-After. A daemon serving with it has no
+// owner to reach; requests wait for one first (natsDaemon.serve).
+type unavailable struct{ msg string }
+
 func unavailableHandler(why string) http.Handler {
-	msg := string(fleetstate.CodeUnavailable) + ": " + why + "; retry, or reach the fleet through another daemon"
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if r.Method != http.MethodPost || json.Unmarshal(bytes.TrimSpace(body), &req) != nil || len(req.ID) == 0 {
-			http.Error(w, msg, http.StatusServiceUnavailable)
-			return
-		}
-		var resp any
-		if req.Method == "tools/call" {
-			detail, _ := json.Marshal(map[string]string{"error": string(fleetstate.CodeUnavailable), "message": msg})
-			resp = map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{
-				"content":           []map[string]string{{"type": "text", "text": string(detail)}},
-				"structuredContent": map[string]string{"error": string(fleetstate.CodeUnavailable), "message": msg},
-				"isError":           true,
-			}}
-		} else {
-			resp = map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
-				"code": -32000, "message": msg, "data": map[string]string{"error": string(fleetstate.CodeUnavailable)},
-			}}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
-	})
+	return unavailable{msg: string(fleetstate.CodeUnavailable) + ": " + why + "; retry, or reach the fleet through another daemon"}
+}
+
+func (u unavailable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	var body []byte
+	if r.Body != nil { // an outgoing request without a body has none
+		body, _ = io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	}
+	if r.Method != http.MethodPost || json.Unmarshal(bytes.TrimSpace(body), &req) != nil || len(req.ID) == 0 {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, u.msg, http.StatusServiceUnavailable)
+		return
+	}
+	var resp any
+	if req.Method == "tools/call" {
+		detail, _ := json.Marshal(map[string]string{"error": string(fleetstate.CodeUnavailable), "message": u.msg})
+		resp = map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{
+			"content":           []map[string]string{{"type": "text", "text": string(detail)}},
+			"structuredContent": map[string]string{"error": string(fleetstate.CodeUnavailable), "message": u.msg},
+			"isError":           true,
+		}}
+	} else {
+		resp = map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{
+			"code": -32000, "message": u.msg, "data": map[string]string{"error": string(fleetstate.CodeUnavailable)},
+		}}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
 }
 
 // remotePanes gives the owner the ports of the fleet's panes: its own

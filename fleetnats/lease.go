@@ -113,17 +113,20 @@ func (f *Fleet) Owner(ctx context.Context) (rec OwnerRecord, ok bool, err error)
 // [fleetstate.RendezvousOptions.Journal]; closing the rendezvous closes it
 // and gives the lease up.
 type Ownership struct {
-	f      *Fleet
-	kv     jetstream.KeyValue
-	rec    OwnerRecord
-	ttl    time.Duration
-	turns  *turnLog
-	lost   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
-	mu     sync.Mutex
-	rev    uint64 // the lease's revision
-	why    error  // why the ownership was lost
+	f     *Fleet
+	kv    jetstream.KeyValue
+	rec   OwnerRecord
+	ttl   time.Duration
+	turns *turnLog
+	lost  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex
+	rev   uint64 // the lease's revision
+	// held is when the last renewal that went through began, or the
+	// lease's creation: the lease is held for a TTL from then at least.
+	held   time.Time
+	why    error // why the ownership was lost
 	closed bool
 	// releasing holds the turns Release was told of, for Flush. The
 	// rendezvous calls the Journal methods one at a time.
@@ -148,6 +151,7 @@ func (f *Fleet) Own(ctx context.Context, opts OwnOptions) (*Ownership, error) {
 	host, _ := os.Hostname()
 	rec := OwnerRecord{ID: uuid.NewString(), PID: os.Getpid(), Addr: opts.Addr, Host: host, Since: time.Now().UTC().Truncate(time.Millisecond)}
 	data, _ := json.Marshal(rec)
+	began := time.Now()
 	rev, err := kv.Create(cctx, ownerKey, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		cur, ok, rerr := f.Owner(ctx)
@@ -163,7 +167,7 @@ func (f *Fleet) Own(ctx context.Context, opts OwnOptions) (*Ownership, error) {
 	if err != nil {
 		return nil, unavailable(op, err)
 	}
-	o := &Ownership{f: f, kv: kv, rec: rec, ttl: ttl, rev: rev,
+	o := &Ownership{f: f, kv: kv, rec: rec, ttl: ttl, rev: rev, held: began,
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	o.turns, err = f.openTurnLog(cctx, rec.ID)
 	if err == nil {
@@ -229,12 +233,13 @@ func (o *Ownership) renew() {
 		}
 		data, _ := json.Marshal(o.rec)
 		ctx, cancel := context.WithTimeout(context.Background(), every)
+		began := time.Now()
 		rev, err := o.kv.Update(ctx, ownerKey, data, o.currentRev())
 		cancel()
 		switch {
 		case err == nil:
 			o.mu.Lock()
-			o.rev = rev
+			o.rev, o.held = rev, began
 			o.mu.Unlock()
 			lastOK = time.Now()
 		case isWrongSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound):
@@ -245,6 +250,18 @@ func (o *Ownership) renew() {
 			return
 		}
 	}
+}
+
+// Proven reports whether this daemon can prove it still holds the lease:
+// a renewal went through within the last two thirds of the TTL (renewals
+// come every third), so the lease cannot have passed to another daemon
+// yet. A daemon that was paused, or cut off from NATS, past that is not
+// sure, even before [Ownership.Lost] says so: it must not answer from
+// what it keeps in memory, which another owner may have moved past.
+func (o *Ownership) Proven() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.why == nil && !o.closed && time.Since(o.held) < o.ttl*2/3
 }
 
 func (o *Ownership) currentRev() uint64 {

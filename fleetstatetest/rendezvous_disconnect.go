@@ -21,10 +21,14 @@ func testDisconnectMidTurnEndsBlockedSend(t *testing.T, s suite) {
 			return f.r.Send(context.Background(), "lead", "scout", "work")
 		})
 		msg := f.next("scout")
+		start := time.Now()
 		if err := f.r.Disconnect("scout"); err != nil {
 			t.Fatal(err)
 		}
 		res := <-sent
+		if d := time.Since(start); d != fleetstate.DefaultPresenceWindow {
+			t.Errorf("the turn ended %v after the disconnect; want the presence window, %v", d, fleetstate.DefaultPresenceWindow)
+		}
 		if res.err != nil || res.o.Kind != fleetstate.OutcomeFailed || res.o.Reason != fleetstate.ReasonMemberGone ||
 			res.o.TurnID != msg.TurnID || res.o.From != "scout" {
 			t.Fatalf("send = %+v, %v; want failed/member_gone for turn %s", res.o, res.err, msg.TurnID)
@@ -79,7 +83,7 @@ func testDisconnectMidAsk(t *testing.T, s suite) {
 // TestDisconnectOutcomeIsDurable: the member_gone outcome is held on the
 // ticket across a restart.
 func testDisconnectOutcomeIsDurable(t *testing.T, s suite) {
-	f := s.newFleet(t, nil)
+	f := s.newFleet(t, &fleetstate.RendezvousOptions{PresenceWindow: -1})
 	f.pull("scout")
 	o, _ := f.r.SendDetached("lead", "scout", "work")
 	f.next("scout")
@@ -91,6 +95,189 @@ func testDisconnectOutcomeIsDurable(t *testing.T, s suite) {
 	p, err := r2.Poll(context.Background(), "lead", o.Ticket, 0)
 	if err != nil || p.Reason != fleetstate.ReasonMemberGone {
 		t.Fatalf("ticket after a restart %+v, %v; want failed/member_gone", p, err)
+	}
+}
+
+// TestDisconnectWithinPresenceWindow: a member whose connection goes
+// mid-turn and comes back within the presence window, through another
+// connection, keeps its turn: its reply reaches the lead's blocked send.
+func testDisconnectWithinPresenceWindow(t *testing.T, s suite) {
+	synctest.Test(t, func(t *testing.T) {
+		f := s.newFleet(t, &fleetstate.RendezvousOptions{PresenceWindow: 10 * time.Second})
+		f.pull("scout")
+		sent := async(func() (fleetstate.Outcome, error) {
+			return f.r.Send(context.Background(), "lead", "scout", "work")
+		})
+		msg := f.next("scout")
+		if err := f.r.Disconnect("scout"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(9 * time.Second)
+		if p, _ := f.r.Poll(context.Background(), "lead", msg.TurnID, 0); p.State == fleetstate.TicketDone {
+			t.Fatalf("turn within the window = %+v; want still open", p)
+		}
+		if err := f.r.SetReady("scout", true); err != nil { // back, through another daemon
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second) // past the window: coming back stopped it
+		if err := f.r.ReplyTurn("scout", msg.TurnID, "done"); err != nil {
+			t.Fatalf("reply after coming back: %v", err)
+		}
+		if res := <-sent; res.err != nil || res.o.Kind != fleetstate.OutcomeReply || res.o.Content != "done" {
+			t.Fatalf("send = %+v, %v; want the reply", res.o, res.err)
+		}
+		if m := f.r.Members(); !m[0].Ready {
+			t.Errorf("members = %+v; want scout ready", m)
+		}
+	})
+}
+
+// TestDisconnectMidAskKeepsQuestion: a member's Ask abandoned because its
+// connection went (the call's context ends, in either order with the
+// disconnect) keeps its question for the presence window: the lead
+// answers it meanwhile, and the member, back through another connection,
+// asks again in the same turn and gets that answer.
+func testDisconnectMidAskKeepsQuestion(t *testing.T, s suite) {
+	for _, disconnectFirst := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			f := s.newFleet(t, nil)
+			f.pull("scout")
+			o, err := f.r.SendDetached("lead", "scout", "work")
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := f.next("scout")
+			ctx, cancel := context.WithCancel(context.Background())
+			asked := async(func() (fleetstate.Outcome, error) {
+				text, _, err := f.r.AskTurn(ctx, "scout", msg.TurnID, "which branch?", "main")
+				return fleetstate.Outcome{Content: text}, err
+			})
+			synctest.Wait()
+			if disconnectFirst {
+				if err := f.r.Disconnect("scout"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+			cancel() // the daemon the call ran through died
+			if res := <-asked; res.err == nil {
+				t.Fatalf("abandoned ask = %+v; want its context's error", res.o)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if !disconnectFirst {
+				if err := f.r.Disconnect("scout"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(3 * time.Second) // past the abandoned question's grace
+			if p, _ := f.r.Poll(context.Background(), "lead", o.Ticket, 0); p.Kind != fleetstate.OutcomeQuestion || p.Content != "which branch?" {
+				t.Fatalf("ticket while the member is away = %+v; want its question", p)
+			}
+			// The lead's Answer waits for the turn's outcome.
+			answered := async(func() (fleetstate.Outcome, error) {
+				return f.r.Answer(context.Background(), "lead", msg.TurnID, "release")
+			})
+			time.Sleep(time.Second)
+			if err := f.r.SetReady("scout", true); err != nil {
+				t.Fatal(err)
+			}
+			text, timedOut, err := f.r.AskTurn(context.Background(), "scout", msg.TurnID, "which branch?", "main")
+			if err != nil || timedOut || text != "release" {
+				t.Fatalf("ask again after coming back = %q, %v, %v; want the lead's answer", text, timedOut, err)
+			}
+			if err := f.r.ReplyTurn("scout", msg.TurnID, "done"); err != nil {
+				t.Fatal(err)
+			}
+			if res := <-answered; res.err != nil || res.o.Kind != fleetstate.OutcomeReply || res.o.Content != "done" {
+				t.Fatalf("answer = %+v, %v; want the reply", res.o, res.err)
+			}
+		})
+	}
+}
+
+// TestAbandonedAskWithdrawn: an Ask its caller gives up while the member
+// stays connected is withdrawn after a short grace: the lead no longer
+// sees the question, and the turn goes on.
+func testAbandonedAskWithdrawn(t *testing.T, s suite) {
+	synctest.Test(t, func(t *testing.T) {
+		f := s.newFleet(t, nil)
+		f.pull("scout")
+		o, _ := f.r.SendDetached("lead", "scout", "work")
+		msg := f.next("scout")
+		ctx, cancel := context.WithCancel(context.Background())
+		asked := async(func() (fleetstate.Outcome, error) {
+			_, _, err := f.r.AskTurn(ctx, "scout", msg.TurnID, "which branch?", "main")
+			return fleetstate.Outcome{}, err
+		})
+		synctest.Wait()
+		cancel()
+		<-asked
+		time.Sleep(2 * time.Second)
+		if p, _ := f.r.Poll(context.Background(), "lead", o.Ticket, 0); p.Kind == fleetstate.OutcomeQuestion || p.State != fleetstate.TicketWorking {
+			t.Fatalf("ticket after the ask was given up = %+v; want working, no question", p)
+		}
+		_, err := f.r.Answer(context.Background(), "lead", msg.TurnID, "too late")
+		wantCode(t, err, fleetstate.CodeNoPendingQuestion)
+		if err := f.r.ReplyTurn("scout", msg.TurnID, "done"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestDropEndsTurnAtOnce: Drop, a newer connection taking over from one
+// still there, ends the open turn at once, whatever the window, and
+// leaves the member ready.
+func testDropEndsTurnAtOnce(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
+	f.pull("scout")
+	o, _ := f.r.SendDetached("lead", "scout", "work")
+	f.next("scout")
+	if err := f.r.Drop("scout"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.r.Poll(context.Background(), "lead", o.Ticket, 0)
+	if err != nil || p.Kind != fleetstate.OutcomeFailed || p.Reason != fleetstate.ReasonMemberGone {
+		t.Fatalf("ticket after Drop = %+v, %v; want failed/member_gone", p, err)
+	}
+	if m := f.r.Members(); !m[0].Ready {
+		t.Errorf("members = %+v; want scout still ready", m)
+	}
+	wantCode(t, f.r.Drop("ghost"), fleetstate.CodeUnknownMember)
+}
+
+// TestNextAfterHandsLostTurnAgain: a Next sent again after its answer was
+// lost names the turn its caller took last; the turn handed to the lost
+// call is handed again, still open, and a Next naming the open turn ends
+// it as Next does.
+func testNextAfterHandsLostTurnAgain(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
+	f.pull("scout")
+	first, _ := f.r.SendDetached("lead", "scout", "first")
+	second, _ := f.r.SendDetached("lead", "scout", "second")
+	lost := f.next("scout") // its answer never reached the member
+	for range 2 {
+		again, ok, err := f.r.NextAfter(context.Background(), "scout", "", 0)
+		if err != nil || !ok || again.TurnID != lost.TurnID || again.Content != "first" || again.From != "lead" {
+			t.Fatalf("NextAfter(none) = %+v, %v, %v; want turn %s again", again, ok, err, lost.TurnID)
+		}
+	}
+	if p, _ := f.r.Poll(context.Background(), "lead", first.Ticket, 0); p.State != fleetstate.TicketWorking {
+		t.Fatalf("first ticket = %+v; want still working", p)
+	}
+	// Done with the first: a Next naming it ends it and takes the second.
+	msg, ok, err := f.r.NextAfter(context.Background(), "scout", lost.TurnID, 0)
+	if err != nil || !ok || msg.TurnID != second.TurnID {
+		t.Fatalf("NextAfter(first) = %+v, %v, %v; want the second message", msg, ok, err)
+	}
+	if p, _ := f.r.Poll(context.Background(), "lead", first.Ticket, 0); p.Kind != fleetstate.OutcomeTurnDone {
+		t.Fatalf("first ticket = %+v; want turn_done", p)
+	}
+	if err := f.r.ReplyTurn("scout", second.TurnID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing open, nothing queued: it waits as Next does.
+	if msg, ok, err := f.r.NextAfter(context.Background(), "scout", second.TurnID, 0); err != nil || ok {
+		t.Fatalf("NextAfter with nothing queued = %+v, %v, %v; want none", msg, ok, err)
 	}
 }
 

@@ -245,11 +245,13 @@ const (
 func rvNewMachine(t *rapid.T, h Home) *rvMachine {
 	// Half the runs hold returned outcomes, for a whole number of seconds
 	// and a few microseconds: its end falls on no other bound.
-	var opts *fleetstate.RendezvousOptions
+	// The model ends a disconnected member's turn at once: the presence
+	// window has tests of its own (TestDisconnectWithinPresenceWindow).
+	opts := &fleetstate.RendezvousOptions{PresenceWindow: -1}
 	var hold time.Duration
 	if rapid.Bool().Draw(t, "hold returned") {
 		hold = time.Duration(rapid.IntRange(1, 120).Draw(t, "hold s"))*time.Second + 37*time.Microsecond
-		opts = &fleetstate.RendezvousOptions{HoldReturned: hold}
+		opts.HoldReturned = hold
 	}
 	_, r := openRendezvous(t, h, opts)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -910,15 +912,20 @@ func (m *rvMachine) disconnected(member string) {
 	}
 }
 
+var rvSuperseded = fleetstate.Outcome{Kind: fleetstate.OutcomeFailed, Reason: fleetstate.ReasonMemberGone,
+	Content: "another connection of the member took over during the turn"}
+
 // reconnect is a newer connection of a member superseding its older one,
-// as the MCP adapter does it: the open turn ends member_gone, the queue
-// stays, the member is ready.
+// which is still there, as the MCP adapter does it: the open turn ends
+// member_gone, the queue stays, the member is ready.
 func (m *rvMachine) reconnect(t *rapid.T) {
 	member := rapid.SampledFrom(m.members).Draw(t, "member")
-	if err := m.r.Disconnect(member); err != nil {
-		t.Fatalf("Disconnect(%s): %v", member, err)
+	if err := m.r.Drop(member); err != nil {
+		t.Fatalf("Drop(%s): %v", member, err)
 	}
-	m.disconnected(member)
+	if open := m.open[member]; open != nil {
+		m.end(open, rvSuperseded, fleetstate.CodeNoOpenTurn)
+	}
 	if err := m.r.SetReady(member, true); err != nil {
 		t.Fatalf("SetReady(%s): %v", member, err)
 	}

@@ -1322,6 +1322,22 @@ func TestToolsList(t *testing.T) {
 		if a.ReadOnlyHint == nil || a.DestructiveHint == nil || a.IdempotentHint == nil || a.OpenWorldHint == nil {
 			t.Errorf("%s: annotations %+v; want all four hints set", tl.Name, a)
 		}
+		// What a proxy or a forwarding daemon sends again after a lost
+		// daemon: every read-only tool, and no tool with an effect but
+		// those whose second call finds the first's work.
+		readOnly := a.ReadOnlyHint != nil && *a.ReadOnlyHint
+		again := mcpadapter.SafeToResend(tl.Name, json.RawMessage(`{}`))
+		switch tl.Name {
+		case "fleet_ask":
+			readOnly = true
+		case "fleet_next":
+			if !mcpadapter.SafeToResend(tl.Name, json.RawMessage(`{"after_turn":""}`)) {
+				t.Errorf("fleet_next with after_turn: not safe to send again; want safe")
+			}
+		}
+		if again != readOnly {
+			t.Errorf("SafeToResend(%s, {}) = %v; want %v", tl.Name, again, readOnly)
+		}
 	}
 }
 

@@ -36,23 +36,36 @@ import (
 // client reconnected after a restart of the daemon is there, even before
 // it calls.
 //
+// A member whose connection went keeps its open turn for the rendezvous's
+// presence window: it may come back through another daemon of the fleet,
+// with a new MCP session, and finish its turn there.
+//
 // One member, one connection: the first fleet call of a newer MCP session
-// of a member supersedes the session that called before. The member's open
-// turn, which the older session took, ends failed member_gone, and the
-// older session's later fleet calls get ERR_SUPERSEDED: a reply never lands
-// on a turn its connection did not take. (Two live connections under one
-// member token are a misconfiguration, such as one agent started twice;
-// this makes it loud and loses nothing silently.) Sessionless calls (the
-// 2026-07-28 protocol without a stream) cannot be told apart and are not
-// superseded.
+// of a member supersedes the session that called before, and the older
+// session's later fleet calls get ERR_SUPERSEDED. If the older session
+// still holds a listening stream, two live connections hold one member
+// token (a misconfiguration, such as one agent started twice): the
+// member's open turn, which the older session may have taken, ends failed
+// member_gone, so that a reply never lands on a turn its connection did
+// not take; this makes it loud and loses nothing silently. An older
+// session without a stream is a connection that went: the newer session
+// is the member come back, and takes its turn over. Sessionless calls
+// (the 2026-07-28 protocol without a stream) cannot be told apart and are
+// not superseded.
 type connections struct {
 	rv *fleetstate.Rendezvous
 
 	// sessions and currentOf index owners and current the other way, so
 	// that the end of a session walks no map: members and sessions grow
 	// with the fleet, and the lock is every call's.
-	mu         sync.Mutex
-	streams    map[string]int      // guarded by mu; open listening streams by member
+	mu        sync.Mutex
+	streams   map[string]int // guarded by mu; open listening streams by member
+	streamsOf map[string]int // guarded by mu; open listening streams by MCP session, for those with one
+	// came and went order the listening streams of sessions: when each
+	// session's first stream opened, and when its last one closed, as
+	// values of tick. Guarded by mu.
+	came, went map[string]uint64
+	tick       uint64              // guarded by mu
 	owners     map[string]Identity // guarded by mu; who opened each MCP session, by session ID
 	sessions   map[Identity]int    // guarded by mu; how many sessions of owners each identity opened
 	current    map[string]string   // guarded by mu; the session of each member that made the last fleet call
@@ -62,7 +75,7 @@ type connections struct {
 }
 
 func newConnections(rv *fleetstate.Rendezvous) *connections {
-	return &connections{rv: rv, streams: map[string]int{}, owners: map[string]Identity{}, sessions: map[Identity]int{},
+	return &connections{rv: rv, streams: map[string]int{}, streamsOf: map[string]int{}, came: map[string]uint64{}, went: map[string]uint64{}, owners: map[string]Identity{}, sessions: map[Identity]int{},
 		current: map[string]string{}, currentOf: map[string][]string{}, superseded: map[string]bool{}, returned: map[string][]string{}}
 }
 
@@ -135,12 +148,27 @@ func (c *connections) claim(member, sid string) error {
 			delete(c.currentOf, cur)
 		}
 		c.superseded[cur] = true
-		// The older session's open turn can no longer be answered
-		// through it; the member stays ready through the newer one.
-		_ = c.rv.Disconnect(member)
+		if !c.cameBack(sid, cur) {
+			// The older session may still be there: its open turn can
+			// no longer be told apart from the newer one's.
+			_ = c.rv.Drop(member)
+		}
+		// The member is there, through the newer session.
 		_ = c.rv.SetReady(member, true)
 	}
 	return nil
+}
+
+// cameBack reports whether session sid of a member is the member come
+// back after its session old went: old held a listening stream, which
+// closed, and sid held none before that. A session that listened beside
+// old, or an old one that never listened (nothing tells whether it is
+// still there), is a second connection. c.mu must be held.
+func (c *connections) cameBack(sid, old string) bool {
+	if c.streamsOf[old] > 0 || c.went[old] == 0 {
+		return false
+	}
+	return c.came[sid] == 0 || c.came[sid] > c.went[old]
 }
 
 // sessionID returns the MCP session of a call, or "" without one.
@@ -170,6 +198,8 @@ func (c *connections) hooks() *server.Hooks {
 		defer c.mu.Unlock()
 		sid := s.SessionID()
 		delete(c.superseded, sid)
+		delete(c.came, sid)
+		delete(c.went, sid)
 		delete(c.returned, sid) // not released: the outcomes stay held until acked
 		for _, member := range c.currentOf[sid] {
 			delete(c.current, member)
@@ -219,19 +249,35 @@ func (c *connections) forget(sid string) {
 // hasSession reports whether id holds a session. c.mu must be held.
 func (c *connections) hasSession(id Identity) bool { return c.sessions[id] > 0 }
 
-func (c *connections) streamOpened(member string) {
+// streamOpened counts a listening stream of member, opened in the MCP
+// session sid ("" for none).
+func (c *connections) streamOpened(member, sid string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.streams[member]++
+	if sid != "" {
+		c.streamsOf[sid]++
+		if c.came[sid] == 0 {
+			c.tick++
+			c.came[sid] = c.tick
+		}
+	}
 	_ = c.rv.SetReady(member, true) // a member the rendezvous does not know has nothing to be ready for
 }
 
 // streamClosed counts a closed stream; the last one disconnects the
 // member. The lock is held across Disconnect so that a stream opening at
 // the same moment is counted after it, never lost between the two.
-func (c *connections) streamClosed(member string) {
+func (c *connections) streamClosed(member, sid string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if sid != "" {
+		if c.streamsOf[sid]--; c.streamsOf[sid] <= 0 {
+			delete(c.streamsOf, sid)
+			c.tick++
+			c.went[sid] = c.tick
+		}
+	}
 	c.streams[member]--
 	if c.streams[member] > 0 {
 		return

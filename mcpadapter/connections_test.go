@@ -86,7 +86,7 @@ func (d *connDaemon) ready(lead *agent, member string) bool {
 // member_gone, and the lead's blocked send returns it; the member, once
 // back, takes new work.
 func TestMemberConnectionDropsMidTurn(t *testing.T) {
-	d := newConnDaemon(t, nil)
+	d := newConnDaemon(t, shortPresence)
 	ctx := context.Background()
 	lead := d.connect("lead", false)
 	scout := d.connect("scout", true)
@@ -119,7 +119,7 @@ func TestMemberConnectionDropsMidTurn(t *testing.T) {
 // waits for the lead: the ticket ends failed/member_gone, and the lead's
 // answer is refused with a named error, not lost in the void.
 func TestMemberConnectionDropsMidAsk(t *testing.T) {
-	d := newConnDaemon(t, nil)
+	d := newConnDaemon(t, shortPresence)
 	ctx := context.Background()
 	lead := d.connect("lead", false)
 	scout := d.connect("scout", true)
@@ -155,11 +155,81 @@ func TestMemberConnectionDropsMidAsk(t *testing.T) {
 	lead.e.ok(anon, "fleet_ack", map[string]any{"ticket": q["ticket"]})
 }
 
+// shortPresence keeps a disconnected member's turn for a short window, for
+// the tests of members that do not come back.
+var shortPresence = &fleetstate.RendezvousOptions{PresenceWindow: 200 * time.Millisecond}
+
+// TestMemberComesBackMidTurn: a member whose connection dies mid-turn (its
+// daemon died, say) and that comes back within the presence window with a
+// new session, as a proxy moving to another daemon does, keeps its turn:
+// its reply reaches the lead's blocked send. The new session is the member
+// come back, not a second connection superseding the first.
+func TestMemberComesBackMidTurn(t *testing.T) {
+	d := newConnDaemon(t, nil)
+	ctx := context.Background()
+	lead := d.connect("lead", false)
+	scout := d.connect("scout", true)
+	d.waitStreams("scout", 1)
+
+	send := lead.e.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
+	msg := scout.e.ok(anon, "fleet_next", waitArgs(10))
+	scout.net.Kill()
+	d.waitStreams("scout", 0)
+	back := d.connect("scout", true)
+	d.waitStreams("scout", 1)
+	back.e.ok(anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"})
+	out := lead.e.okOf(lead.e.recv(send))
+	if out["outcome"] != "reply" || out["content"] != "done" {
+		t.Fatalf("send after the member came back = %v; want its reply", out)
+	}
+}
+
+// TestMemberComesBackMidAsk: a member whose connection dies while its
+// question waits keeps the question for the presence window: the lead
+// answers it, and the member, back with a new session, asks again in the
+// same turn and gets that answer.
+func TestMemberComesBackMidAsk(t *testing.T) {
+	d := newConnDaemon(t, nil)
+	ctx := context.Background()
+	lead := d.connect("lead", false)
+	scout := d.connect("scout", true)
+	d.waitStreams("scout", 1)
+
+	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	msg := scout.e.ok(anon, "fleet_next", waitArgs(10))
+	args := map[string]any{"turn_id": msg["turn_id"], "question": "which branch?", "default": "main"}
+	ask := scout.e.async(ctx, anon, "fleet_ask", args, nil)
+	if !fleettest.Until(waitLimit, 5*time.Millisecond, func() bool {
+		return lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]})["outcome"] == "question"
+	}) {
+		t.Fatal("the question never showed")
+	}
+	scout.net.Kill()
+	scout.e.recv(ask)
+	d.waitStreams("scout", 0)
+	time.Sleep(1500 * time.Millisecond) // past the grace of an abandoned question
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["outcome"] != "question" {
+		t.Fatalf("ticket while the member is away = %v; want its question", p)
+	}
+	// The answer waits for the turn's outcome, which comes once the
+	// member is back.
+	answered := lead.e.async(ctx, anon, "fleet_send", map[string]any{"turn_id": msg["turn_id"], "content": "release"}, nil)
+	back := d.connect("scout", true)
+	d.waitStreams("scout", 1)
+	if a := back.e.ok(anon, "fleet_ask", args); a["answer"] != "release" {
+		t.Fatalf("fleet_ask after coming back = %v; want the lead's answer", a)
+	}
+	back.e.ok(anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"})
+	if out := lead.e.okOf(lead.e.recv(answered)); out["content"] != "done" {
+		t.Fatalf("answer = %v; want the reply", out)
+	}
+}
+
 // TestMemberSessionClosed: a member without a listening stream that closes
 // its session (a DELETE under its own token) is disconnected too; a DELETE
 // of its session under another member's token is not.
 func TestMemberSessionClosed(t *testing.T) {
-	d := newConnDaemon(t, nil)
+	d := newConnDaemon(t, shortPresence)
 	ctx := context.Background()
 	lead := d.connect("lead", false)
 	scout := d.connect("scout", false)

@@ -193,10 +193,11 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 		if a.conns != nil && id.Role == RoleMember && !id.Anonymous() && isListen(r) {
 			// A member's listening stream is its connection: when the
 			// last one closes, the member is gone.
-			sw := &streamWriter{ResponseWriter: w, open: func() { a.conns.streamOpened(id.Agent) }}
+			sid := r.Header.Get("Mcp-Session-Id")
+			sw := &streamWriter{ResponseWriter: w, open: func() { a.conns.streamOpened(id.Agent, sid) }}
 			defer func() {
 				if sw.opened {
-					a.conns.streamClosed(id.Agent)
+					a.conns.streamClosed(id.Agent, sid)
 				}
 			}()
 			w = sw
@@ -388,3 +389,11 @@ func acceptBareCancel(w http.ResponseWriter, r *http.Request) bool {
 	w.WriteHeader(http.StatusAccepted)
 	return true
 }
+
+// Rebound reports whether r reached a loopback listener under a Host or
+// Origin that is not loopback, as a page whose DNS name was rebound to
+// 127.0.0.1 would make a browser do. Every handler of this package
+// refuses such a request with 403; a daemon that forwards requests to
+// another must refuse it before forwarding, since the request it sends on
+// carries the other's Host.
+func Rebound(r *http.Request) bool { return rebinding(r) }

@@ -118,6 +118,9 @@ type Proxy struct {
 	changed chan struct{}       // guarded by mu; closed and replaced when cur or failed change
 	tools   map[string]mcp.Tool // guarded by mu; the daemon's tools, mirrored
 	closed  bool                // guarded by mu
+	// took is the turn the last fleet_next through the proxy returned,
+	// "" before any: a fleet_next sent again names it (after_turn).
+	took string // guarded by mu
 }
 
 // NewProxy connects to the daemon at url with token and mirrors its tools.
@@ -220,6 +223,7 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		}
 		res, err := l.c.CallTool(ctx, fwd)
 		if err == nil {
+			p.noteTurn(fwd.Params.Name, res)
 			return res, nil
 		}
 		var te *transport.Error
@@ -236,11 +240,63 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 				Err: fmt.Errorf("the daemon did not answer: %v", err)}), nil
 		}
 		l.lose(err)
-		if (!unsent(err) && !p.readOnly(fwd.Params.Name)) || attempt >= len(p.urls) {
+		if fwd.Params.Name == "fleet_next" {
+			fwd.Params.Arguments = p.afterTurn(fwd.Params.Arguments)
+		}
+		again := unsent(err) || p.readOnly(fwd.Params.Name) || SafeToResend(fwd.Params.Name, rawArgs(fwd.Params.Arguments))
+		if !again || attempt >= len(p.urls) {
 			return errorResult(lostMidCall(fwd.Params.Name)), nil
 		}
 		p.o.Logger.Info("fleetstate: proxy: sending the call again to the next daemon", "tool", fwd.Params.Name, "err", err)
 	}
+}
+
+// noteTurn keeps the turn a fleet_next returned.
+func (p *Proxy) noteTurn(tool string, res *mcp.CallToolResult) {
+	if tool != "fleet_next" || res.IsError {
+		return
+	}
+	msg, ok := res.StructuredContent.(map[string]any)
+	if !ok {
+		return
+	}
+	if id, ok := msg["turn_id"].(string); ok && id != "" {
+		p.mu.Lock()
+		p.took = id
+		p.mu.Unlock()
+	}
+}
+
+// afterTurn returns the arguments of a fleet_next to send again: args
+// with after_turn, the turn the member took last, unless they name one.
+// Arguments it cannot read go as they are.
+func (p *Proxy) afterTurn(args any) any {
+	m := map[string]any{}
+	if raw := rawArgs(args); len(raw) > 0 && json.Unmarshal(raw, &m) != nil {
+		return args
+	}
+	if _, ok := m["after_turn"]; ok {
+		return args
+	}
+	if m == nil { // the arguments were null
+		m = map[string]any{}
+	}
+	p.mu.Lock()
+	m["after_turn"] = p.took
+	p.mu.Unlock()
+	return m
+}
+
+// rawArgs returns a call's arguments as JSON.
+func rawArgs(args any) json.RawMessage {
+	if raw, ok := args.(json.RawMessage); ok {
+		return raw
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil
+	}
+	return raw
 }
 
 // lostMidCall is the error of a call that may have reached a daemon which

@@ -47,8 +47,9 @@ type (
 		Content *string `json:"content"`
 		Wait    *bool   `json:"wait"`
 	}
-	waitArgs struct {
-		WaitS *float64 `json:"wait_s"`
+	nextArgs struct {
+		WaitS     *float64 `json:"wait_s"`
+		AfterTurn *string  `json:"after_turn"`
 	}
 	askArgs struct {
 		Question *string `json:"question"`
@@ -282,17 +283,29 @@ func (a *Adapter) fleetTools() []tool {
 			name: "fleet_next",
 			description: "Member only. Wait up to wait_s seconds (default " + secs(fleetstate.DefaultNextWait) + ") for your next message and return {turn_id, from, content}, " +
 				"or {outcome: none} if none came. Calling it ends your previous turn if you did not reply to it.",
-			access:      memberOnly,
-			input:       []field{{name: "wait_s", kind: "number", desc: "seconds to wait (default " + secs(fleetstate.DefaultNextWait) + ", at most " + secs(fleetstate.DefaultMaxWait) + ")", min: zero()}},
+			access: memberOnly,
+			input: []field{
+				{name: "wait_s", kind: "number", desc: "seconds to wait (default " + secs(fleetstate.DefaultNextWait) + ", at most " + secs(fleetstate.DefaultMaxWait) + ")", min: zero()},
+				{name: "after_turn", kind: "string", desc: "the turn_id you took last (\"\" for none), when sending again a call whose answer was lost: " +
+					"a turn handed to that call is handed again instead of ended"},
+			},
 			output:      out(map[string]any{"turn_id": str(""), "from": str("the lead"), "content": str("the message"), "outcome": str("none when no message came")}),
 			annotations: ann("Take the next message", false, false, false),
-			newArgs:     func() any { return new(waitArgs) },
+			newArgs:     func() any { return new(nextArgs) },
 			call: func(ctx context.Context, id Identity, args any) (any, error) {
+				a := args.(*nextArgs)
 				wait := fleetstate.DefaultNextWait
-				if w := args.(*waitArgs).WaitS; w != nil {
-					wait = seconds(*w)
+				if a.WaitS != nil {
+					wait = seconds(*a.WaitS)
 				}
-				msg, ok, err := rv.Next(ctx, id.Agent, wait)
+				var msg fleetstate.Message
+				var ok bool
+				var err error
+				if a.AfterTurn != nil {
+					msg, ok, err = rv.NextAfter(ctx, id.Agent, *a.AfterTurn, wait)
+				} else {
+					msg, ok, err = rv.Next(ctx, id.Agent, wait)
+				}
 				if err != nil {
 					return nil, err
 				}

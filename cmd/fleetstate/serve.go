@@ -46,6 +46,7 @@ func rendezvousFlags(fs *flag.FlagSet, o *fleetstate.RendezvousOptions) {
 	fs.DurationVar(&o.AskTimeout, "ask-timeout", fleetstate.DefaultAskTimeout, "window of a member's fleet_ask")
 	fs.DurationVar(&o.ReadyTimeout, "ready-timeout", fleetstate.DefaultReadyTimeout, "how long a message waits for its member to be ready")
 	fs.DurationVar(&o.RejoinTimeout, "rejoin-timeout", fleetstate.DefaultRejoinTimeout, "after a restart, how long a member with an open turn has to come back")
+	fs.DurationVar(&o.PresenceWindow, "presence-window", fleetstate.DefaultPresenceWindow, "how long a member whose connection went keeps its open turn and question; negative: none")
 	fs.DurationVar(&o.HoldReturned, "hold-returned", daemon.DefaultHoldReturned, "how long an outcome a lead's call returned stays on its ticket when the lead neither acks it nor calls again on that connection")
 }
 
