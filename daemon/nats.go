@@ -536,7 +536,8 @@ func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			kept, _ := r.Context().Value(keptBody{}).([]byte)
 			dp, _ := r.Context().Value(dispatchKey{}).(dispatch)
-			if dp.d != nil && r.Context().Err() == nil && time.Now().Before(dp.by) &&
+			alive := r.Context().Err() == nil || context.Cause(r.Context()) == errOwnerChanged
+			if dp.d != nil && alive && dp.in.Context().Err() == nil && time.Now().Before(dp.by) &&
 				(kept != nil || dp.in.ContentLength == 0) && (neverSent(err) || resendable(dp.in.Method, kept)) {
 				log.Info("fleetstate: the fleet's owner did not answer; the request waits for the next", "owner", ownerURL, "err", err)
 				in := dp.in
@@ -563,6 +564,21 @@ func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dp, ok := r.Context().Value(dispatchKey{}).(dispatch); ok {
+			// An owner that was paused, or cut off, answers nothing
+			// while the fleet moves on: once another daemon serves the
+			// fleet, what is in flight to this one stops waiting.
+			ctx, cancel := context.WithCancelCause(r.Context())
+			defer cancel(nil)
+			go func() {
+				select {
+				case <-dp.turned:
+					cancel(errOwnerChanged)
+				case <-ctx.Done():
+				}
+			}()
+			r = r.WithContext(ctx)
+		}
 		if r.Method == http.MethodPost && r.Body != nil {
 			head, err := io.ReadAll(io.LimitReader(r.Body, forwardKeep+1))
 			if err != nil {
@@ -581,6 +597,10 @@ func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
 		rp.ServeHTTP(w, r)
 	}), nil
 }
+
+// errOwnerChanged ends a forwarded request whose owner no longer serves
+// the fleet.
+var errOwnerChanged = errors.New("the fleet's owner changed")
 
 // neverSent reports whether a forwarded request failed before it reached
 // the owner: its connection could not be made.

@@ -216,12 +216,29 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	stop := startProgress(ctx, server.ServerFromContext(ctx), token, p.progress)
 	defer stop()
+	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		l, err := p.link(ctx)
 		if err != nil {
 			return errorResult(err), nil
 		}
 		res, err := l.c.CallTool(ctx, fwd)
+		if err == nil && unavailableResult(res) && time.Since(began) < p.o.CallWait && ctx.Err() == nil {
+			// A daemon forwarding to the fleet's owner lost it mid-call
+			// and could not send the call on: the proxy can, if it is
+			// safe, once the fleet has an owner again.
+			if fwd.Params.Name == "fleet_next" {
+				fwd.Params.Arguments = p.afterTurn(fwd.Params.Arguments)
+			}
+			if p.readOnly(fwd.Params.Name) || SafeToResend(fwd.Params.Name, rawArgs(fwd.Params.Arguments)) {
+				p.o.Logger.Info("fleetstate: proxy: sending the call again, the fleet's owner was lost", "tool", fwd.Params.Name)
+				select {
+				case <-time.After(p.o.MinBackoff):
+				case <-ctx.Done():
+				}
+				continue
+			}
+		}
 		if err == nil {
 			p.noteTurn(fwd.Params.Name, res)
 			return res, nil
@@ -249,6 +266,15 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		}
 		p.o.Logger.Info("fleetstate: proxy: sending the call again to the next daemon", "tool", fwd.Params.Name, "err", err)
 	}
+}
+
+// unavailableResult reports whether res is an ERR_UNAVAILABLE tool error.
+func unavailableResult(res *mcp.CallToolResult) bool {
+	if !res.IsError {
+		return false
+	}
+	sc, ok := res.StructuredContent.(map[string]any)
+	return ok && sc["error"] == string(fleetstate.CodeUnavailable)
 }
 
 // noteTurn keeps the turn a fleet_next returned.
