@@ -348,6 +348,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		st.rv.Close()
 		return nil, err
 	}
+	st.members.Store(members) // a call naming an unknown member looks again
 	srv := st.adapter.NewServer("fleetstate", d.cfg.Version)
 	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: d.cfg.Anonymous,
 		OnStatus: onStatus, SessionIdleTTL: d.cfg.SessionTTL,
