@@ -92,6 +92,9 @@ type Config struct {
 	// input when a member asks, turns BLOCKED, a detached ticket finishes
 	// or a turn fails; "" means none.
 	Notify string
+	// notifyBound bounds each run of Notify; zero means notifyTimeout.
+	// Only tests set it (export_test.go).
+	notifyBound time.Duration
 	// Anonymous lets callers without a token use the store tools (never
 	// the fleet tools).
 	Anonymous bool
@@ -161,6 +164,7 @@ func New(cfg Config) (*Daemon, error) {
 	def(&cfg.HeaderTimeout, DefaultHeaderTimeout)
 	def(&cfg.SessionTTL, DefaultSessionTTL)
 	def(&cfg.TokenPoll, mcpadapter.DefaultTokenPoll)
+	def(&cfg.notifyBound, notifyTimeout)
 	def(&cfg.Rendezvous.HoldReturned, DefaultHoldReturned)
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
@@ -344,6 +348,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		st.rv.Close()
 		return nil, err
 	}
+	st.members.Store(members) // a call naming an unknown member looks again
 	srv := st.adapter.NewServer("fleetstate", d.cfg.Version)
 	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: d.cfg.Anonymous,
 		OnStatus: onStatus, SessionIdleTTL: d.cfg.SessionTTL,
@@ -362,7 +367,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	fh.readers.Go(func() { logEvents(d.log, logSub) })
 	if d.cfg.Notify != "" {
 		notifySub, _ := st.rv.Subscribe(256)
-		fh.readers.Go(func() { notify(ctx, d.log, d.cfg.Notify, notifySub) })
+		fh.readers.Go(func() { notify(ctx, d.log, d.cfg.Notify, d.cfg.notifyBound, notifySub) })
 	}
 	fh.dash = mcpadapter.NewDashboard(st.rv, &mcpadapter.DashboardOptions{Operator: operator, Tokens: st.tokens, Version: d.cfg.Version})
 	fh.mux = http.NewServeMux()

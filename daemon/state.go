@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -17,6 +18,16 @@ type state struct {
 	rv      *fleetstate.Rendezvous // nil when the fleet is served elsewhere
 	tokens  *mcpadapter.Tokens
 	adapter *mcpadapter.Adapter
+	// members keeps rv in step with tokens once rv is served over HTTP
+	// (startFleetHTTP); nil before, and for a stdio server.
+	members atomic.Pointer[mcpadapter.Membership]
+}
+
+// resync is the adapter's Options.Resync: the membership's, if any.
+func (s *state) resync() {
+	if m := s.members.Load(); m != nil {
+		_ = m.Resync() // logged by the membership; the call then answers as it is
+	}
 }
 
 // openStore opens the store of the state directory on the disk and its
@@ -82,6 +93,7 @@ func newState(store *fleetstate.Store, rv *fleetstate.Rendezvous, tokens *mcpada
 	s.adapter = mcpadapter.New(store, rv, &mcpadapter.Options{
 		RolesConfigured: func() bool { return tokens.Len() > 0 },
 		MarkReady:       true,
+		Resync:          s.resync,
 	})
 	return s, nil
 }

@@ -18,14 +18,23 @@ const tokenConfig = "tokens"
 // natsTokenFile is the token file of a fleet on NATS: the key tokenConfig
 // of the fleet's configuration bucket, which every daemon of the fleet
 // and the token command share. Load answers from a watch of the key;
-// Update swaps the key by its revision (fleetnats.Fleet.UpdateConfig).
+// Reread reads the key itself, for a token or a member not found, which
+// the watch may not have brought yet; Update swaps the key by its
+// revision (fleetnats.Fleet.UpdateConfig). Of the values watched, read
+// and written, the one of the highest revision is kept, so that a value
+// still on its way in the watch never replaces a newer one.
 type natsTokenFile struct {
 	f    *fleetnats.Fleet
 	stop func() // ends the watch
 
 	mu   sync.Mutex
-	data []byte // guarded by mu; the key's value as last watched or written
+	data []byte // guarded by mu; the key's value of revision rev
+	rev  uint64 // guarded by mu; the highest revision watched, read or written
 }
+
+// rereadTimeout bounds Reread: a call waits that long at most for NATS
+// before it is answered from what the watch brought.
+const rereadTimeout = time.Second
 
 // OpenTokens opens the tokens of the fleet n names, kept in its
 // configuration on NATS, and follows their changes until close is
@@ -65,10 +74,8 @@ func openNATSTokenFile(ctx context.Context, f *fleetnats.Fleet) (*natsTokenFile,
 	first := make(chan struct{})
 	var once sync.Once
 	var err error
-	file.stop, err = f.WatchConfig(ctx, tokenConfig, func(data []byte) {
-		file.mu.Lock()
-		file.data = data
-		file.mu.Unlock()
+	file.stop, err = f.WatchConfig(ctx, tokenConfig, func(data []byte, rev uint64) {
+		file.keep(data, rev)
 		once.Do(func() { close(first) })
 	})
 	if err != nil {
@@ -83,22 +90,44 @@ func openNATSTokenFile(ctx context.Context, f *fleetnats.Fleet) (*natsTokenFile,
 	}
 }
 
-// Load returns the key's value as the watch last saw it.
+// keep makes data, the key's value of revision rev, the one Load
+// returns, unless a newer one was seen.
+func (t *natsTokenFile) keep(data []byte, rev uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rev >= t.rev {
+		t.data, t.rev = data, rev
+	}
+}
+
+// Load returns the key's newest value seen.
 func (t *natsTokenFile) Load() ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.data, nil
 }
 
+// Reread reads the key from the bucket, within rereadTimeout, and
+// returns its newest value seen then, as Load does.
+func (t *natsTokenFile) Reread() ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), rereadTimeout)
+	defer cancel()
+	data, rev, err := t.f.ReadConfig(ctx, tokenConfig)
+	if err != nil {
+		return nil, err
+	}
+	t.keep(data, rev)
+	return t.Load()
+}
+
 // Update swaps the key's value in the bucket, and Load returns the value
-// written from then on, so that a Tokens sees its own change at once.
-// The watch brings every value in the bucket's order: one written before
-// this one and still on its way is followed by this one.
+// written from then on (or a newer one), so that a Tokens sees its own
+// change at once.
 func (t *natsTokenFile) Update(change func(old []byte) ([]byte, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), natsStoreTimeout)
 	defer cancel()
 	var written []byte
-	err := t.f.UpdateConfig(ctx, tokenConfig, func(old []byte) ([]byte, error) {
+	rev, err := t.f.UpdateConfig(ctx, tokenConfig, func(old []byte) ([]byte, error) {
 		data, err := change(old)
 		written = data
 		return data, err
@@ -106,8 +135,6 @@ func (t *natsTokenFile) Update(change func(old []byte) ([]byte, error)) error {
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	t.data = written
-	t.mu.Unlock()
+	t.keep(written, rev)
 	return nil
 }

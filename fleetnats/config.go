@@ -23,33 +23,35 @@ func (f *Fleet) configKV(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 // ReadConfig returns the configuration file name, or nil when the fleet
-// has none.
-func (f *Fleet) ReadConfig(ctx context.Context, name string) ([]byte, error) {
+// has none, and its revision: each change of the file has a higher one
+// than the change before (see WatchConfig); no file has revision 0.
+func (f *Fleet) ReadConfig(ctx context.Context, name string) ([]byte, uint64, error) {
 	ctx, cancel := f.ctx(ctx)
 	defer cancel()
 	kv, err := f.configKV(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	e, err := kv.Get(ctx, name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, unavailable("read "+name, err)
+		return nil, 0, unavailable("read "+name, err)
 	}
-	return e.Value(), nil
+	return e.Value(), e.Revision(), nil
 }
 
 // UpdateConfig replaces the configuration file name by what change makes
 // of its content (nil when there is none), atomically: a concurrent
 // change of another process makes it read again and call change again.
-func (f *Fleet) UpdateConfig(ctx context.Context, name string, change func(old []byte) ([]byte, error)) error {
+// It returns the revision of the file written.
+func (f *Fleet) UpdateConfig(ctx context.Context, name string, change func(old []byte) ([]byte, error)) (uint64, error) {
 	ctx, cancel := f.ctx(ctx)
 	defer cancel()
 	kv, err := f.configKV(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for {
 		var old []byte
@@ -60,33 +62,35 @@ func (f *Fleet) UpdateConfig(ctx context.Context, name string, change func(old [
 			old, rev = e.Value(), e.Revision()
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		default:
-			return unavailable("read "+name, err)
+			return 0, unavailable("read "+name, err)
 		}
 		data, err := change(old)
 		if err != nil {
-			return err
+			return 0, err
 		}
+		var written uint64
 		if rev == 0 {
-			_, err = kv.Create(ctx, name, data)
+			written, err = kv.Create(ctx, name, data)
 		} else {
-			_, err = kv.Update(ctx, name, data, rev)
+			written, err = kv.Update(ctx, name, data, rev)
 		}
 		if err == nil {
-			return nil
+			return written, nil
 		}
 		if !isWrongSequence(err) {
-			return unavailable("write "+name, err)
+			return 0, unavailable("write "+name, err)
 		}
 		if ctx.Err() != nil {
-			return unavailable("write "+name, ctx.Err())
+			return 0, unavailable("write "+name, ctx.Err())
 		}
 	}
 }
 
 // WatchConfig calls fn with the content of the configuration file name
-// now (nil when there is none) and after each change, until stop is
+// now (nil when there is none) and after each change, with its revision
+// (as ReadConfig's; 0 when there never was a file), until stop is
 // called. fn runs on one goroutine, never after stop returns.
-func (f *Fleet) WatchConfig(ctx context.Context, name string, fn func(data []byte)) (stop func(), err error) {
+func (f *Fleet) WatchConfig(ctx context.Context, name string, fn func(data []byte, rev uint64)) (stop func(), err error) {
 	cctx, cancel := f.ctx(ctx)
 	kv, err := f.configKV(cctx)
 	cancel()
@@ -107,15 +111,15 @@ func (f *Fleet) WatchConfig(ctx context.Context, name string, fn func(data []byt
 			switch {
 			case e == nil:
 				if !sawInitial {
-					fn(nil)
+					fn(nil, 0)
 				}
 				sawInitial = true
 			case e.Operation() == jetstream.KeyValuePut:
 				sawInitial = true
-				fn(e.Value())
+				fn(e.Value(), e.Revision())
 			default:
 				sawInitial = true
-				fn(nil)
+				fn(nil, e.Revision())
 			}
 		}
 	}()

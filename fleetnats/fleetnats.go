@@ -37,8 +37,10 @@ const DefaultTimeout = 10 * time.Second
 // Options configure [Connect].
 type Options struct {
 	// URL is one NATS server URL or several, comma-separated
-	// ("nats://a:4222,nats://b:4222"). User and password or a token may
-	// be in a URL; tls:// URLs connect with TLS.
+	// ("nats://a:4222,nats://b:4222"), tried in that order: the first
+	// that answers is connected to, and a reconnect tries the others in
+	// the same order, the lost one last. User and password or a token
+	// may be in a URL; tls:// URLs connect with TLS.
 	URL string
 	// Conn, when not nil, is used instead of dialling URL. Close does not
 	// close it.
@@ -134,6 +136,9 @@ func Connect(ctx context.Context, opts Options) (*Fleet, error) {
 		}
 		no := []nats.Option{
 			nats.Timeout(opts.Timeout),
+			// The servers in the order given: the first is tried first
+			// (the one on this machine, say), not one at random.
+			nats.DontRandomize(),
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(250 * time.Millisecond),
 			nats.RetryOnFailedConnect(false),

@@ -57,6 +57,13 @@ type Options struct {
 	// [fleetstate.RendezvousOptions].AddOnReady makes a member of a caller
 	// it did not know.
 	MarkReady bool
+	// Resync, if not nil, brings the rendezvous's members up to date with
+	// the tokens at once ([Membership.Resync]). A call that names a member
+	// the rendezvous does not know calls it, and is made once more before
+	// it answers ERR_UNKNOWN_MEMBER: an agent whose member token was added
+	// a moment ago, by another process, is a member for the very next
+	// call, not from the membership's next look.
+	Resync func()
 	// FleetElsewhere, when the adapter has no rendezvous, still lists the
 	// fleet tools, and each call of one (by a caller whose role allows
 	// it) answers this error: for a server beside the daemon that owns the
@@ -200,10 +207,7 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 			return nil, err
 		}
 	}
-	if a.opt.MarkReady && a.rv != nil && id.Role == RoleMember && !id.Anonymous() {
-		// An unknown member's own call says what is wrong with it.
-		_ = a.rv.SetReady(id.Agent, true)
-	}
+	a.markReady(id)
 	if args == nil {
 		args = t.newArgs()
 		if err := decode(args); err != nil {
@@ -220,6 +224,13 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 	}
 	stop := startProgress(ctx, srv, token, a.opt.ProgressInterval)
 	out, err := t.call(ctx, id, args)
+	if fleetstate.CodeOf(err) == fleetstate.CodeUnknownMember && a.opt.Resync != nil {
+		// A member the rendezvous did not know changed nothing: the
+		// call is made again once the tokens were looked at.
+		a.opt.Resync()
+		a.markReady(id)
+		out, err = t.call(ctx, id, args)
+	}
 	stop()
 	if err != nil {
 		return nil, err
@@ -228,6 +239,14 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 		a.conns.returnedTo(receipt, o)
 	}
 	return out, nil
+}
+
+// markReady marks a member that calls ready, with Options.MarkReady.
+func (a *Adapter) markReady(id Identity) {
+	if a.opt.MarkReady && a.rv != nil && id.Role == RoleMember && !id.Anonymous() {
+		// An unknown member's own call says what is wrong with it.
+		_ = a.rv.SetReady(id.Agent, true)
+	}
 }
 
 // ticketArg returns the ticket a call's arguments name, if any.

@@ -111,10 +111,26 @@ func (m *Membership) Close() error {
 
 // Sync reads the token file now, if it changed, and applies what changed
 // since the last Sync. The watcher calls it every Poll.
-func (m *Membership) Sync() error {
+func (m *Membership) Sync() error { return m.apply(m.tokens.identities) }
+
+// Resync is Sync for a call that named a member the rendezvous does not
+// know, which another process may have given a token a moment ago: the
+// token file is looked at again, read from its source (the bucket on
+// NATS, rather than the watch's copy), and what changed is applied, so
+// that the call, made again, finds the member. Calls at once share one
+// look; a flood of unknown names makes at most one look at a time (see
+// the adapter's [Options].Resync).
+func (m *Membership) Resync() error {
+	seen := m.tokens.rechecks.Load()
+	return m.apply(func() (map[Identity]bool, uint64, error) { return m.tokens.recheckedIdentities(seen) })
+}
+
+// apply applies the identities that look returns, with their version,
+// if they changed since the last apply.
+func (m *Membership) apply(look func() (map[Identity]bool, uint64, error)) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	cur, version, err := m.tokens.identities()
+	cur, version, err := look()
 	if err != nil {
 		// A file that cannot be read changes nothing here (the handler
 		// refuses every token meanwhile); said once, not every Poll.

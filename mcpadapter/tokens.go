@@ -36,8 +36,9 @@ const tokenPrefix = "fst_"
 // TokenRecheck bounds how old a [Tokens.Lookup]'s view of the token file
 // may be: a lookup looks at the file (one stat; it is read only when its
 // size or modification time changed) when the last look is older than
-// this, so a token revoked or added by another process counts for every
-// request that starts more than TokenRecheck after the file changed. A
+// this, so a token revoked by another process counts for every request
+// that starts more than TokenRecheck after the file changed (a token not
+// found is looked for again at once: one added counts at once). A
 // request that starts in between is one more of those in progress at the
 // revocation, which the [Membership] ends at its next look (see
 // [DefaultTokenPoll]). Looking at the file on every request instead costs
@@ -64,13 +65,24 @@ type TokenFile interface {
 	Update(change func(old []byte) ([]byte, error)) error
 }
 
+// rereader is a [TokenFile] whose Load may answer from a copy that lags
+// behind the file (the watch of a NATS key, say) and that can read the
+// file itself. Reread returns the file's bytes as read now (or newer
+// ones), and Loads after it return them too. A Tokens calls it instead of
+// Load to look again when a token or a member was not found (see
+// [Tokens.Lookup] and [Membership.Resync]), and Load if it fails.
+type rereader interface {
+	Reread() ([]byte, error)
+}
+
 // Tokens is the store of bearer tokens of HTTP callers. Only the SHA-256 of
 // each token is kept, in a [TokenFile] (on the disk, readable by its owner
 // only); a token is shown once, when it is added. Lookups reread the file
 // when it changed, so tokens added or revoked by another process (the
-// token command) take effect without a restart, within [TokenRecheck];
-// the changes made through this Tokens take effect at once. Tokens is safe
-// for concurrent use.
+// token command) take effect without a restart: a token added at once (a
+// lookup that does not find a token looks again), a token revoked within
+// [TokenRecheck]; the changes made through this Tokens take effect at
+// once. Tokens is safe for concurrent use.
 type Tokens struct {
 	file TokenFile
 	now  func() time.Time // the clock of the rechecks; a seam for tests
@@ -83,6 +95,9 @@ type Tokens struct {
 	// view is what lookups read without a lock: replaced whole, under mu,
 	// never changed.
 	view atomic.Pointer[tokenView]
+	// rechecks counts the looks again begun (see recheck); changed under
+	// mu.
+	rechecks atomic.Uint64
 }
 
 // tokenView is an immutable snapshot of the token file for lookups.
@@ -121,9 +136,13 @@ func NewTokens(file TokenFile) (*Tokens, error) {
 // reload looks at the file now and rereads it if it changed; a file that
 // cannot be read leaves a view that refuses every token. t.mu must be
 // held.
-func (t *Tokens) reload() error {
+func (t *Tokens) reload() error { return t.reloadFrom(t.file.Load) }
+
+// reloadFrom is reload with the file's bytes from load. t.mu must be
+// held.
+func (t *Tokens) reloadFrom(load func() ([]byte, error)) error {
 	now := t.now()
-	err := t.reread()
+	err := t.reread(load)
 	if err != nil {
 		// Len still counts the entries last read: a file that
 		// cannot be read does not make a server without roles.
@@ -141,9 +160,10 @@ func (t *Tokens) reload() error {
 	return nil
 }
 
-// reread rereads the file if it changed. t.mu must be held.
-func (t *Tokens) reread() error {
-	data, err := t.file.Load()
+// reread rereads the file, its bytes from load, if it changed. t.mu
+// must be held.
+func (t *Tokens) reread(load func() ([]byte, error)) error {
+	data, err := load()
 	if err != nil {
 		return err
 	}
@@ -215,6 +235,40 @@ func (t *Tokens) current() *tokenView {
 	}
 	_ = t.reload() // a failure leaves a view that refuses every token
 	return t.view.Load()
+}
+
+// recheck looks at the file again, unless another recheck began after
+// seen, the count of rechecks (t.rechecks) when the caller missed what it
+// looked for, and returns the view then. A token or a member not found
+// may have been added by another process a moment ago, after the last
+// look: a recheck finds it. Rechecks are serialized and coalesced, so
+// that however many callers miss at once, one look serves them all,
+// and a flood of unknown tokens or names makes at most one look at a
+// time. A [TokenFile] that can reread itself (rereader) is asked to, in
+// case its Load lags. t.mu must not be held.
+func (t *Tokens) recheck(seen uint64) *tokenView {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.recheckLocked(seen)
+	return t.view.Load()
+}
+
+// recheckLocked is recheck with t.mu held.
+func (t *Tokens) recheckLocked(seen uint64) {
+	if t.rechecks.Load() != seen {
+		return // one began since the caller missed, and has ended
+	}
+	t.rechecks.Add(1)
+	load := t.file.Load
+	if r, ok := t.file.(rereader); ok {
+		load = func() ([]byte, error) {
+			if data, err := r.Reread(); err == nil {
+				return data, nil
+			}
+			return t.file.Load() // what the file's copy has, rather than nothing
+		}
+	}
+	_ = t.reloadFrom(load) // a failure leaves a view that refuses every token
 }
 
 // fresh reports whether v was looked at less than TokenRecheck before now
@@ -407,17 +461,23 @@ func (d *diskTokenFile) Update(change func(old []byte) ([]byte, error)) error {
 // tokens there are. What the map's timing could reveal is how the SHA-256
 // of the caller's own input compares with stored hashes, which does not
 // help find a token. A token revoked by another process is refused from
-// [TokenRecheck] after the change of the file.
+// [TokenRecheck] after the change of the file. A token not found is looked
+// for again in the file, so that one another process added a moment ago
+// is found; lookups that miss at once share one look (see recheck).
 func (t *Tokens) Lookup(token string) (Identity, bool) {
 	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 128 {
 		return Identity{}, false
 	}
+	seen := t.rechecks.Load()
+	h := sha256.Sum256([]byte(token))
 	v := t.current()
-	if v.failed {
-		return Identity{}, false
+	id, ok := v.byHash[h]
+	if !ok || v.failed {
+		// Added by another process a moment ago, perhaps.
+		v = t.recheck(seen)
+		id, ok = v.byHash[h]
 	}
-	id, ok := v.byHash[sha256.Sum256([]byte(token))]
-	return id, ok && !id.Anonymous()
+	return id, ok && !v.failed && !id.Anonymous()
 }
 
 // Len returns the number of tokens.
@@ -449,11 +509,30 @@ func (t *Tokens) identities() (map[Identity]bool, uint64, error) {
 	if err := t.reload(); err != nil {
 		return nil, 0, err
 	}
+	return t.identitiesLocked(), t.version, nil
+}
+
+// recheckedIdentities is identities after recheck(seen) rather than a
+// look. A recheck that began after seen has ended, so the identities of
+// the last look are returned as they are.
+func (t *Tokens) recheckedIdentities(seen uint64) (map[Identity]bool, uint64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.recheckLocked(seen)
+	if v := t.view.Load(); v != nil && v.failed {
+		return nil, 0, errors.New("mcpadapter: the token file cannot be read")
+	}
+	return t.identitiesLocked(), t.version, nil
+}
+
+// identitiesLocked returns the identities of t.entries. t.mu must be
+// held.
+func (t *Tokens) identitiesLocked() map[Identity]bool {
 	out := make(map[Identity]bool, len(t.entries))
 	for _, e := range t.entries {
 		out[Identity{Agent: e.Agent, Role: e.Role}] = true
 	}
-	return out, t.version, nil
+	return out
 }
 
 // pathless drops the path from a file-system error, so that messages never
