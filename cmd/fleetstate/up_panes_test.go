@@ -246,3 +246,46 @@ func TestUpReportsAFirstAgentThatExitsAtOnce(t *testing.T) {
 		t.Errorf("after a failed up the fleet's tmux server still runs panes:\n%s", out)
 	}
 }
+
+// TestUpAgainFailsAloneOnARunningFleet: up run again on a running fleet,
+// its file now with an agent whose command ends at once, fails with that
+// command's output and kills only the pane it started: the daemon and
+// the running panes stay. A running pane that carries no @fleet_agent
+// (started by an up of before) is found by its window's name and tagged,
+// not started twice.
+func TestUpAgainFailsAloneOnARunningFleet(t *testing.T) {
+	lead := map[string]any{"name": "lead", "role": "lead"}
+	alice := map[string]any{"name": "alice", "role": "member", "command": []string{"sleep", "600"}}
+	f := newUpFleet(t, lead, alice)
+	fleetCLI(t, "up", f.file, "--dir", f.dir)
+	rec := f.record(t)
+	id := strings.TrimSpace(f.tmuxOut(t, "list-panes", "-s", "-t", "=fleet", "-F", "#{pane_id}"))
+	f.tmuxOut(t, "set-option", "-p", "-u", "-t", id, "@fleet_agent") // as an earlier up left it
+	before := f.panes(t)
+
+	broken := map[string]any{"name": "broken", "role": "member", "command": []string{"sh", "-c", `printf '%s-%s-%s\n' no such model; exit 2`}}
+	data, _ := json.Marshal(map[string]any{"tmux_socket": f.socket, "agents": []any{lead, alice, broken}})
+	if err := os.WriteFile(f.file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(binary, "up", f.file, "--dir", f.dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("up succeeded:\n%s", stdout.String())
+	}
+	for _, want := range []string{"broken: its command ended at once", "no-such-model"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("up failed with:\n%s\nwant %q in it", stderr.String(), want)
+		}
+	}
+	if strings.Contains(stderr.String(), "stopped the daemon") || !fleetup.Alive(rec.PID) || f.record(t) != rec {
+		t.Errorf("up stopped or changed the daemon it had not started: %+v, then %+v\n%s", rec, f.record(t), stderr.String())
+	}
+	if after := f.panes(t); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("panes after the failed up:\n%s\nwant alice's alone, as before:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+	}
+	if got := strings.TrimSpace(f.tmuxOut(t, "show-options", "-p", "-v", "-t", id, "@fleet_agent")); got != "alice" {
+		t.Errorf("alice's pane: @fleet_agent %q; want it tagged alice", got)
+	}
+}
