@@ -178,7 +178,7 @@ func (s *Server) AgentPane(ctx context.Context, session, agent string) (string, 
 
 // TagAgent sets the [AgentOption] of the pane id ("%N") to agent.
 func (s *Server) TagAgent(ctx context.Context, id, agent string) error {
-	_, err := s.Run(ctx, "", "set-option", "-p", "-t", id, AgentOption, agent)
+	_, err := s.Run(ctx, "", "set-option", "-p", "-t", id, "--", AgentOption, agent)
 	return err
 }
 

@@ -71,14 +71,15 @@ func (f *upFleet) tmuxOut(t *testing.T, args ...string) string {
 
 // TestUpDeliversToEachAgentsOwnPane: agents whose names tmux reads as
 // something else when given as a target (a window index, a window and
-// pane, a format, a name with a space, a name ending in the command
-// separator ";") each get their message in their own pane, and nowhere
-// else; a second up finds every pane again and starts nothing.
+// pane, a format, a name with a space) or as an argument (a name ending
+// in the command separator ";", a name like a flag) each get their
+// message in their own pane, and nowhere else; a second up finds every
+// pane again and starts nothing.
 func TestUpDeliversToEachAgentsOwnPane(t *testing.T) {
 	agentBin := buildFakeAgent(t)
 	// The order matters: "1" is not the window with index 1 (bob.0 is),
 	// and bob's window is "bob", whose first pane tmux calls "bob.0".
-	names := []string{"bob", "bob.0", "1", "#{pane_pid}", "with space", "semi;"}
+	names := []string{"bob", "bob.0", "1", "#{pane_pid}", "with space", "semi;", "-n"}
 	agents := []map[string]any{{"name": "lead", "role": "lead"}}
 	for _, n := range names {
 		agents = append(agents, map[string]any{"name": n, "role": "member", "command": []string{agentBin, "--fleetstate", binary}})

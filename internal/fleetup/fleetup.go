@@ -288,7 +288,7 @@ func startPane(ctx context.Context, srv *tmux.Server, session string, a daemon.R
 	if respawn != "" {
 		_, err := srv.RunAll(ctx, "",
 			append([]string{"respawn-pane", "-k", "-t", respawn, "-c", cwd}, argv...),
-			[]string{"set-option", "-p", "-t", respawn, tmux.AgentOption, a.Name},
+			[]string{"set-option", "-p", "-t", respawn, "--", tmux.AgentOption, a.Name},
 			[]string{"pipe-pane", "-t", respawn, "cat >/dev/null"})
 		return respawn, err
 	}
@@ -309,9 +309,9 @@ func startPane(ctx context.Context, srv *tmux.Server, session string, a daemon.R
 		cmds = append(cmds, append([]string{"new-window", "-d", "-t", "=" + session + ":", "-n", tmp, "-P", "-F", "#{pane_id}", "-c", cwd}, argv...))
 	}
 	cmds = append(cmds,
-		[]string{"set-option", "-p", "-t", target, tmux.AgentOption, a.Name},
+		[]string{"set-option", "-p", "-t", target, "--", tmux.AgentOption, a.Name},
 		[]string{"pipe-pane", "-t", target, "cat >/dev/null"},
-		[]string{"rename-window", "-t", target, tmux.Format(a.Name)})
+		[]string{"rename-window", "-t", target, "--", tmux.Format(a.Name)}) // "--": a name may start with "-"
 	out, err := srv.RunAll(ctx, "", cmds...)
 	id := strings.TrimSpace(out)
 	if !strings.HasPrefix(id, "%") || strings.ContainsAny(id, " \n") {
