@@ -25,9 +25,10 @@ import (
 // in a pane of its own, and starts the daemon with the file as its
 // roster. A Roster is not changed once loaded.
 //
-// An agent with a command lives in the tmux window named after it in the
-// roster's session ("fleet:alice"); an agent with a tmux target lives in a
-// pane somebody else started; an agent with neither is a member that pulls
+// An agent with a command lives in a pane of its own in the roster's
+// session, tagged with its name ([tmux.AgentOption]) and shown in a
+// window named after it; an agent with a tmux target lives in a pane
+// somebody else started; an agent with neither is a member that pulls
 // its work with fleet_next (or a lead that is nudged nowhere).
 type Roster struct {
 	// TmuxSocket is the socket of the tmux server the panes run on. A
@@ -373,14 +374,6 @@ func (ro *Roster) resolve(stateDir string) error {
 	return nil
 }
 
-// Target returns the tmux target of a's pane, or "" if it has none.
-func (ro *Roster) Target(a RosterAgent) string {
-	if a.Command != nil {
-		return ro.TmuxSession + ":" + a.Name
-	}
-	return a.Tmux
-}
-
 // patterns returns the screen patterns of a's program: the file's, or
 // the built-in ones of claude and codex.
 func (ro *Roster) patterns(a RosterAgent) *tmux.Patterns {
@@ -427,16 +420,26 @@ func (ro *Roster) panes() (map[string]*tmux.Pane, error) {
 		if _, err := mcpadapter.ParseRole(a.Role); err != nil {
 			return nil, fmt.Errorf("roster: agents[%d].role: %w", i, err)
 		}
-		if target := ro.Target(a); target != "" {
-			if srv == nil {
-				srv = tmux.NewServer(ro.TmuxSocket)
-			}
-			p, err := tmux.NewPane(srv, target, &tmux.PaneOptions{Patterns: ro.patterns(a)})
-			if err != nil {
-				return nil, fmt.Errorf("roster: agents[%d]: %w", i, err)
-			}
-			panes[a.Name] = p
+		if a.Command == nil && a.Tmux == "" {
+			continue
 		}
+		if srv == nil {
+			srv = tmux.NewServer(ro.TmuxSocket)
+		}
+		opts := &tmux.PaneOptions{Patterns: ro.patterns(a)}
+		var p *tmux.Pane
+		var err error
+		if a.Command != nil {
+			// The pane fleetstate up started, found by the agent's name
+			// in its tmux.AgentOption, never by the name as a target.
+			p, err = tmux.NewAgentPane(srv, ro.TmuxSession, a.Name, opts)
+		} else {
+			p, err = tmux.NewPane(srv, a.Tmux, opts)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("roster: agents[%d]: %w", i, err)
+		}
+		panes[a.Name] = p
 	}
 	return panes, nil
 }

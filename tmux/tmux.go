@@ -35,9 +35,35 @@ func NewServer(socket string) *Server { return &Server{socket: socket} }
 func (s *Server) Socket() string { return s.socket }
 
 // Run runs a tmux command on the server, with stdin as its standard input,
-// and returns its standard output.
+// and returns its standard output. Every argument reaches the command as
+// it is: one ending in ";", which tmux would read as the end of the
+// command, is escaped (see [Literal]).
 func (s *Server) Run(ctx context.Context, stdin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "tmux", append([]string{"-S", s.socket}, args...)...)
+	return s.RunAll(ctx, stdin, args)
+}
+
+// RunAll runs several tmux commands on the server in one invocation, one
+// after the other, as tmux runs "cmd1 ; cmd2", and returns the output of
+// all of them. A setting made by one command (such as remain-on-exit)
+// thus holds before the next one starts a pane. Arguments are taken as
+// they are, as in [Server.Run].
+func (s *Server) RunAll(ctx context.Context, stdin string, cmds ...[]string) (string, error) {
+	if len(cmds) == 0 || len(cmds[0]) == 0 {
+		return "", errors.New("tmux: no command")
+	}
+	// -u: the client takes its output as UTF-8 whatever the locale, so
+	// that tmux does not replace a name's non-ASCII bytes (and tabs) by
+	// "_" in what it prints.
+	args := []string{"-u", "-S", s.socket}
+	for i, c := range cmds {
+		if i > 0 {
+			args = append(args, ";")
+		}
+		for _, a := range c {
+			args = append(args, Literal(a))
+		}
+	}
+	cmd := exec.CommandContext(ctx, "tmux", args...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
@@ -45,16 +71,34 @@ func (s *Server) Run(ctx context.Context, stdin string, args ...string) (string,
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(errb.String())
+		name := cmds[0][0]
 		if ctx.Err() != nil {
-			return "", fmt.Errorf("tmux %s: %w", args[0], ctx.Err())
+			return "", fmt.Errorf("tmux %s: %w", name, ctx.Err())
 		}
 		if gone(msg) {
-			return "", fmt.Errorf("tmux %s: %s: %w", args[0], msg, fleetstate.ErrMemberGone)
+			return "", fmt.Errorf("tmux %s: %s: %w", name, msg, fleetstate.ErrMemberGone)
 		}
-		return "", fmt.Errorf("tmux %s: %v: %s", args[0], err, msg)
+		return "", fmt.Errorf("tmux %s: %v: %s", name, err, msg)
 	}
 	return out.String(), nil
 }
+
+// Literal returns arg as tmux must be given it on its command line to
+// take it as it is. tmux reads an argument that ends in ";" as that text
+// without the ";" followed by the end of the command, unless the ";" is
+// escaped as "\;": an agent named "a;" would otherwise end the command
+// that names it, and what follows would run as a command of its own.
+func Literal(arg string) string {
+	if strings.HasSuffix(arg, ";") {
+		return arg[:len(arg)-1] + `\;`
+	}
+	return arg
+}
+
+// Format returns s escaped for an argument that tmux expands as a format
+// (a window name, a start directory): "#" doubled, so that a name such as
+// "#{pane_pid}" is shown as it is rather than expanded.
+func Format(s string) string { return strings.ReplaceAll(s, "#", "##") }
 
 // gone reports whether a tmux error means the pane (or the server with
 // all its panes) no longer exists.
@@ -73,6 +117,68 @@ func (s *Server) Kill(ctx context.Context) error {
 	if errors.Is(err, fleetstate.ErrMemberGone) {
 		return nil
 	}
+	return err
+}
+
+// AgentOption is the tmux user option, set on a pane, that names the
+// fleet agent whose pane it is. fleetstate up sets it on every pane it
+// starts, and the daemon finds an agent's pane by it, then addresses the
+// pane by its ID ("%N"). An agent's name is never used as a tmux target:
+// tmux would read "1" as a window index, "bob.0" as bob's first pane and
+// "#{pane_pid}" as a format, and the name would reach another pane.
+const AgentOption = "@fleet_agent"
+
+// SessionPane is a pane of a session, as [Server.SessionPanes] lists it.
+type SessionPane struct {
+	ID     string // the pane's ID, "%N"
+	Agent  string // the pane's AgentOption; "" when it has none
+	Window string // the name of the pane's window
+	PID    int    // the pid of the pane's command
+	Dead   bool   // the command ended and the pane remains
+}
+
+// SessionPanes lists the panes of session, in tmux's order; exists is
+// false when there is no such session, or no server.
+func (s *Server) SessionPanes(ctx context.Context, session string) (panes []SessionPane, exists bool, err error) {
+	// Agent names hold no control characters (fleetstate.ValidateAgentName),
+	// and window names are the last field: tabs separate the fields.
+	out, err := s.Run(ctx, "", "list-panes", "-s", "-t", "="+session, "-F",
+		"#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{"+AgentOption+"}\t#{window_name}")
+	if errors.Is(err, fleetstate.ErrMemberGone) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		f := strings.SplitN(line, "\t", 5)
+		if len(f) != 5 || !strings.HasPrefix(f[0], "%") {
+			continue
+		}
+		pid, _ := strconv.Atoi(f[1])
+		panes = append(panes, SessionPane{ID: f[0], PID: pid, Dead: f[2] == "1", Agent: f[3], Window: f[4]})
+	}
+	return panes, true, nil
+}
+
+// AgentPane returns the ID of the pane of session whose [AgentOption] is
+// agent; [fleetstate.ErrMemberGone] when there is none.
+func (s *Server) AgentPane(ctx context.Context, session, agent string) (string, error) {
+	panes, _, err := s.SessionPanes(ctx, session)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range panes {
+		if p.Agent == agent {
+			return p.ID, nil
+		}
+	}
+	return "", fmt.Errorf("tmux: no pane of agent %q in session %s: %w", agent, session, fleetstate.ErrMemberGone)
+}
+
+// TagAgent sets the [AgentOption] of the pane id ("%N") to agent.
+func (s *Server) TagAgent(ctx context.Context, id, agent string) error {
+	_, err := s.Run(ctx, "", "set-option", "-p", "-t", id, "--", AgentOption, agent)
 	return err
 }
 
@@ -147,11 +253,13 @@ type PaneOptions struct {
 //
 // A Pane is safe for concurrent use.
 type Pane struct {
-	srv    *Server
-	target string
-	clear  []string
-	pats   *compiled
-	screen int
+	srv     *Server
+	target  string
+	session string // with agent: the session the agent's pane is found in
+	agent   string // the AgentOption the pane is found by; "" for a target
+	clear   []string
+	pats    *compiled
+	screen  int
 
 	mu        sync.Mutex
 	paneID    string            // guarded by mu; the pane target resolves to ("%N"), once known
@@ -180,8 +288,34 @@ func NewPane(srv *Server, target string, opts *PaneOptions) (*Pane, error) {
 	return p, nil
 }
 
-// Target returns the pane's tmux target.
+// NewAgentPane returns the pane of session on srv that belongs to agent:
+// the pane whose [AgentOption] is agent, found again whenever the pane it
+// was is gone (the agent may have been restarted in a new pane), and
+// always addressed by its ID.
+func NewAgentPane(srv *Server, session, agent string, opts *PaneOptions) (*Pane, error) {
+	p, err := NewPane(srv, "", opts)
+	if err != nil {
+		return nil, err
+	}
+	p.session, p.agent = session, agent
+	return p, nil
+}
+
+// Target returns the pane's tmux target, or "" for a pane found by its
+// agent ([NewAgentPane]).
 func (p *Pane) Target() string { return p.target }
+
+// String describes the pane for error messages.
+func (p *Pane) String() string {
+	if p.agent != "" {
+		return fmt.Sprintf("of agent %q in session %s", p.agent, p.session)
+	}
+	return p.target
+}
+
+// fixed reports whether the pane is named by its ID, and so is that pane
+// only.
+func (p *Pane) fixed() bool { return p.agent == "" && strings.HasPrefix(p.target, "%") }
 
 // Report records a status the agent reported through its hooks. From then
 // on hooks are the pane's status source; screen patterns are no longer
@@ -201,29 +335,40 @@ type paneInfo struct {
 	absolute int // history + cursorY: the cursor's line counted from the top of the scrollback
 }
 
-// resolve returns the ID of the pane the target names. tmux falls back to
-// some other pane when a target such as "fleet:dora.0" names nothing, so
-// the target is matched exactly against the list of panes, once; after
-// that the pane is addressed by its ID, which tmux never reuses while the
-// server runs. If that pane is gone, the target is resolved again (the
-// agent may have been restarted in a new pane).
+// resolve returns the ID of the pane: for an agent's pane, the one whose
+// AgentOption names the agent; else the one the target names. tmux falls
+// back to some other pane when a target such as "fleet:dora.0" names
+// nothing, so the target is matched exactly against the list of panes,
+// once; after that the pane is addressed by its ID, which tmux never
+// reuses while the server runs. If that pane is gone, it is looked for
+// again (the agent may have been restarted in a new pane).
 func (p *Pane) resolve(ctx context.Context) (string, error) {
 	p.mu.Lock()
 	id := p.paneID
 	p.mu.Unlock()
-	if id == "" && strings.HasPrefix(p.target, "%") {
+	if id == "" && p.fixed() {
 		id = p.target
 	}
 	if id != "" {
 		return id, nil
 	}
+	if p.agent != "" {
+		id, err := p.srv.AgentPane(ctx, p.session, p.agent)
+		if err != nil {
+			return "", err
+		}
+		p.mu.Lock()
+		p.paneID = id
+		p.mu.Unlock()
+		return id, nil
+	}
 	out, err := p.srv.Run(ctx, "", "list-panes", "-a", "-F",
-		"#{pane_id} #{session_name}:#{window_name}.#{pane_index} #{session_name}:#{window_index}.#{pane_index} #{session_name}:#{window_name} #{session_name}:#{window_index}")
+		"#{pane_id}\t#{session_name}:#{window_name}.#{pane_index}\t#{session_name}:#{window_index}.#{pane_index}\t#{session_name}:#{window_name}\t#{session_name}:#{window_index}")
 	if err != nil {
 		return "", err
 	}
 	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
+		f := strings.Split(line, "\t")
 		for _, name := range f[min(1, len(f)):] {
 			if name == p.target && id == "" {
 				id = f[0]
@@ -248,7 +393,7 @@ func (p *Pane) info(ctx context.Context) (paneInfo, error) {
 		return paneInfo{}, err
 	}
 	out, err := p.srv.Run(ctx, "", "list-panes", "-t", id, "-F", "#{pane_id} #{pane_dead} #{history_size} #{cursor_y}")
-	if errors.Is(err, fleetstate.ErrMemberGone) && !strings.HasPrefix(p.target, "%") {
+	if errors.Is(err, fleetstate.ErrMemberGone) && !p.fixed() {
 		// The pane is gone; the agent may live on in a new pane under
 		// the same target. Forget the ID, so the next read resolves it.
 		p.mu.Lock()
@@ -272,7 +417,7 @@ func (p *Pane) info(ctx context.Context) (paneInfo, error) {
 		}
 		in := paneInfo{id: id, dead: f[1] == "1", history: hs, cursorY: cy, absolute: hs + cy}
 		if in.dead {
-			return in, fmt.Errorf("tmux: pane %s is dead: %w", p.target, fleetstate.ErrMemberGone)
+			return in, fmt.Errorf("tmux: pane %s is dead: %w", p, fleetstate.ErrMemberGone)
 		}
 		return in, nil
 	}

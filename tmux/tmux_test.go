@@ -3,6 +3,7 @@ package tmux
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -426,5 +427,89 @@ func TestStatus(t *testing.T) {
 	p.Report(fleetstate.StatusIdle)
 	if st, err := p.Status(ctx); err != nil || st != fleetstate.StatusIdle {
 		t.Fatalf("Status after a hook reported IDLE = %s, %v", st, err)
+	}
+}
+
+// TestAgentPanes: an agent's pane is found by its AgentOption and
+// addressed by its ID, so that names tmux would read as something else
+// as a target (a window index, a window and pane, a format, a pane ID,
+// a flag, words, a command separator) each reach their own pane. A new
+// Pane (a daemon started again) finds the same pane; an agent started
+// again in a new pane is found there.
+func TestAgentPanes(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, "sleep 600")
+	names := []string{"bob", "1", "bob.0", "#{pane_pid}", "%0", "-n", "with space", "semi;", `back\;`}
+	ids := map[string]string{}
+	start := func(name string) {
+		t.Helper()
+		id := run(t, srv, "new-window", "-d", "-t", "=fleet:", "-n", Format(name), "-P", "-F", "#{pane_id}", "cat")
+		if err := srv.TagAgent(ctx, id, name); err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+	}
+	for _, n := range names {
+		start(n)
+	}
+	msg := func(i int) string { return fmt.Sprintf("message-%d-end", i) }
+	for i, n := range names {
+		p, err := NewAgentPane(srv, "fleet", n, &PaneOptions{ClearKeys: []string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Deliver(ctx, msg(i)); err != nil {
+			t.Fatalf("Deliver to %q: %v", n, err)
+		}
+	}
+	for i, n := range names {
+		if got := run(t, srv, "show-options", "-p", "-v", "-t", ids[n], AgentOption); got != n {
+			t.Errorf("pane %s of %q: %s is %q", ids[n], n, AgentOption, got)
+		}
+		if got := run(t, srv, "list-panes", "-t", ids[n], "-F", "#{window_name}"); got != n {
+			t.Errorf("pane %s of %q: window name %q", ids[n], n, got)
+		}
+		var screen string
+		if !fleettest.Until(waitLimit, 10*time.Millisecond, func() bool {
+			screen = run(t, srv, "capture-pane", "-p", "-J", "-t", ids[n])
+			return strings.Contains(screen, msg(i))
+		}) {
+			t.Errorf("pane of %q never showed %s:\n%s", n, msg(i), screen)
+		}
+		for j := range names {
+			if j != i && strings.Contains(screen, msg(j)) {
+				t.Errorf("pane of %q shows %s, meant for %q:\n%s", n, msg(j), names[j], screen)
+			}
+		}
+	}
+
+	// A new Pane finds the same pane; a pane started again is found anew.
+	again, err := NewAgentPane(srv, "fleet", "1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := again.resolve(ctx); err != nil || id != ids["1"] {
+		t.Fatalf("a new pane of %q resolves to %q, %v; want %s", "1", id, err, ids["1"])
+	}
+	run(t, srv, "kill-pane", "-t", ids["1"])
+	if _, err := again.Status(ctx); !errors.Is(err, fleetstate.ErrMemberGone) {
+		t.Fatalf("Status of a killed agent pane: %v; want %v", err, fleetstate.ErrMemberGone)
+	}
+	start("1")
+	if id, err := again.resolve(ctx); err != nil || id != ids["1"] {
+		t.Fatalf("after the restart %q resolves to %q, %v; want the new pane %s", "1", id, err, ids["1"])
+	}
+	if _, err := srv.AgentPane(ctx, "fleet", "nobody"); !errors.Is(err, fleetstate.ErrMemberGone) {
+		t.Fatalf("AgentPane of an agent with no pane: %v; want %v", err, fleetstate.ErrMemberGone)
+	}
+}
+
+// TestLiteral: an argument ending in ";" reaches tmux whole, not as the
+// end of a command.
+func TestLiteral(t *testing.T) {
+	for in, want := range map[string]string{"a": "a", "a;": `a\;`, ";": `\;`, `a\;`: `a\\;`, "": ""} {
+		if got := Literal(in); got != want {
+			t.Errorf("Literal(%q) = %q; want %q", in, got, want)
+		}
 	}
 }

@@ -86,29 +86,13 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rec, _ := fleetup.ReadRecord(store)
-
-	// The daemon: the one serving the directory, or a new one.
-	url, err := fleetup.UpDaemon(ctx, store, &rec, *bin, *addr, file, fileSum, ro.ServeFlags(), stderr)
+	// The daemon, the tokens, each agent's environment and configuration,
+	// and the panes; a failure leaves no process of this run behind.
+	up, err := fleetup.Up(ctx, fleetup.UpConfig{Store: store, Tokens: tokens, Roster: ro, Bin: *bin, Addr: *addr, File: file, FileSum: fileSum, Stderr: stderr})
 	if err != nil {
 		return err
 	}
-	rec.URL, rec.File, rec.Socket, rec.Session = url, file, ro.TmuxSocket, ro.TmuxSession
-	if err := fleetup.WriteRecord(store, rec); err != nil {
-		return fmt.Errorf("up: %s: %v", store.PrivatePath(fleetup.RecordFile), err)
-	}
-
-	// Tokens and each agent's environment and configuration.
-	envPaths, wrote, err := fleetup.ConfigureAgents(store, tokens, ro, *bin, url)
-	if err != nil {
-		return err
-	}
-
-	// The panes.
-	started, err := fleetup.StartPanes(ctx, ro, envPaths)
-	if err != nil {
-		return err
-	}
+	url, envPaths, wrote, started := up.URL, up.EnvPaths, up.Wrote, up.Started
 
 	n := 0
 	for _, a := range ro.Agents {

@@ -96,21 +96,58 @@ func EnvFile(env map[string]string) []byte {
 }
 
 // ReadEnvFile reads back the variables of an environment file written by
-// EnvFile; a missing or foreign file reads as empty.
+// EnvFile; a missing or foreign file reads as empty, and a line it cannot
+// read is skipped. Each value is read through its quotes as the shell
+// reads it, so a value that spans lines (a newline in the fleet file's
+// env) reads back whole, and none of its lines is taken for a variable
+// of its own (such as a FLEET_TOKEN that is not the agent's).
 func ReadEnvFile(path string) map[string]string {
 	out := map[string]string{}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return out
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok || !envNameRE.MatchString(k) || len(v) < 2 || v[0] != '\'' || v[len(v)-1] != '\'' {
+	for s := string(data); s != ""; {
+		if k, v, rest, ok := readExport(s); ok {
+			out[k], s = v, rest
 			continue
 		}
-		out[k] = strings.ReplaceAll(v[1:len(v)-1], `'\''`, "'")
+		_, s, _ = strings.Cut(s, "\n") // a comment, or a line EnvFile does not write
 	}
 	return out
+}
+
+// readExport reads one line of EnvFile's at the start of s: export, the
+// name, "=" and the value quoted by shellQuote, which may span lines. It
+// returns the name, the value and what follows the line.
+func readExport(s string) (name, value, rest string, ok bool) {
+	s, ok = strings.CutPrefix(s, "export ")
+	if !ok {
+		return "", "", "", false
+	}
+	name, s, ok = strings.Cut(s, "=")
+	if !ok || !envNameRE.MatchString(name) || !strings.HasPrefix(s, "'") {
+		return "", "", "", false
+	}
+	var b strings.Builder
+	for {
+		switch {
+		case strings.HasPrefix(s, "'"):
+			end := strings.IndexByte(s[1:], '\'')
+			if end < 0 {
+				return "", "", "", false // an unterminated quote
+			}
+			b.WriteString(s[1 : 1+end])
+			s = s[2+end:]
+		case strings.HasPrefix(s, `\'`):
+			b.WriteByte('\'')
+			s = s[2:]
+		case s == "" || s[0] == '\n':
+			return name, b.String(), strings.TrimPrefix(s, "\n"), true
+		default:
+			return "", "", "", false
+		}
+	}
 }
 
 // Launcher returns the argv of an agent's pane: a shell that sources the

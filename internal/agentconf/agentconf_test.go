@@ -2,6 +2,7 @@ package agentconf
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,5 +79,45 @@ func TestClaudeConfigRefusesForeignShapes(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, ".claude", "settings.json")); string(got) != string(bad) {
 		t.Errorf("settings.json was changed to %s", got)
+	}
+}
+
+// TestEnvFileRoundTrip: every value EnvFile writes reads back whole, as
+// the shell that sources the file reads it, however many lines it spans
+// and whatever its lines look like; none of its lines is read as a
+// variable of its own.
+func TestEnvFileRoundTrip(t *testing.T) {
+	env := map[string]string{
+		"FLEET_TOKEN": "fst_the-real-one",
+		"A_FIRST":     "one\ntwo",
+		"SETUP":       "cd src\nFLEET_TOKEN='not-the-token'",
+		"SHELLISH":    "\nexport OTHER='x'\n",
+		"QUOTES":      "it's\n'quoted'\n''",
+		"EMPTY":       "",
+		"TRAILING":    "line\n",
+		"BACKSLASH":   `a\'b\`,
+	}
+	path := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(path, EnvFile(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := ReadEnvFile(path)
+	if len(got) != len(env) {
+		t.Errorf("read %d variables %q; want %d", len(got), got, len(env))
+	}
+	for k, want := range env {
+		if got[k] != want {
+			t.Errorf("%s read back as %q; want %q", k, got[k], want)
+		}
+	}
+	// The shell reads the same values.
+	for k, want := range env {
+		out, err := exec.Command("/bin/sh", "-c", `. "$1" && printf %s "$(printenv "$2"; echo .)"`, "sh", path, k).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sh := strings.TrimSuffix(strings.TrimSuffix(string(out), "."), "\n"); sh != want {
+			t.Errorf("the shell reads %s as %q; want %q", k, sh, want)
+		}
 	}
 }

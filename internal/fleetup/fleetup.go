@@ -8,6 +8,8 @@ package fleetup
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,76 +168,82 @@ func logTail(path string, from int64) string {
 	return strings.TrimSpace(string(data))
 }
 
-// paneState is what tmux says of the panes of a fleet's session: by
-// window name, the pane's id, pid and whether its command ended.
-type paneState struct {
-	id   string
-	pid  int
-	dead bool
-}
-
-// listPanes lists the panes of session on srv; exists is false when
-// there is no such session, or no server.
-func listPanes(ctx context.Context, srv *tmux.Server, session string) (panes map[string]paneState, exists bool, err error) {
-	out, err := srv.Run(ctx, "", "list-panes", "-s", "-t", "="+session, "-F", "#{window_name}\t#{pane_id}\t#{pane_pid}\t#{pane_dead}")
-	if errors.Is(err, fleetstate.ErrMemberGone) {
-		return nil, false, nil // no server, or no such session
+// listPanes lists the panes of session on srv by agent: the agent its
+// tmux.AgentOption names, or for a pane without one (started by an up
+// that did not tag its panes) the name of its window. exists is false
+// when there is no such session, or no server.
+func listPanes(ctx context.Context, srv *tmux.Server, session string) (panes map[string]tmux.SessionPane, exists bool, err error) {
+	list, exists, err := srv.SessionPanes(ctx, session)
+	if err != nil || !exists {
+		return nil, exists, err
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	panes = map[string]paneState{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Split(line, "\t")
-		if len(f) != 4 {
-			continue
+	panes = map[string]tmux.SessionPane{}
+	for _, p := range list {
+		if _, dup := panes[p.Agent]; p.Agent != "" && !dup {
+			panes[p.Agent] = p
 		}
-		var pid int
-		fmt.Sscan(f[2], &pid)
-		if _, dup := panes[f[0]]; !dup {
-			panes[f[0]] = paneState{id: f[1], pid: pid, dead: f[3] == "1"}
+	}
+	for _, p := range list {
+		if _, dup := panes[p.Window]; p.Agent == "" && !dup {
+			panes[p.Window] = p
 		}
 	}
 	return panes, true, nil
 }
 
-// StartPanes makes the session and a window for every agent with a
-// command whose pane is missing or dead; running panes are left alone.
-// It returns the agents it started.
+// PaneOutputLines is how many of its last lines a pane whose command
+// ended at once shows in up's error.
+const PaneOutputLines = 40
+
+// StartPanes makes the session and a pane for every agent with a command
+// whose pane is missing or dead; running panes are left alone. Each pane
+// is tagged with its agent's name (tmux.AgentOption), by which it is
+// found from then on, and addressed by its ID: the name is never a tmux
+// target. It returns the agents it started.
+//
+// A command that ends within SettleWait fails StartPanes with what its
+// pane printed; every pane this run started is then killed again (the
+// session too, if this run made it), so that nothing of it is left.
 func StartPanes(ctx context.Context, ro *daemon.Roster, envPaths map[string]string) ([]string, error) {
 	srv := tmux.NewServer(ro.TmuxSocket)
 	panes, exists, err := listPanes(ctx, srv, ro.TmuxSession)
 	if err != nil {
 		return nil, fmt.Errorf("up: tmux: %v", err)
 	}
+	made := !exists // this run makes the session
 	var started []string
+	ids := map[string]string{} // the panes started, by agent
+	fail := func(err error) ([]string, error) {
+		removePanes(srv, ro.TmuxSession, made, ids)
+		return nil, err
+	}
 	for i, a := range ro.Agents {
 		if a.Command == nil {
 			continue
 		}
-		argv := agentconf.Launcher(envPaths[a.Name], a.Command)
 		p, ok := panes[a.Name]
-		switch {
-		case ok && !p.dead:
+		if ok && !p.Dead {
+			if p.Agent != "" {
+				continue
+			}
+			if err := srv.TagAgent(ctx, p.ID, a.Name); err != nil {
+				return fail(fmt.Errorf("up: agents[%d] (%s): tag its pane: %v", i, a.Name, err))
+			}
 			continue
-		case ok:
-			_, err = srv.Run(ctx, "", append([]string{"respawn-pane", "-k", "-t", p.id, "-c", a.Workdir}, argv...)...)
-		case !exists:
-			if err = os.MkdirAll(filepath.Dir(ro.TmuxSocket), 0o700); err == nil {
-				// The panes stay when their command ends, so that what it
-				// printed can be read; up starts them again.
-				_, err = srv.Run(ctx, "", append([]string{"new-session", "-d", "-s", ro.TmuxSession, "-n", a.Name, "-x", "200", "-y", "50", "-c", a.Workdir}, argv...)...)
+		}
+		if !exists {
+			if err := os.MkdirAll(filepath.Dir(ro.TmuxSocket), 0o700); err != nil {
+				return fail(fmt.Errorf("up: tmux socket: %v", err))
 			}
-			if err == nil {
-				_, err = srv.Run(ctx, "", "set-option", "-g", "remain-on-exit", "on") // the server is the fleet's own
-			}
-			exists = true
-		default:
-			_, err = srv.Run(ctx, "", append([]string{"new-window", "-d", "-t", "=" + ro.TmuxSession + ":", "-n", a.Name, "-c", a.Workdir}, argv...)...)
+		}
+		id, err := startPane(ctx, srv, ro.TmuxSession, a, agentconf.Launcher(envPaths[a.Name], a.Command), p.ID, !exists)
+		if id != "" {
+			ids[a.Name] = id
 		}
 		if err != nil {
-			return started, fmt.Errorf("up: agents[%d] (%s): start its pane: %v", i, a.Name, err)
+			return fail(fmt.Errorf("up: agents[%d] (%s): start its pane: %v", i, a.Name, err))
 		}
+		exists = true
 		started = append(started, a.Name)
 	}
 	if len(started) == 0 {
@@ -245,19 +253,111 @@ func StartPanes(ctx context.Context, ro *daemon.Roster, envPaths map[string]stri
 	time.Sleep(SettleWait)
 	panes, _, err = listPanes(ctx, srv, ro.TmuxSession)
 	if err != nil {
-		return started, fmt.Errorf("up: tmux: %v", err)
+		return fail(fmt.Errorf("up: tmux: %v", err))
 	}
 	var dead []string
 	for _, name := range started {
-		if p, ok := panes[name]; !ok || p.dead {
-			screen, _ := srv.Run(ctx, "", "capture-pane", "-p", "-t", p.id)
-			dead = append(dead, fmt.Sprintf("%s: its command ended at once; its pane shows:\n%s", name, strings.TrimSpace(screen)))
+		if p, ok := panes[name]; !ok || p.Dead {
+			screen, _ := srv.Run(ctx, "", "capture-pane", "-p", "-J", "-S", "-", "-E", "-", "-t", ids[name])
+			dead = append(dead, fmt.Sprintf("%s: its command ended at once; its pane shows:\n%s", name, lastLines(screen, PaneOutputLines)))
 		}
 	}
 	if len(dead) > 0 {
-		return started, fmt.Errorf("up: %s\n(fix the command in the fleet file and run fleetstate up again)", strings.Join(dead, "\n"))
+		return fail(fmt.Errorf("up: %s\n(up removed the panes it had started: fix the command in the fleet file and run fleetstate up again)", strings.Join(dead, "\n")))
+	}
+	for _, name := range started {
+		_, _ = srv.Run(ctx, "", "pipe-pane", "-t", ids[name]) // startPane's pipe, no longer needed
 	}
 	return started, nil
+}
+
+// startPane starts argv, agent a's launcher, in a pane of session on srv
+// and returns the pane's ID: in the dead pane respawn when there is one,
+// else in a new window named after the agent, in a new session when
+// newSession is set. The pane is tagged with the agent's name in the same
+// tmux call that makes it, so that it is never found untagged, and given
+// a pipe (pipe-pane) that StartPanes closes after SettleWait: while a pane
+// has a pipe, tmux reads all its command printed before it marks the
+// pane dead. Without one, tmux 3.3 now and then marks a pane whose
+// command printed and ended within its first milliseconds dead before it
+// reads the output, and the pane shows nothing.
+func startPane(ctx context.Context, srv *tmux.Server, session string, a daemon.RosterAgent, argv []string, respawn string, newSession bool) (string, error) {
+	// The window's name and the start directory are read as tmux formats:
+	// Format keeps them as they are.
+	cwd := tmux.Format(a.Workdir)
+	if respawn != "" {
+		_, err := srv.RunAll(ctx, "",
+			append([]string{"respawn-pane", "-k", "-t", respawn, "-c", cwd}, argv...),
+			[]string{"set-option", "-p", "-t", respawn, "--", tmux.AgentOption, a.Name},
+			[]string{"pipe-pane", "-t", respawn, "cat >/dev/null"})
+		return respawn, err
+	}
+	// The new window is named by a name of its own until it is tagged:
+	// the agent's name may be any window's name, or no valid target.
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := "fleetstate-new-" + hex.EncodeToString(rnd[:])
+	target := "=" + session + ":=" + tmp
+	var cmds [][]string
+	if newSession {
+		// The panes stay when their command ends, so that what it printed
+		// can be read; up starts them again.
+		cmds = append(cmds,
+			[]string{"set-option", "-g", "remain-on-exit", "on"}, // the server is the fleet's own
+			append([]string{"new-session", "-d", "-s", session, "-n", tmp, "-x", "200", "-y", "50", "-P", "-F", "#{pane_id}", "-c", cwd}, argv...))
+	} else {
+		cmds = append(cmds, append([]string{"new-window", "-d", "-t", "=" + session + ":", "-n", tmp, "-P", "-F", "#{pane_id}", "-c", cwd}, argv...))
+	}
+	cmds = append(cmds,
+		[]string{"set-option", "-p", "-t", target, "--", tmux.AgentOption, a.Name},
+		[]string{"pipe-pane", "-t", target, "cat >/dev/null"},
+		[]string{"rename-window", "-t", target, "--", tmux.Format(a.Name)}) // "--": a name may start with "-"
+	out, err := srv.RunAll(ctx, "", cmds...)
+	id := strings.TrimSpace(out)
+	if !strings.HasPrefix(id, "%") || strings.ContainsAny(id, " \n") {
+		if err == nil {
+			err = fmt.Errorf("tmux printed %q, not the new pane's ID", out)
+		}
+		id = ""
+	}
+	return id, err
+}
+
+// removePanes kills the panes of ids; when this run made the session
+// (made), the whole session, and then the server if no session is left
+// on it. It is StartPanes' cleanup after a failure, and does its best:
+// its own errors are not reported over the failure's.
+func removePanes(srv *tmux.Server, session string, made bool, ids map[string]string) {
+	ctx, cancel := context.WithTimeout(context.Background(), StopWait)
+	defer cancel()
+	if made {
+		_, _ = srv.Run(ctx, "", "kill-session", "-t", "="+session)
+		if out, err := srv.Run(ctx, "", "list-sessions", "-F", "#{session_name}"); err == nil && strings.TrimSpace(out) == "" {
+			_ = srv.Kill(ctx)
+		}
+		return
+	}
+	for _, id := range ids {
+		_, _ = srv.Run(ctx, "", "kill-pane", "-t", id)
+	}
+}
+
+// lastLines returns the last n lines of a pane's text s, each run of
+// blank lines made one: tmux shows a dead pane's message on the screen's
+// last line, far below what the command printed.
+func lastLines(s string, n int) string {
+	var ls []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		l = strings.TrimRight(l, " ")
+		if l == "" && len(ls) > 0 && ls[len(ls)-1] == "" {
+			continue
+		}
+		ls = append(ls, l)
+	}
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
 }
 
 // StopPanes stops the agents of rec's tmux session: SIGTERM to each
@@ -267,14 +367,14 @@ func StartPanes(ctx context.Context, ro *daemon.Roster, envPaths map[string]stri
 // agents stopped.
 func StopPanes(ctx context.Context, store *fleetstate.Store, rec Record) (int, error) {
 	srv := tmux.NewServer(rec.Socket)
-	panes, _, err := listPanes(ctx, srv, rec.Session)
+	panes, _, err := srv.SessionPanes(ctx, rec.Session)
 	if err != nil {
 		return 0, fmt.Errorf("down: tmux: %v", err)
 	}
 	var pids []int
 	for _, p := range panes {
-		if !p.dead && p.pid > 0 {
-			pids = append(pids, p.pid)
+		if !p.Dead && p.PID > 0 {
+			pids = append(pids, p.PID)
 		}
 	}
 	stopped := StopAll(pids, Alive)
@@ -330,21 +430,78 @@ func WaitFor(within time.Duration, done func() bool) bool {
 	return true
 }
 
+// UpConfig is what Up brings up, and how.
+type UpConfig struct {
+	Store  *fleetstate.Store
+	Tokens *mcpadapter.Tokens
+	Roster *daemon.Roster
+	// Bin is the fleetstate binary the daemon, the proxies and the hooks
+	// run; Addr the address asked for the daemon ("": the last one, else
+	// a free port).
+	Bin, Addr string
+	// File is the fleet file's absolute path, FileSum its SHA-256.
+	File, FileSum string
+	// Stderr hears what the user should know but is no error.
+	Stderr io.Writer
+}
+
+// Upped is what Up brought up.
+type Upped struct {
+	URL      string            // the daemon's MCP endpoint
+	EnvPaths map[string]string // the agents' environment files, by agent
+	Wrote    []string          // the files written
+	Started  []string          // the agents whose panes were started
+}
+
+// Up brings the fleet of c.Store up: the daemon (UpDaemon), the record,
+// each agent's token and configuration (ConfigureAgents), and the panes
+// (StartPanes). If it fails after it started the daemon, it stops that
+// daemon again, and StartPanes kills the panes it started: a failed up
+// leaves no process of its own behind. Tokens and files it wrote stay,
+// and the next run uses them.
+func Up(ctx context.Context, c UpConfig) (Upped, error) {
+	rec, _ := ReadRecord(c.Store)
+	var up Upped
+	url, launched, err := UpDaemon(ctx, c.Store, &rec, c.Bin, c.Addr, c.File, c.FileSum, c.Roster.ServeFlags(), c.Stderr)
+	if err != nil {
+		return up, err
+	}
+	up.URL = url
+	rec.URL, rec.File, rec.Socket, rec.Session = url, c.File, c.Roster.TmuxSocket, c.Roster.TmuxSession
+	if err = WriteRecord(c.Store, rec); err != nil {
+		err = fmt.Errorf("up: %s: %v", c.Store.PrivatePath(RecordFile), err)
+	}
+	if err == nil {
+		up.EnvPaths, up.Wrote, err = ConfigureAgents(c.Store, c.Tokens, c.Roster, c.Bin, url)
+	}
+	if err == nil {
+		up.Started, err = StartPanes(ctx, c.Roster, up.EnvPaths)
+	}
+	if err != nil && launched {
+		if serr := StopDaemon(c.Store, rec, io.Discard, c.Stderr); serr != nil {
+			return up, fmt.Errorf("%w\n(and the daemon up started could not be stopped: %v)", err, serr)
+		}
+		rec.PID = 0
+		_ = WriteRecord(c.Store, rec)
+		return up, fmt.Errorf("%w\n(up stopped the daemon it had started)", err)
+	}
+	return up, err
+}
+
 // UpDaemon returns the URL of the daemon that serves store's fleet: the
 // one serving it already, or a new one that LaunchDaemon starts with
 // flags on addr, else on the address of rec's last run, else on a free
-// port, recorded in rec. What the user should know (a daemon that up did
-// not start, a fleet file changed since the daemon read it) goes to
-// stderr.
-func UpDaemon(ctx context.Context, store *fleetstate.Store, rec *Record, bin, addr, file, fileSum string, flags []string, stderr io.Writer) (string, error) {
+// port, recorded in rec; launched reports the latter. What the user
+// should know (a daemon that up did not start, a fleet file changed
+// since the daemon read it) goes to stderr.
+func UpDaemon(ctx context.Context, store *fleetstate.Store, rec *Record, bin, addr, file, fileSum string, flags []string, stderr io.Writer) (url string, launched bool, err error) {
 	owner, owned, err := store.FleetOwner()
 	if err != nil {
-		return "", fmt.Errorf("up: %v", err)
+		return "", false, fmt.Errorf("up: %v", err)
 	}
-	var url string
 	switch {
 	case owned && !strings.HasPrefix(owner.Addr, "http"):
-		return "", fmt.Errorf("up: the fleet in %s is run by %s, which serves no HTTP: stop it, then run fleetstate up again", store.Dir(), owner)
+		return "", false, fmt.Errorf("up: the fleet in %s is run by %s, which serves no HTTP: stop it, then run fleetstate up again", store.Dir(), owner)
 	case owned:
 		url = owner.Addr
 		if owner.PID != rec.PID {
@@ -368,12 +525,12 @@ func UpDaemon(ctx context.Context, store *fleetstate.Store, rec *Record, bin, ad
 			pid, u, err = LaunchDaemon(ctx, store, bin, "", file, flags)
 		}
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
-		url = u
+		url, launched = u, true
 		rec.PID, rec.FileSum = pid, fileSum
 	}
-	return url, nil
+	return url, launched, nil
 }
 
 // ConfigureAgents gives each agent of ro its token (the one its
