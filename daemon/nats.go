@@ -166,7 +166,7 @@ func (d *Daemon) serveNATS(ctx context.Context, ln net.Listener) error {
 	}
 	defer f.Close()
 	n := &natsDaemon{d: d, f: f, log: d.log, self: self, turned: make(chan struct{}),
-		handler: unavailableHandler("this daemon has not joined the fleet yet")}
+		handler: takeoverHandler("this daemon has not joined the fleet yet")}
 	hs := d.httpServer(n)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -258,7 +258,7 @@ func (d *natsDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (d *natsDaemon) serve(w http.ResponseWriter, r *http.Request, by time.Time) {
 	for {
 		h, turned := d.current()
-		if _, down := h.(unavailable); down && time.Now().Before(by) {
+		if u, down := h.(unavailable); down && u.passing && time.Now().Before(by) {
 			t := time.NewTimer(time.Until(by))
 			select {
 			case <-turned:
@@ -408,8 +408,13 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 		d.log.Error("fleetstate: lost the fleet", "err", lost)
 	}
 	// Stop answering for the fleet before the rendezvous closes, so that
-	// no caller sees what it kept once it is not the owner.
-	d.set(unavailableHandler("this daemon gave the fleet up"))
+	// no caller sees what it kept once it is not the owner. Requests wait
+	// for the next owner where there is one.
+	if errors.Is(lost, fleetnats.ErrLeasePassed) {
+		d.set(takeoverHandler("this daemon gave the fleet up"))
+	} else {
+		d.set(unavailableHandler("this daemon gave the fleet up"))
+	}
 	fh.close()
 	return lost
 }
@@ -653,10 +658,24 @@ type keptBody struct{}
 // JSON-RPC error, anything else (a listening stream, the end of a
 // session) HTTP 503 with Retry-After. A daemon serving with it has no
 // owner to reach; requests wait for one first (natsDaemon.serve).
-type unavailable struct{ msg string }
+type unavailable struct {
+	msg string
+	// passing says the fleet is between two owners (this daemon has not
+	// joined yet, or gave the fleet up to another): requests wait for the
+	// next owner. Otherwise (this daemon cannot reach NATS, say) they are
+	// answered at once.
+	passing bool
+}
 
-func unavailableHandler(why string) http.Handler {
-	return unavailable{msg: string(fleetstate.CodeUnavailable) + ": " + why + "; retry, or reach the fleet through another daemon"}
+// unavailableHandler answers ERR_UNAVAILABLE, why, at once.
+func unavailableHandler(why string) http.Handler { return newUnavailable(why, false) }
+
+// takeoverHandler answers ERR_UNAVAILABLE, why, to requests that waited
+// for the fleet's next owner in vain.
+func takeoverHandler(why string) http.Handler { return newUnavailable(why, true) }
+
+func newUnavailable(why string, passing bool) unavailable {
+	return unavailable{msg: string(fleetstate.CodeUnavailable) + ": " + why + "; retry, or reach the fleet through another daemon", passing: passing}
 }
 
 func (u unavailable) ServeHTTP(w http.ResponseWriter, r *http.Request) {

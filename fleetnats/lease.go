@@ -29,6 +29,11 @@ import (
 // record there. From then on every write of the old owner fails, so two
 // daemons never both act on one turn, whatever their clocks say.
 
+// ErrLeasePassed is why an [Ownership] was lost when another daemon holds
+// the lease now: the fleet has a new owner, rather than none this daemon
+// can reach.
+var ErrLeasePassed = errors.New("the lease passed to another daemon")
+
 // DefaultLeaseTTL is how long a lease lives unrenewed when
 // [OwnOptions.LeaseTTL] is zero: the longest a fleet waits for a new owner
 // after its owner died.
@@ -243,7 +248,7 @@ func (o *Ownership) renew() {
 			o.mu.Unlock()
 			lastOK = time.Now()
 		case isWrongSequence(err) || errors.Is(err, jetstream.ErrKeyNotFound):
-			o.lose(&fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "renew the fleet's lease", Err: errors.New("the lease passed to another daemon")})
+			o.lose(&fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "renew the fleet's lease", Err: ErrLeasePassed})
 			return
 		case time.Since(lastOK) > o.ttl/2:
 			o.lose(&fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "renew the fleet's lease", Err: err})

@@ -203,7 +203,7 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 		return nil, err
 	}
 	if t.access == memberOnly && a.conns != nil {
-		if err := a.conns.claim(id.Agent, sessionID(ctx)); err != nil {
+		if err := a.conns.claim(ctx, id.Agent, sessionID(ctx)); err != nil {
 			return nil, err
 		}
 	}

@@ -163,11 +163,23 @@ func (c *Client) Members(ctx context.Context) ([]fleetstate.MemberInfo, error) {
 // false when none came (fleet_next). A wait of zero returns at once, as
 // [fleetstate.Rendezvous.Next] does; the server caps long waits.
 func (c *Client) Next(ctx context.Context, wait time.Duration) (msg fleetstate.Message, ok bool, err error) {
+	return c.next(ctx, map[string]any{"wait_s": max(wait.Seconds(), 0)})
+}
+
+// NextAfter is Next sent again after a Next whose answer was lost:
+// afterTurn is the turn the member took last ("" for none), and a turn
+// handed to the lost call is handed again (see
+// [fleetstate.Rendezvous.NextAfter]).
+func (c *Client) NextAfter(ctx context.Context, afterTurn string, wait time.Duration) (msg fleetstate.Message, ok bool, err error) {
+	return c.next(ctx, map[string]any{"wait_s": max(wait.Seconds(), 0), "after_turn": afterTurn})
+}
+
+func (c *Client) next(ctx context.Context, args map[string]any) (msg fleetstate.Message, ok bool, err error) {
 	var out struct {
 		fleetstate.Message
 		Outcome string `json:"outcome"`
 	}
-	if err := c.Call(ctx, "fleet_next", map[string]any{"wait_s": max(wait.Seconds(), 0)}, &out); err != nil {
+	if err := c.Call(ctx, "fleet_next", args, &out); err != nil {
 		return fleetstate.Message{}, false, err
 	}
 	if out.Outcome == "none" {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/server"
@@ -61,11 +62,18 @@ type connections struct {
 	mu        sync.Mutex
 	streams   map[string]int // guarded by mu; open listening streams by member
 	streamsOf map[string]int // guarded by mu; open listening streams by MCP session, for those with one
-	// came and went order the listening streams of sessions: when each
-	// session's first stream opened, and when its last one closed, as
-	// values of tick. Guarded by mu.
-	came, went map[string]uint64
-	tick       uint64              // guarded by mu
+	// came and went time the listening streams of sessions: when each
+	// session's first stream opened, and when its last one closed.
+	// Guarded by mu.
+	came, went map[string]time.Time
+	// closed is closed and replaced when a session's last stream closes.
+	closed chan struct{} // guarded by mu
+	// grace is how long a member's new session waits, at its first fleet
+	// call, for the stream of its old session to be seen closing, and how
+	// much sooner than that close the new session's own stream may have
+	// opened: the server notices a connection that died with a daemon
+	// between it and the client a moment later than the client does.
+	grace      time.Duration
 	owners     map[string]Identity // guarded by mu; who opened each MCP session, by session ID
 	sessions   map[Identity]int    // guarded by mu; how many sessions of owners each identity opened
 	current    map[string]string   // guarded by mu; the session of each member that made the last fleet call
@@ -75,7 +83,7 @@ type connections struct {
 }
 
 func newConnections(rv *fleetstate.Rendezvous) *connections {
-	return &connections{rv: rv, streams: map[string]int{}, streamsOf: map[string]int{}, came: map[string]uint64{}, went: map[string]uint64{}, owners: map[string]Identity{}, sessions: map[Identity]int{},
+	return &connections{rv: rv, streams: map[string]int{}, streamsOf: map[string]int{}, came: map[string]time.Time{}, went: map[string]time.Time{}, closed: make(chan struct{}), grace: reconnectGrace, owners: map[string]Identity{}, sessions: map[Identity]int{},
 		current: map[string]string{}, currentOf: map[string][]string{}, superseded: map[string]bool{}, returned: map[string][]string{}}
 }
 
@@ -124,22 +132,46 @@ func (c *connections) received(key, lead, this string) {
 	}
 }
 
+// reconnectGrace is connections.grace by default.
+const reconnectGrace = time.Second
+
 // claim lets session sid of member make a fleet call, superseding the
 // member's session that called before; a superseded session is refused.
-func (c *connections) claim(member, sid string) error {
+// While the older session's listening stream is still open, the call
+// waits for it to close, at most c.grace: a member whose connection died
+// with a daemon comes back before the server notices.
+func (c *connections) claim(ctx context.Context, member, sid string) error {
 	if sid == "" {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.superseded[sid] {
-		return &fleetstate.Error{Code: fleetstate.CodeSuperseded, Op: "call",
-			Err: errorf("a newer connection of member %s took over; start a new session to take work again", member)}
+	deadline := time.Now().Add(c.grace)
+	for {
+		if c.superseded[sid] {
+			return &fleetstate.Error{Code: fleetstate.CodeSuperseded, Op: "call",
+				Err: errorf("a newer connection of member %s took over; start a new session to take work again", member)}
+		}
+		cur := c.current[member]
+		if cur == sid {
+			return nil
+		}
+		wait := time.Until(deadline)
+		if cur == "" || c.streamsOf[cur] == 0 || wait <= 0 || ctx.Err() != nil {
+			break
+		}
+		closed := c.closed
+		c.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-closed:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		c.mu.Lock()
 	}
 	cur := c.current[member]
-	if cur == sid {
-		return nil
-	}
 	c.current[member] = sid
 	c.currentOf[sid] = append(c.currentOf[sid], member)
 	if cur != "" {
@@ -161,14 +193,17 @@ func (c *connections) claim(member, sid string) error {
 
 // cameBack reports whether session sid of a member is the member come
 // back after its session old went: old held a listening stream, which
-// closed, and sid held none before that. A session that listened beside
-// old, or an old one that never listened (nothing tells whether it is
-// still there), is a second connection. c.mu must be held.
+// closed, and sid held none until just before that (c.grace). A session
+// that listened beside old for longer, or an old one that never listened
+// (nothing tells whether it is still there), is a second connection. c.mu
+// must be held.
 func (c *connections) cameBack(sid, old string) bool {
-	if c.streamsOf[old] > 0 || c.went[old] == 0 {
+	went, ok := c.went[old]
+	if c.streamsOf[old] > 0 || !ok {
 		return false
 	}
-	return c.came[sid] == 0 || c.came[sid] > c.went[old]
+	came, ok := c.came[sid]
+	return !ok || came.After(went.Add(-c.grace))
 }
 
 // sessionID returns the MCP session of a call, or "" without one.
@@ -257,9 +292,8 @@ func (c *connections) streamOpened(member, sid string) {
 	c.streams[member]++
 	if sid != "" {
 		c.streamsOf[sid]++
-		if c.came[sid] == 0 {
-			c.tick++
-			c.came[sid] = c.tick
+		if _, ok := c.came[sid]; !ok {
+			c.came[sid] = time.Now()
 		}
 	}
 	_ = c.rv.SetReady(member, true) // a member the rendezvous does not know has nothing to be ready for
@@ -274,8 +308,9 @@ func (c *connections) streamClosed(member, sid string) {
 	if sid != "" {
 		if c.streamsOf[sid]--; c.streamsOf[sid] <= 0 {
 			delete(c.streamsOf, sid)
-			c.tick++
-			c.went[sid] = c.tick
+			c.went[sid] = time.Now()
+			close(c.closed)
+			c.closed = make(chan struct{})
 		}
 	}
 	c.streams[member]--

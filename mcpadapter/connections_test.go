@@ -184,6 +184,30 @@ func TestMemberComesBackMidTurn(t *testing.T) {
 	}
 }
 
+// TestMemberComesBackBeforeItsOldStreamIsSeenGone: the server may notice
+// the death of a member's old connection (through a daemon that died) a
+// moment after the member's new session calls: the call waits for it,
+// and the new session takes the turn over.
+func TestMemberComesBackBeforeItsOldStreamIsSeenGone(t *testing.T) {
+	d := newConnDaemon(t, nil)
+	ctx := context.Background()
+	lead := d.connect("lead", false)
+	scout := d.connect("scout", true)
+	d.waitStreams("scout", 1)
+
+	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	msg := scout.e.ok(anon, "fleet_next", waitArgs(10))
+	back := d.connect("scout", true)
+	d.waitStreams("scout", 2)
+	reply := back.e.async(ctx, anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"}, nil)
+	time.Sleep(200 * time.Millisecond)
+	scout.net.Kill() // seen now, after the new session's call
+	back.e.okOf(back.e.recv(reply))
+	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["content"] != "done" {
+		t.Fatalf("ticket = %v; want the reply", p)
+	}
+}
+
 // TestMemberComesBackMidAsk: a member whose connection dies while its
 // question waits keeps the question for the presence window: the lead
 // answers it, and the member, back with a new session, asks again in the
@@ -276,9 +300,13 @@ func TestMemberSessionClosed(t *testing.T) {
 func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	d := newConnDaemon(t, nil)
 	lead := d.connect("lead", true) // a lead's stream means nothing to the members
+	// A stream that opened this long before another's close is a second
+	// connection, not the member come back.
+	mcpadapter.SetReconnectGrace(d.a, 50*time.Millisecond)
 	a := d.connect("scout", true)
 	b := d.connect("scout", true)
 	d.waitStreams("scout", 2)
+	time.Sleep(100 * time.Millisecond)
 	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
 	a.e.ok(anon, "fleet_next", waitArgs(10))
 

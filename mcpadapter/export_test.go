@@ -17,6 +17,10 @@ func OpenStreams(a *Adapter, member string) int {
 	return a.conns.streams[member]
 }
 
+// SetReconnectGrace sets how long a's connections give a member's old
+// session to be seen gone. Call it before a serves.
+func SetReconnectGrace(a *Adapter, d time.Duration) { a.conns.grace = d }
+
 // OnRevoke makes m call f with every identity that loses its last token.
 func OnRevoke(m *Membership, f func(Identity)) (stop func()) { return m.onRevoke(f) }
 
