@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -41,6 +42,13 @@ type EventsOptions struct {
 	// Buffer is the subscription's buffer, in events. Zero means
 	// fleetstate.DefaultEventBuffer.
 	Buffer int
+	// Membership, if set, tells the handler of revoked tokens: every open
+	// stream looks at its watcher's credentials again as soon as an
+	// identity loses its last token, so that a revoked lead's stream (by
+	// its bearer token or its dashboard login) ends within the
+	// membership's poll instead of at the next heartbeat. The handler
+	// listens to it for as long as the membership lives.
+	Membership *Membership
 }
 
 // EventsHandler serves rv's events as server-sent events to a lead, the
@@ -49,11 +57,19 @@ type EventsOptions struct {
 // event as "event: event" with the JSON of a [fleetstate.Event]. A watcher
 // that reads too slowly loses events (their number is in the next event's
 // gap) and never slows the fleet. The stream ends when the rendezvous
-// closes, when the client goes, or within a heartbeat of its token's
-// revocation.
+// closes, when the client goes, or when its token is revoked: within
+// the poll of [EventsOptions].Membership, else within a heartbeat. The
+// credentials are also looked at before each event is written, so that
+// no event published after a revocation that [Tokens.Lookup] sees (at
+// most [TokenRecheck] after the token file changed) reaches the revoked
+// watcher.
 func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultEventsHeartbeat
+	}
+	revoked := newBroadcast()
+	if o.Membership != nil {
+		o.Membership.onRevoke(func(Identity) { revoked.fire() })
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rebinding(r) {
@@ -82,6 +98,9 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			id, found := o.Tokens.Lookup(token)
 			return found && id.Role == RoleLead
 		}
+		// Taken before the first look, so that a revocation between the
+		// look and the stream's first wait is not missed.
+		wake := revoked.wait()
 		if !allowed() {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
 			http.Error(w, "unauthorized: the events are for a lead's token, the operator token or a dashboard login", http.StatusUnauthorized)
@@ -109,8 +128,14 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			select {
 			case <-r.Context().Done():
 				return
+			case <-wake:
+				wake = revoked.wait()
+				if !allowed() {
+					return
+				}
+				continue
 			case e, open := <-sub.Events():
-				if !open || writeSSE(w, "event", e) != nil {
+				if !open || !allowed() || writeSSE(w, "event", e) != nil {
 					return
 				}
 			case <-beat.C:
@@ -124,6 +149,30 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			flusher.Flush()
 		}
 	})
+}
+
+// broadcast wakes every waiter at once, as often as it fires. It is safe
+// for concurrent use.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{} // guarded by mu; closed and replaced by fire
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next fire.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+// fire wakes the waiters of now.
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
 }
 
 // writeSSE writes one server-sent event whose data is v's JSON (one line:
