@@ -151,3 +151,68 @@ func TestTranscriptsKeepOnlyTheClip(t *testing.T) {
 			grown>>20, replies, size>>20, replies*size/2>>20)
 	}
 }
+
+// TestEventsSnapshotClipsContents: the snapshot an event stream starts
+// with carries the start of each brief and reply, marked with its full
+// length, so that what a connect costs does not grow with the contents;
+// the reply is whole in the lead's fleet_poll.
+func TestEventsSnapshotClipsContents(t *testing.T) {
+	const tickets, size = 20, 1 << 20
+	store, tokenFile := adaptertest.OpenStore(t)
+	tokens := adaptertest.AddTokens(t, tokenFile, map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember})
+	_, url := embed(t, daemon.Config{Dir: store.Dir()})
+	base := strings.TrimSuffix(url, "/mcp")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lead, scout := dial(t, ctx, url, tokens["lead"]), dial(t, ctx, url, tokens["scout"])
+
+	// The first ticket is replied to; the others stay queued.
+	var first string
+	for i := range tickets {
+		o, err := lead.SendDetached(ctx, "scout", strings.Repeat(string(rune('a'+i)), size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = o.Ticket
+			if _, ok, err := scout.Next(ctx, 5*time.Second); err != nil || !ok {
+				t.Fatalf("fleet_next: %v, %v; want the task", ok, err)
+			}
+			// Not ASCII only: the clip must end at a character boundary.
+			if err := scout.Reply(ctx, strings.Repeat("é", size/2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	resp := openEvents(t, base, tokens["lead"])
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 64<<20)
+	ev, data, ok := (&sseReader{sc}).next()
+	resp.Body.Close()
+	if !ok || ev != "snapshot" {
+		t.Fatalf("first event %q, %v; want the snapshot", ev, sc.Err())
+	}
+	// Each ticket's two texts at the clip, escaped, and its other fields.
+	if limit := tickets * (2*mcpadapter.SnapshotClip + 1024); len(data) > limit {
+		t.Fatalf("snapshot of %d tickets of %d MiB: %d bytes; want at most %d", tickets, size>>20, len(data), limit)
+	}
+	var snap fleetstate.Snapshot
+	if err := json.Unmarshal([]byte(data), &snap); err != nil || len(snap.Tickets) != tickets {
+		t.Fatalf("snapshot: %d tickets, %v; want %d", len(snap.Tickets), err, tickets)
+	}
+	for _, tk := range snap.Tickets {
+		if len(tk.Brief) > mcpadapter.SnapshotClip || tk.BriefBytes != size {
+			t.Errorf("ticket %s: brief of %d bytes, brief_bytes %d; want at most %d and %d", tk.Ticket, len(tk.Brief), tk.BriefBytes, mcpadapter.SnapshotClip, size)
+		}
+		if tk.Ticket != first {
+			continue
+		}
+		if len(tk.Content) > mcpadapter.SnapshotClip || tk.ContentBytes != size || !strings.HasPrefix(strings.Repeat("é", size/2), tk.Content) {
+			t.Errorf("replied ticket: content of %d bytes, content_bytes %d; want a clip of whole characters and %d", len(tk.Content), tk.ContentBytes, size)
+		}
+	}
+	if o, err := lead.Poll(ctx, first, 0); err != nil || o.Content != strings.Repeat("é", size/2) {
+		t.Fatalf("fleet_poll: %d bytes, %v; want the whole reply", len(o.Content), err)
+	}
+}

@@ -25,6 +25,12 @@ const EventsPath = "/events"
 // watcher's credentials are looked at again.
 const DefaultEventsHeartbeat = 15 * time.Second
 
+// SnapshotClip is how many bytes of each ticket's brief and content the
+// snapshot of an event stream carries (see [fleetstate.Snapshot.Clip]): a
+// view shows the start of each, and a lead's fleet_poll of the ticket
+// returns them whole. The events that follow carry their contents whole.
+const SnapshotClip = 4 << 10
+
 // EventsOptions configure [EventsHandler].
 type EventsOptions struct {
 	// Tokens lets a lead's bearer token watch. Members may not.
@@ -53,7 +59,8 @@ type EventsOptions struct {
 
 // EventsHandler serves rv's events as server-sent events to a lead, the
 // operator or a caller Authorize admits: first the fleet's snapshot, as
-// "event: snapshot" with the JSON of a [fleetstate.Snapshot], then each
+// "event: snapshot" with the JSON of a [fleetstate.Snapshot] clipped to
+// [SnapshotClip] bytes of each brief and content, then each
 // event as "event: event" with the JSON of a [fleetstate.Event]. A watcher
 // that reads too slowly loses events (their number is in the next event's
 // gap) and never slows the fleet. The stream ends when the rendezvous
@@ -118,7 +125,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
-		if writeSSE(w, "snapshot", snap) != nil {
+		if writeSSE(w, "snapshot", snap.Clip(SnapshotClip)) != nil {
 			return
 		}
 		flusher.Flush()
