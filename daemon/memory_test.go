@@ -2,8 +2,12 @@ package daemon_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"runtime"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -214,5 +219,162 @@ func TestEventsSnapshotClipsContents(t *testing.T) {
 	}
 	if o, err := lead.Poll(ctx, first, 0); err != nil || o.Content != strings.Repeat("é", size/2) {
 		t.Fatalf("fleet_poll: %d bytes, %v; want the whole reply", len(o.Content), err)
+	}
+}
+
+// rpcRefusal is a JSON-RPC error answer of the transport, with the data
+// of a tool's failure.
+type rpcRefusal struct {
+	Error struct {
+		Message string `json:"message"`
+		Data    struct {
+			Error fleetstate.Code `json:"error"`
+		} `json:"data"`
+	} `json:"error"`
+}
+
+// startBody writes on a new connection to the daemon at host the headers
+// of a 2026-07-28 put by the holder of token, with header (Content-Length
+// or chunked), and the start of its body; the test's cleanup closes the
+// connection.
+func startBody(t *testing.T, host, token, header string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	h, _ := modernRequest(1, "tools/call", map[string]any{"name": "put"})
+	var b strings.Builder
+	fmt.Fprintf(&b, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n%s\r\n", host, token, header)
+	for k, v := range h {
+		fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+	}
+	b.WriteString("\r\n")
+	start := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"put","arguments":{"agent_name":"scout","file_name":"big","content":"`
+	if strings.Contains(header, "chunked") {
+		start = fmt.Sprintf("%x\r\n%s\r\n", len(start), start)
+	}
+	b.WriteString(start)
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	return conn, bufio.NewReader(conn)
+}
+
+// wantTooLarge reads the answer on br and fails unless it is 413 with
+// ERR_CONTENT_TOO_LARGE.
+func wantTooLarge(t *testing.T, what string, br *bufio.Reader) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("%s: no answer: %v", what, err)
+	}
+	var r rpcRefusal
+	err = json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || err != nil || r.Error.Data.Error != fleetstate.CodeContentTooLarge ||
+		!strings.HasPrefix(r.Error.Message, string(fleetstate.CodeContentTooLarge)) {
+		t.Fatalf("%s: %s, %+v, %v; want 413 with %s", what, resp.Status, r, err, fleetstate.CodeContentTooLarge)
+	}
+}
+
+// TestBodyPastLimitRefusedUnread: a body past the content limit and its
+// envelope is refused with ERR_CONTENT_TOO_LARGE before it is read, when
+// its Content-Length says so, and as soon as the limit is passed when it
+// comes in chunks; the daemon serves on.
+func TestBodyPastLimitRefusedUnread(t *testing.T) {
+	store, tokenFile := adaptertest.OpenStore(t)
+	tokens := adaptertest.AddTokens(t, tokenFile, map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember})
+	_, url := embed(t, daemon.Config{Dir: store.Dir()})
+	host := hostOf(url)
+
+	// 60 MiB announced, a few bytes sent: the answer comes at once.
+	_, br := startBody(t, host, tokens["scout"], fmt.Sprintf("Content-Length: %d", 60<<20))
+	wantTooLarge(t, "a body of 60 MiB announced", br)
+
+	// 20 MiB in chunks of 1 MiB, with no length announced.
+	conn, br := startBody(t, host, tokens["scout"], "Transfer-Encoding: chunked")
+	go func() {
+		chunk := fmt.Sprintf("%x\r\n%s\r\n", 1<<20, strings.Repeat("z", 1<<20))
+		for range 20 {
+			if _, err := io.WriteString(conn, chunk); err != nil {
+				return // the daemon stopped reading
+			}
+		}
+		_, _ = io.WriteString(conn, "2\r\n\"}\r\n4\r\n}}}}\r\n0\r\n\r\n")
+	}()
+	wantTooLarge(t, "a chunked body of 20 MiB", br)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := dial(t, ctx, url, tokens["lead"]).Members(ctx); err != nil {
+		t.Fatalf("fleet_members after the refusals: %v", err)
+	}
+}
+
+// TestBodiesInFlightBoundedPerToken: of three bodies of the largest size
+// that one member sends at once, one is refused with 429 and Retry-After,
+// unread, while the other two are in flight; another identity is served
+// meanwhile, and once one of the two ends, the member is served again.
+func TestBodiesInFlightBoundedPerToken(t *testing.T) {
+	store, tokenFile := adaptertest.OpenStore(t)
+	tokens := adaptertest.AddTokens(t, tokenFile, map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember})
+	_, url := embed(t, daemon.Config{Dir: store.Dir()})
+	host := hostOf(url)
+
+	// Chunked bodies, each counted as the largest, held open.
+	type answer struct {
+		i    int
+		resp *http.Response
+	}
+	answers := make(chan answer, 3)
+	var held [3]net.Conn
+	for i := range held {
+		conn, br := startBody(t, host, tokens["scout"], "Transfer-Encoding: chunked")
+		held[i] = conn
+		go func() {
+			if resp, err := http.ReadResponse(br, nil); err == nil {
+				resp.Body.Close()
+				answers <- answer{i, resp}
+			}
+		}()
+	}
+	var refused answer
+	select {
+	case refused = <-answers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("three bodies of the largest size in flight at once, none refused; want one refused with 429")
+	}
+	if refused.resp.StatusCode != http.StatusTooManyRequests || refused.resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the body past the bound: %s, Retry-After %q; want 429 with Retry-After",
+			refused.resp.Status, refused.resp.Header.Get("Retry-After"))
+	}
+	post := func(token string) *http.Response {
+		h, body := modernRequest(2, "tools/list", nil)
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := post(tokens["lead"]); resp.StatusCode != http.StatusOK {
+		t.Errorf("the lead's request meanwhile: %s; want 200", resp.Status)
+	}
+	held[(refused.i+1)%3].Close()
+	var again *http.Response
+	if !fleettest.Until(10*time.Second, 10*time.Millisecond, func() bool {
+		again = post(tokens["scout"])
+		return again.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("the member's request once a body ended: %s; want 200", again.Status)
 	}
 }
