@@ -18,6 +18,7 @@ import (
 	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
+	"github.com/fleetstate/fleetstate/internal/natstest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -207,10 +208,57 @@ func TestEventsEndAtRevocation(t *testing.T) {
 	tokens := adaptertest.AddTokens(t, tokenFile, map[string]mcpadapter.Role{
 		"idle": mcpadapter.RoleLead, "busy": mcpadapter.RoleLead, "boss": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember})
 	_, url := embed(t, serveConfig(store.Dir()))
+	eventsEndAtRevocation(t, url, tokens, func(agent string) { revokeToken(t, store.Dir(), agent) }, true)
+}
+
+// TestEventsEndAtRevocationNATS: the same on a fleet kept in NATS, whose
+// tokens are in the fleet's configuration bucket: a revocation through it,
+// as `fleetstate token revoke --nats` makes it, ends the open streams.
+func TestEventsEndAtRevocationNATS(t *testing.T) {
+	cfg := &daemon.NATSConfig{URL: natstest.Run(t).URL(), Fleet: "events"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	file, closeFile, err := cfg.OpenTokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeFile)
+	tokens := map[string]string{}
+	for agent, role := range map[string]mcpadapter.Role{"idle": mcpadapter.RoleLead, "boss": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember} {
+		if tokens[agent], err = file.Add(agent, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, url := embed(t, daemon.Config{NATS: cfg})
+	if !fleettest.Until(20*time.Second, 50*time.Millisecond, func() bool {
+		c, err := mcpadapter.Dial(ctx, url, tokens["boss"], "probe")
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatal("the daemon did not join the fleet")
+	}
+	eventsEndAtRevocation(t, url, tokens, func(agent string) {
+		if _, err := file.Revoke(agent); err != nil {
+			t.Fatal(err)
+		}
+	}, false)
+}
+
+// eventsEndAtRevocation opens the event streams of the leads idle (and, if
+// busy, busy) of the daemon at url, by bearer and by dashboard login, and
+// checks that they end soon after revoke revokes their tokens; busy's
+// carry no brief that the lead boss sends right after the revocation.
+func eventsEndAtRevocation(t *testing.T, url string, tokens map[string]string, revoke func(agent string), busy bool) {
+	t.Helper()
 	base := strings.TrimSuffix(url, "/mcp")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	boss := dial(t, ctx, url, tokens["boss"])
+	if _, err := boss.Members(ctx); err != nil {
+		t.Fatalf("fleet_members: %v", err)
+	}
 
 	// The promise is a second; the bound here leaves room for a loaded
 	// machine and is still far below the heartbeat (15 s) that ended the
@@ -275,17 +323,20 @@ func TestEventsEndAtRevocation(t *testing.T) {
 
 	// No event comes: the revocation alone ends the streams.
 	idle := watch("idle")
-	revokeToken(t, store.Dir(), "idle")
+	revoke("idle")
 	ends("idle", idle, time.Now())
+	if !busy {
+		return
+	}
 
 	// A brief sent right after the revocation does not reach the revoked.
-	busy := watch("busy")
-	revokeToken(t, store.Dir(), "busy")
+	streams := watch("busy")
+	revoke("busy")
 	revoked := time.Now()
 	if _, err := boss.SendDetached(ctx, "scout", "after the revocation"); err != nil {
 		t.Fatal(err)
 	}
-	for _, data := range ends("busy", busy, revoked) {
+	for _, data := range ends("busy", streams, revoked) {
 		if strings.Contains(data, "after the revocation") {
 			t.Errorf("the revoked lead got %s", data)
 		}
