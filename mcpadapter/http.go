@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -203,7 +204,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			defer putBuf(buf)
 			var err error
 			*buf, err = readAll((*buf)[:0], http.MaxBytesReader(w, r.Body, limit), min(r.ContentLength, limit))
-			if _, over := err.(*http.MaxBytesError); over {
+			if over := (*http.MaxBytesError)(nil); errors.As(err, &over) {
 				writeTooLarge(w, limit)
 				return
 			}
