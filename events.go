@@ -111,18 +111,19 @@ type Snapshot struct {
 }
 
 // Clip returns a copy of s in which every ticket's Brief and Content
-// longer than max bytes is cut to at most max bytes, at a character
-// boundary, with its full length in BriefBytes or ContentBytes. A view
-// sent over the network clips its snapshot, so that what each connect
-// costs does not grow with the contents. s is unchanged.
-func (s Snapshot) Clip(max int) Snapshot {
+// longer than n bytes is cut to at most n bytes, at a character boundary,
+// with its full length in BriefBytes or ContentBytes. A view sent over the
+// network clips its snapshot, so that what each connect costs does not
+// grow with the contents. A negative n is zero. s is unchanged.
+func (s Snapshot) Clip(n int) Snapshot {
+	n = max(n, 0)
 	tickets := make([]TicketInfo, len(s.Tickets))
 	for i, t := range s.Tickets {
-		if len(t.Brief) > max {
-			t.Brief, t.BriefBytes = clipText(t.Brief, max), len(t.Brief)
+		if len(t.Brief) > n {
+			t.Brief, t.BriefBytes = clipText(t.Brief, n), len(t.Brief)
 		}
-		if len(t.Content) > max {
-			t.Content, t.ContentBytes = clipText(t.Content, max), len(t.Content)
+		if len(t.Content) > n {
+			t.Content, t.ContentBytes = clipText(t.Content, n), len(t.Content)
 		}
 		tickets[i] = t
 	}
@@ -130,14 +131,13 @@ func (s Snapshot) Clip(max int) Snapshot {
 	return s
 }
 
-// clipText returns the longest prefix of s of at most max bytes that ends
-// at a character boundary.
-func clipText(s string, max int) string {
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+// clipText returns the longest prefix of s of at most n bytes, n < len(s),
+// that ends at a character boundary.
+func clipText(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s[:cut]
+	return s[:n]
 }
 
 // Subscribe returns a subscription to every event published from now on,
