@@ -181,10 +181,10 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			}
 			r = r.WithContext(ctx)
 		}
-		var body []byte // a POST's, read whole
+		var body []byte // an MCP POST's, read whole
 		read := false
 		switch {
-		case r.Method == http.MethodPost && r.Body != nil && r.Body != http.NoBody:
+		case r.Method == http.MethodPost && r.URL.Path != StatusPath && r.Body != nil && r.Body != http.NoBody:
 			if r.ContentLength > limit {
 				writeTooLarge(w, limit)
 				return
