@@ -371,7 +371,8 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	}
 	fh.dash = mcpadapter.NewDashboard(st.rv, &mcpadapter.DashboardOptions{Operator: operator, Tokens: st.tokens, Version: d.cfg.Version})
 	fh.mux = http.NewServeMux()
-	fh.mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator, Authorize: fh.dash.Authorized}))
+	fh.mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator,
+		Authorize: fh.dash.Authorized, Membership: members}))
 	fh.mux.Handle(mcpadapter.DashboardPath, fh.dash)
 	fh.mux.Handle("/", handler)
 	return fh, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
+	"github.com/fleetstate/fleetstate/internal/natstest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -194,5 +195,150 @@ func TestNotifyCommand(t *testing.T) {
 	}
 	if err := <-asked; err != nil {
 		t.Fatalf("the member: %v", err)
+	}
+}
+
+// TestEventsEndAtRevocation: a lead's open event stream, by its bearer
+// token and by its dashboard login, ends soon after the lead's tokens are
+// revoked through the token file, as `fleetstate token revoke` does,
+// whether or not an event comes meanwhile, and carries no brief sent
+// after the revocation.
+func TestEventsEndAtRevocation(t *testing.T) {
+	store, tokenFile := adaptertest.OpenStore(t)
+	tokens := adaptertest.AddTokens(t, tokenFile, map[string]mcpadapter.Role{
+		"idle": mcpadapter.RoleLead, "busy": mcpadapter.RoleLead, "boss": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember})
+	_, url := embed(t, serveConfig(store.Dir()))
+	eventsEndAtRevocation(t, url, tokens, func(agent string) { revokeToken(t, store.Dir(), agent) }, true)
+}
+
+// TestEventsEndAtRevocationNATS: the same on a fleet kept in NATS, whose
+// tokens are in the fleet's configuration bucket: a revocation through it,
+// as `fleetstate token revoke --nats` makes it, ends the open streams.
+func TestEventsEndAtRevocationNATS(t *testing.T) {
+	cfg := &daemon.NATSConfig{URL: natstest.Run(t).URL(), Fleet: "events"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	file, closeFile, err := cfg.OpenTokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeFile)
+	tokens := map[string]string{}
+	for agent, role := range map[string]mcpadapter.Role{"idle": mcpadapter.RoleLead, "boss": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember} {
+		if tokens[agent], err = file.Add(agent, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, url := embed(t, daemon.Config{NATS: cfg})
+	if !fleettest.Until(20*time.Second, 50*time.Millisecond, func() bool {
+		c, err := mcpadapter.Dial(ctx, url, tokens["boss"], "probe")
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatal("the daemon did not join the fleet")
+	}
+	eventsEndAtRevocation(t, url, tokens, func(agent string) {
+		if _, err := file.Revoke(agent); err != nil {
+			t.Fatal(err)
+		}
+	}, false)
+}
+
+// eventsEndAtRevocation opens the event streams of the leads idle (and, if
+// busy, busy) of the daemon at url, by bearer and by dashboard login, and
+// checks that they end soon after revoke revokes their tokens; busy's
+// carry no brief that the lead boss sends right after the revocation.
+func eventsEndAtRevocation(t *testing.T, url string, tokens map[string]string, revoke func(agent string), busy bool) {
+	t.Helper()
+	base := strings.TrimSuffix(url, "/mcp")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	boss := dial(t, ctx, url, tokens["boss"])
+	if _, err := boss.Members(ctx); err != nil {
+		t.Fatalf("fleet_members: %v", err)
+	}
+
+	// The promise is a second; the bound here leaves room for a loaded
+	// machine and is still far below the heartbeat (15 s) that ended the
+	// streams before.
+	const bound = 5 * time.Second
+	type ended struct {
+		events []string // the data of the events read after the snapshot
+		err    error
+	}
+	// watch opens lead's streams, by bearer and by cookie, and returns a
+	// channel per stream that gets what it read once it ends.
+	watch := func(lead string) map[string]chan ended {
+		bearer := openEvents(t, base, tokens[lead])
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+mcpadapter.EventsPath, nil)
+		cookie, err := dashboardClient(t, base, tokens[lead]).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cookie.Body.Close() })
+		streams := map[string]chan ended{}
+		for how, resp := range map[string]*http.Response{"bearer": bearer, "cookie": cookie} {
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("events of %s by %s: %s", lead, how, resp.Status)
+			}
+			r := &sseReader{bufio.NewScanner(resp.Body)}
+			if ev, _, ok := r.next(); !ok || ev != "snapshot" {
+				t.Fatalf("events of %s by %s: first %q; want the snapshot", lead, how, ev)
+			}
+			done := make(chan ended, 1)
+			streams[how] = done
+			go func() {
+				var e ended
+				for {
+					ev, data, ok := r.next()
+					if !ok {
+						e.err = r.sc.Err()
+						done <- e
+						return
+					}
+					if ev == "event" {
+						e.events = append(e.events, data)
+					}
+				}
+			}()
+		}
+		return streams
+	}
+	// ends waits for every stream to end, and returns what they read.
+	ends := func(lead string, streams map[string]chan ended, revoked time.Time) []string {
+		var read []string
+		for how, done := range streams {
+			select {
+			case e := <-done:
+				t.Logf("events of %s by %s ended %v after the revocation (%v)", lead, how, time.Since(revoked).Round(time.Millisecond), e.err)
+				read = append(read, e.events...)
+			case <-time.After(bound - time.Since(revoked)):
+				t.Fatalf("events of %s by %s: still open %v after the token was revoked", lead, how, bound)
+			}
+		}
+		return read
+	}
+
+	// No event comes: the revocation alone ends the streams.
+	idle := watch("idle")
+	revoke("idle")
+	ends("idle", idle, time.Now())
+	if !busy {
+		return
+	}
+
+	// A brief sent right after the revocation does not reach the revoked.
+	streams := watch("busy")
+	revoke("busy")
+	revoked := time.Now()
+	if _, err := boss.SendDetached(ctx, "scout", "after the revocation"); err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range ends("busy", streams, revoked) {
+		if strings.Contains(data, "after the revocation") {
+			t.Errorf("the revoked lead got %s", data)
+		}
 	}
 }

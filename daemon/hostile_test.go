@@ -85,7 +85,7 @@ func TestHostileHTTP(t *testing.T) {
 		}
 	}
 	t.Logf("malformed messages done at %v", time.Since(start).Round(time.Millisecond))
-	// Over the body limit (64 MiB): refused, the server goes on.
+	// Over the body limit (17 MiB): refused, the server goes on.
 	resp, data := post(h, append([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"put","arguments":{"content":"`), bytes.Repeat([]byte("z"), 65<<20)...))
 	if resp.StatusCode == http.StatusOK && !bytes.Contains(data, []byte("error")) {
 		t.Errorf("a body over the limit: status %d, %.200s", resp.StatusCode, data)

@@ -142,8 +142,14 @@ func NewDashboard(rv *fleetstate.Rendezvous, o *DashboardOptions) *Dashboard {
 	d.pages = template.Must(template.New("").Funcs(template.FuncMap{
 		"age": func(since, now time.Time) string { return now.Sub(since).Truncate(time.Second).String() },
 		"clip": func(s string, n int) string {
-			if r := []rune(s); len(r) > n {
-				return string(r[:n]) + "…"
+			// Counted in place: a conversion to runes would copy all of
+			// a long s.
+			i := 0
+			for j := range s {
+				if i == n {
+					return s[:j] + "…"
+				}
+				i++
 			}
 			return s
 		},

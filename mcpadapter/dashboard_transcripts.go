@@ -2,6 +2,7 @@ package mcpadapter
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -126,7 +127,9 @@ func (tr *transcript) add(e transcriptEntry) {
 		for cut > 0 && !utf8.RuneStart(e.Content[cut]) {
 			cut--
 		}
-		e.Content, e.Clipped = e.Content[:cut], true
+		// A copy: a slice of the content would keep the whole of it
+		// alive for as long as the transcript lasts.
+		e.Content, e.Clipped = strings.Clone(e.Content[:cut]), true
 	}
 	if len(tr.Entries) >= maxTranscriptEntries {
 		tr.Entries = append(tr.Entries[:1], tr.Entries[2:]...)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -23,6 +24,12 @@ const EventsPath = "/events"
 // line, so that proxies and clients see it alive, and how often the
 // watcher's credentials are looked at again.
 const DefaultEventsHeartbeat = 15 * time.Second
+
+// SnapshotClip is how many bytes of each ticket's brief and content the
+// snapshot of an event stream carries (see [fleetstate.Snapshot.Clip]): a
+// view shows the start of each, and a lead's fleet_poll of the ticket
+// returns them whole. The events that follow carry their contents whole.
+const SnapshotClip = 4 << 10
 
 // EventsOptions configure [EventsHandler].
 type EventsOptions struct {
@@ -41,19 +48,35 @@ type EventsOptions struct {
 	// Buffer is the subscription's buffer, in events. Zero means
 	// fleetstate.DefaultEventBuffer.
 	Buffer int
+	// Membership, if set, tells the handler of revoked tokens: every open
+	// stream looks at its watcher's credentials again as soon as an
+	// identity loses its last token, so that a revoked lead's stream (by
+	// its bearer token or its dashboard login) ends within the
+	// membership's poll instead of at the next heartbeat. The handler
+	// listens to it for as long as the membership lives.
+	Membership *Membership
 }
 
 // EventsHandler serves rv's events as server-sent events to a lead, the
 // operator or a caller Authorize admits: first the fleet's snapshot, as
-// "event: snapshot" with the JSON of a [fleetstate.Snapshot], then each
+// "event: snapshot" with the JSON of a [fleetstate.Snapshot] clipped to
+// [SnapshotClip] bytes of each brief and content, then each
 // event as "event: event" with the JSON of a [fleetstate.Event]. A watcher
 // that reads too slowly loses events (their number is in the next event's
 // gap) and never slows the fleet. The stream ends when the rendezvous
-// closes, when the client goes, or within a heartbeat of its token's
-// revocation.
+// closes, when the client goes, or when its token is revoked: within
+// the poll of [EventsOptions].Membership, else within a heartbeat. The
+// credentials are also looked at before each event is written, so that
+// no event published after a revocation that [Tokens.Lookup] sees (at
+// most [TokenRecheck] after the token file changed) reaches the revoked
+// watcher.
 func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultEventsHeartbeat
+	}
+	revoked := newBroadcast()
+	if o.Membership != nil {
+		o.Membership.onRevoke(func(Identity) { revoked.fire() })
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rebinding(r) {
@@ -82,6 +105,9 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			id, found := o.Tokens.Lookup(token)
 			return found && id.Role == RoleLead
 		}
+		// Taken before the first look, so that a revocation between the
+		// look and the stream's first wait is not missed.
+		wake := revoked.wait()
 		if !allowed() {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
 			http.Error(w, "unauthorized: the events are for a lead's token, the operator token or a dashboard login", http.StatusUnauthorized)
@@ -99,7 +125,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
-		if writeSSE(w, "snapshot", snap) != nil {
+		if writeSSE(w, "snapshot", snap.Clip(SnapshotClip)) != nil {
 			return
 		}
 		flusher.Flush()
@@ -109,8 +135,14 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			select {
 			case <-r.Context().Done():
 				return
+			case <-wake:
+				wake = revoked.wait()
+				if !allowed() {
+					return
+				}
+				continue
 			case e, open := <-sub.Events():
-				if !open || writeSSE(w, "event", e) != nil {
+				if !open || !allowed() || writeSSE(w, "event", e) != nil {
 					return
 				}
 			case <-beat.C:
@@ -124,6 +156,30 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			flusher.Flush()
 		}
 	})
+}
+
+// broadcast wakes every waiter at once, as often as it fires. It is safe
+// for concurrent use.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{} // guarded by mu; closed and replaced by fire
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next fire.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+// fire wakes the waiters of now.
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
 }
 
 // writeSSE writes one server-sent event whose data is v's JSON (one line:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -17,10 +18,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// DefaultMaxRequestBytes bounds the body of one HTTP request: room for the
-// largest file content the store accepts, escaped as JSON.
-const DefaultMaxRequestBytes = 64 << 20
-
 // HTTPOptions configure [Adapter.HTTPHandler].
 type HTTPOptions struct {
 	// Tokens authenticates callers. Every request must carry
@@ -32,9 +29,19 @@ type HTTPOptions struct {
 	Anonymous bool
 	// Path is where MCP is served. Empty means "/mcp".
 	Path string
-	// MaxRequestBytes bounds request bodies. Zero means
-	// DefaultMaxRequestBytes.
+	// MaxRequestBytes bounds request bodies. A body past it is refused
+	// while it is read (at once when its Content-Length says so) with 413
+	// and a JSON-RPC error whose data has the code ERR_CONTENT_TOO_LARGE.
+	// Zero means DefaultMaxRequestBytes.
 	MaxRequestBytes int64
+	// MaxBodyBytesPerToken bounds the bytes of request bodies one
+	// identity has in flight (all the tokens of an agent together, and
+	// all anonymous callers together): a POST's body counts, by its
+	// Content-Length or else as MaxRequestBytes, from before it is read
+	// until its request is answered. A request past it is answered 429
+	// with Retry-After and a JSON-RPC error naming the limit, its body
+	// unread. Zero means DefaultMaxBodyBytesPerToken; negative, no limit.
+	MaxBodyBytesPerToken int64
 	// OnStatus receives the status reports that agents' hooks POST to
 	// StatusPath with their token. Nil means reports are accepted and
 	// dropped.
@@ -114,9 +121,14 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 	}
 	mcpHTTP := server.NewStreamableHTTPServer(srv, httpOpts...)
 	status := statusHandler(opts.OnStatus)
+	budget := opts.MaxBodyBytesPerToken
+	if budget == 0 {
+		budget = DefaultMaxBodyBytesPerToken
+	}
+	bodies := newBodyBudget(budget)
 	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests()}
 	if !opts.NoFastPath {
-		h.fast = newHTTPFast(a, srv, limit)
+		h.fast = newHTTPFast(a, srv)
 	}
 	if opts.Membership != nil {
 		h.unwatch = opts.Membership.onRevoke(h.revoke)
@@ -169,19 +181,49 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			}
 			r = r.WithContext(ctx)
 		}
-		if r.Body != nil {
+		var body []byte // an MCP POST's, read whole
+		read := false
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path != StatusPath && r.Body != nil && r.Body != http.NoBody:
+			if r.ContentLength > limit {
+				writeTooLarge(w, limit)
+				return
+			}
+			size := r.ContentLength
+			if size < 0 {
+				size = limit
+			}
+			release, ok := bodies.reserve(id, size)
+			if !ok {
+				w.Header().Set("Connection", "close") // its body is not read
+				writeBusy(w, budget)
+				return
+			}
+			defer release()
+			buf := getBuf()
+			defer putBuf(buf)
+			var err error
+			*buf, err = readAll((*buf)[:0], http.MaxBytesReader(w, r.Body, limit), min(r.ContentLength, limit))
+			if over := (*http.MaxBytesError)(nil); errors.As(err, &over) {
+				writeTooLarge(w, limit)
+				return
+			}
+			if err != nil {
+				// mcp-go answers the reading's error.
+				r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(*buf), errReader{err}))
+			} else {
+				body, read = *buf, true
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+		case r.Body != nil:
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		if r.URL.Path == StatusPath {
 			status(w, r, id)
 			return
 		}
-		if r.Method == http.MethodPost && h.fast != nil {
-			served, body := h.fast.serve(w, r, id)
-			defer putBuf(body)
-			if served {
-				return
-			}
+		if read && h.fast != nil && h.fast.serve(w, r, id, body) {
+			return
 		}
 		if acceptBareCancel(w, r) {
 			return

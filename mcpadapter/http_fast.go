@@ -27,7 +27,6 @@ package mcpadapter
 // nothing once the client is gone.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -44,7 +43,6 @@ type httpFast struct {
 	a     *Adapter
 	srv   *server.MCPServer
 	meta  []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
-	limit int64  // of a request's body: see HTTPOptions.MaxRequestBytes
 	tools map[string]*tool
 	calls fastCalls[fastCall]
 }
@@ -61,12 +59,12 @@ type fastCall struct {
 // more tools perhaps: the fast path serves those of a's tools that srv
 // has when the handler is made, and leaves the others to mcp-go, which
 // answers that it does not know them.
-func newHTTPFast(a *Adapter, srv *server.MCPServer, limit int64) *httpFast {
+func newHTTPFast(a *Adapter, srv *server.MCPServer) *httpFast {
 	meta := resultMeta(srv)
 	if meta == nil {
 		return nil
 	}
-	return &httpFast{a: a, srv: srv, meta: meta, limit: limit, tools: a.fastTools(srv)}
+	return &httpFast{a: a, srv: srv, meta: meta, tools: a.fastTools(srv)}
 }
 
 // discoverProbe is the smallest server/discover of protocol 2026-07-28.
@@ -97,37 +95,26 @@ func resultMeta(srv *server.MCPServer) []byte {
 	return append([]byte(`{"`+mcp.MetaKeyServerInfo+`":`), append(info, '}')...)
 }
 
-// serve serves r, a POST of the caller id, if it is a call the fast path
-// takes, and reports whether it did. Otherwise, if it read r.Body, r.Body
-// is replaced by what it held, to be read again, and the caller passes r
-// on to mcp-go; it returns the body's buffer (nil if none) to bufPool once
-// mcp-go is done with it (body). A notifications/cancelled of id cancels
-// id's fast call of that request id, and goes on to mcp-go. Only the
-// bodies of 2026-07-28 calls and cancellations are read here: that
-// protocol names a request's method in a header, and its clients are the
-// only ones with fast calls.
-func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity) (served bool, body *[]byte) {
+// serve serves r, a POST of the caller id whose body the handler read
+// whole (and bounded), if it is a call the fast path takes, and reports
+// whether it did. Otherwise the caller passes r, whose Body still reads
+// body, on to mcp-go. A notifications/cancelled of id cancels id's fast
+// call of that request id, and goes on to mcp-go. Only 2026-07-28 calls
+// and cancellations are looked at: that protocol names a request's method
+// in a header, and its clients are the only ones with fast calls.
+func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity, body []byte) (served bool) {
 	method := r.Header.Get(mcp.HeaderMethod)
 	cancelled := method == string(mcp.MethodNotificationCancelled)
 	if r.Header.Get(mcp.HeaderProtocolVersion) != modernVersion || method != string(mcp.MethodToolsCall) && !cancelled {
-		return false, nil
+		return false
 	}
-	body = getBuf()
-	var err error
-	*body, err = readAll((*body)[:0], r.Body, min(r.ContentLength, f.limit))
-	if err != nil {
-		// mcp-go answers the reading's error.
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(*body), errReader{err}))
-		return false, body
-	}
-	r.Body = io.NopCloser(bytes.NewReader(*body))
 	if cancelled {
-		f.cancel(id, *body)
-		return false, body
+		f.cancel(id, body)
+		return false
 	}
-	req, ok := f.take(r.Header, *body)
+	req, ok := f.take(r.Header, body)
 	if !ok {
-		return false, body
+		return false
 	}
 	ctx, cancel := context.WithCancel(ContextWithIdentity(r.Context(), id))
 	done, _ := f.calls.start(fastCall{id: id, req: string(req.id)}, cancel) // never closed
@@ -135,12 +122,12 @@ func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity) (s
 	resp := f.a.respond(ctx, f.srv, req.tool, req.id, f.meta, req.args, nil)
 	defer putBuf(resp)
 	if r.Context().Err() != nil {
-		return true, body // the client is gone: mcp-go writes nothing either
+		return true // the client is gone: mcp-go writes nothing either
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(*resp) // one write, as mcp-go's encoder makes: net/http frames it alike
-	return true, body
+	return true
 }
 
 // take reads body, with the request's header h (that of a 2026-07-28

@@ -1,0 +1,46 @@
+package fleetstate_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fleetstate/fleetstate"
+)
+
+// TestSnapshotClip: Clip cuts long briefs and contents at a character
+// boundary and gives their full length, leaves short ones whole, and
+// changes nothing of the snapshot it was called on.
+func TestSnapshotClip(t *testing.T) {
+	long := strings.Repeat("é", 6) // 12 bytes
+	snap := fleetstate.Snapshot{Seq: 7, Tickets: []fleetstate.TicketInfo{
+		{Brief: long, Outcome: fleetstate.Outcome{Ticket: "t1", Content: "short"}},
+		{Brief: "brief", Outcome: fleetstate.Outcome{Ticket: "t2", Content: long}},
+	}}
+	for _, c := range []struct {
+		name                  string
+		max                   int
+		brief, content        string
+		briefBytes, contBytes int
+	}{
+		{"odd cut backs off to a boundary", 5, "éé", "short", 12, 0},
+		{"even cut", 4, "éé", "shor", 12, 5},
+		{"room for all", 12, long, "short", 0, 0},
+		{"nothing", 0, "", "", 12, 5},
+		{"negative", -1, "", "", 12, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := snap.Clip(c.max)
+			tk := got.Tickets[0]
+			if tk.Brief != c.brief || tk.Content != c.content || tk.BriefBytes != c.briefBytes || tk.ContentBytes != c.contBytes {
+				t.Errorf("Clip(%d) of the first ticket: brief %q (%d), content %q (%d); want %q (%d), %q (%d)",
+					c.max, tk.Brief, tk.BriefBytes, tk.Content, tk.ContentBytes, c.brief, c.briefBytes, c.content, c.contBytes)
+			}
+			if got.Seq != snap.Seq || got.Tickets[1].Ticket != "t2" {
+				t.Errorf("Clip(%d) lost the snapshot's other fields: %+v", c.max, got)
+			}
+		})
+	}
+	if snap.Tickets[0].Brief != long || snap.Tickets[1].Content != long || snap.Tickets[0].BriefBytes != 0 {
+		t.Errorf("Clip changed the snapshot it was called on: %+v", snap.Tickets)
+	}
+}
