@@ -3,7 +3,6 @@ package fleetstate
 import (
 	"sort"
 	"time"
-	"unicode/utf8"
 )
 
 // What happens in a fleet is published once, as typed events: logs,
@@ -95,9 +94,9 @@ type TicketInfo struct {
 	// Handed: a call returned the outcome, which is held only in case
 	// that response was lost.
 	Handed bool `json:"handed,omitempty"`
-	// BriefBytes and ContentBytes are set when Brief or Content is clipped
-	// (see [Snapshot.Clip]): the text's full length, in bytes. Zero means
-	// the text is whole.
+	// BriefBytes and ContentBytes are set when Brief or Content is
+	// clipped (a view sent over the network clips its snapshot): the
+	// text's full length, in bytes. Zero means the text is whole.
 	BriefBytes   int `json:"brief_bytes,omitempty"`
 	ContentBytes int `json:"content_bytes,omitempty"`
 }
@@ -108,36 +107,6 @@ type Snapshot struct {
 	Seq     uint64       `json:"seq"` // of the last event published before it
 	Members []MemberInfo `json:"members"`
 	Tickets []TicketInfo `json:"tickets"` // every lead's, oldest first
-}
-
-// Clip returns a copy of s in which every ticket's Brief and Content
-// longer than n bytes is cut to at most n bytes, at a character boundary,
-// with its full length in BriefBytes or ContentBytes. A view sent over the
-// network clips its snapshot, so that what each connect costs does not
-// grow with the contents. A negative n is zero. s is unchanged.
-func (s Snapshot) Clip(n int) Snapshot {
-	n = max(n, 0)
-	tickets := make([]TicketInfo, len(s.Tickets))
-	for i, t := range s.Tickets {
-		if len(t.Brief) > n {
-			t.Brief, t.BriefBytes = clipText(t.Brief, n), len(t.Brief)
-		}
-		if len(t.Content) > n {
-			t.Content, t.ContentBytes = clipText(t.Content, n), len(t.Content)
-		}
-		tickets[i] = t
-	}
-	s.Tickets = tickets
-	return s
-}
-
-// clipText returns the longest prefix of s of at most n bytes, n < len(s),
-// that ends at a character boundary.
-func clipText(s string, n int) string {
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Subscribe returns a subscription to every event published from now on,

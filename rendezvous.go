@@ -36,10 +36,8 @@ const (
 	// client retries within seconds.
 	DefaultRejoinTimeout = 30 * time.Second
 	// DefaultPresenceWindow is how long a member whose connection went
-	// keeps its open turn and its question: long enough for a client
-	// whose daemon died to reach another daemon of the fleet (a proxy
-	// does in well under a second), short enough that a lead soon learns
-	// of a member that is really gone.
+	// keeps its open turn: a proxy whose daemon died is on the next one
+	// within a second, and a lead soon learns of a member really gone.
 	DefaultPresenceWindow = 10 * time.Second
 )
 
@@ -89,12 +87,9 @@ type RendezvousOptions struct {
 	// call and no stream of the member, the turn ends member_gone. Default
 	// DefaultRejoinTimeout.
 	RejoinTimeout time.Duration
-	// PresenceWindow is how long a member that pulls its messages keeps
-	// its open turn, and the question it asked in it, once its connection
-	// is gone ([Rendezvous.Disconnect]): a member that comes back within
-	// it (a call, or a listening stream, through any connection) finishes
-	// the turn as if nothing had happened; otherwise the turn ends
-	// member_gone when it passes. Default DefaultPresenceWindow; negative
+	// PresenceWindow is how long a pulling member keeps its open turn,
+	// and its question, once its connection is gone (see
+	// [Rendezvous.Disconnect]). Default DefaultPresenceWindow; negative
 	// ends the turn at once.
 	PresenceWindow time.Duration
 	// HoldReturned, if positive, keeps the outcome that a call of a lead

@@ -16,13 +16,10 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	return r.next(ctx, member, wait, nil)
 }
 
-// NextAfter is Next for a caller that says which turn it took last:
-// afterTurn, or "" for none. If the member's open turn is another one, it
-// was handed to an earlier call whose answer the caller never got (the
-// connection went with the daemon it ran through, say): that turn is
-// handed again, still open, rather than ended as turn_done. A client that
-// sends a lost Next again passes the turn it took last, so that no message
-// is lost between two daemons.
+// NextAfter is Next sent again after a Next whose answer was lost:
+// afterTurn is the turn the caller took last ("" for none). An open turn
+// other than afterTurn was handed to the lost call, and is handed again,
+// still open, rather than ended as turn_done.
 func (r *Rendezvous) NextAfter(ctx context.Context, member, afterTurn string, wait time.Duration) (msg Message, ok bool, err error) {
 	return r.next(ctx, member, wait, &afterTurn)
 }
@@ -339,20 +336,15 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 }
 
 // abandonGrace is how long the question of an Ask whose caller stopped
-// waiting stays, without an asker, before it is withdrawn. A caller stops
-// waiting when it cancels, and when its connection goes (its daemon died,
-// say): the end of the call and the end of the connection reach the
-// rendezvous in either order, and a question whose member's connection
-// went within the grace is kept for the member's presence window.
+// waiting stays: the end of the call and of the member's connection (its
+// daemon died, say) come in either order.
 const abandonGrace = time.Second
 
-// abandon takes back t's question after its asker, of member m, stopped
-// waiting. If an answer reached ch in the meantime it is returned instead.
-// The question stays, without an asker, for abandonGrace, and for as long
-// as the member is away within its presence window: the member's Ask in
-// the same turn, through another connection, finds it again, and the
-// answer if the lead gave one meanwhile. A question nobody asks again is
-// withdrawn, as a cancelled question is.
+// abandon handles the Ask of member m, on ch, whose caller stopped waiting:
+// an answer that reached ch meanwhile is returned. Otherwise the question
+// stays, without an asker, for abandonGrace, and while m is away within
+// its presence window: m's Ask again in the turn finds it, with the
+// lead's answer if one came. A question nobody asks again is withdrawn.
 func (r *Rendezvous) abandon(m *member, t *turn, ch chan answer) (answer, bool) {
 	if r.opt.PresenceWindow < 0 {
 		return r.withdraw(t, ch)
@@ -383,10 +375,7 @@ func (r *Rendezvous) abandon(m *member, t *turn, ch chan answer) (answer, bool) 
 			r.armQuestionWindow(t, time.Now())
 			return
 		}
-		t.State, t.Question = TicketWorking, ""
-		r.j.save(t)
-		r.publishTurn(EventWithdrawn, t, "")
-		r.changed(t.Lead)
+		r.unask(t)
 	})
 	t.askTimer = tm
 	return answer{}, false
@@ -404,26 +393,29 @@ func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
 	}
 	if t.asker == ch {
 		t.asker = nil
-		t.State, t.Question = TicketWorking, ""
-		r.j.save(t)
-		r.publishTurn(EventWithdrawn, t, "")
-		r.changed(t.Lead)
+		r.unask(t)
 	}
 	return answer{}, false
 }
 
+// unask withdraws t's question: the turn is working again. r.mu must be
+// held.
+func (r *Rendezvous) unask(t *turn) {
+	t.State, t.Question = TicketWorking, ""
+	r.j.save(t)
+	r.publishTurn(EventWithdrawn, t, "")
+	r.changed(t.Lead)
+}
+
 // Disconnect tells the rendezvous that member's connection is gone: its MCP
 // session ended, or the stream it listened on broke. The member is no
-// longer ready, so new messages wait for it as for a member that has not
-// mounted (at most ReadyTimeout). A member that pulls its messages keeps
-// its open turn, and the question it asked in it, for PresenceWindow: a
-// connection can go with the daemon it ran through, and the member come
-// back through another. When the member shows up within the window (a
-// call, [Rendezvous.SetReady]), it finishes the turn as if nothing had
-// happened; when the window passes, the turn ends failed with reason
-// member_gone, since nobody is left to reply to it, and a blocked Ask
-// returns [ErrNoOpenTurn]. A member reached through a port keeps its
-// turn: its pane, not its connection, tells when the turn ends.
+// longer ready: new messages wait for it at most ReadyTimeout. A member
+// that pulls keeps its open turn and its question for PresenceWindow, as
+// its connection may have gone with a daemon and come back through
+// another: back in time (a call, [Rendezvous.SetReady]), it finishes the
+// turn; otherwise the turn ends failed member_gone and a blocked Ask
+// returns [ErrNoOpenTurn]. A member reached through a port keeps its turn:
+// its pane tells when the turn ends.
 func (r *Rendezvous) Disconnect(member string) error {
 	r.lockW()
 	defer r.unlockW()
@@ -443,12 +435,9 @@ func (r *Rendezvous) Disconnect(member string) error {
 	return nil
 }
 
-// Drop ends member's open turn at once, failed with reason member_gone,
-// whatever its presence window: a newer connection of the member took
-// over while the one that took the turn is still there, so a reply can
-// no longer be told to be about the turn. Whether the member is ready is
-// left as it is. A member without an open turn, or reached through a
-// port, is left alone.
+// Drop ends the open turn of member, a pulling member, at once, failed
+// member_gone: a second connection of the member took over while the one
+// that took the turn is still there. Readiness is left as it is.
 func (r *Rendezvous) Drop(member string) error {
 	r.lockW()
 	defer r.unlockW()

@@ -154,10 +154,7 @@ func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
 			return
 		}
 		t.askTimer = nil
-		t.State, t.Question = TicketWorking, ""
-		r.j.save(t)
-		r.publishTurn(EventWithdrawn, t, "")
-		r.changed(t.Lead)
+		r.unask(t)
 	})
 	t.askTimer = tm
 }

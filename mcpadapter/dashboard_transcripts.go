@@ -2,10 +2,8 @@ package mcpadapter
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/fleetstate/fleetstate"
 )
@@ -123,13 +121,7 @@ func (t *transcripts) turn(id, member, lead, ticket string, opened time.Time) *t
 // the transcript is full.
 func (tr *transcript) add(e transcriptEntry) {
 	if len(e.Content) > maxTranscriptContent {
-		cut := maxTranscriptContent
-		for cut > 0 && !utf8.RuneStart(e.Content[cut]) {
-			cut--
-		}
-		// A copy: a slice of the content would keep the whole of it
-		// alive for as long as the transcript lasts.
-		e.Content, e.Clipped = strings.Clone(e.Content[:cut]), true
+		e.Content, e.Clipped = clipText(e.Content, maxTranscriptContent), true
 	}
 	if len(tr.Entries) >= maxTranscriptEntries {
 		tr.Entries = append(tr.Entries[:1], tr.Entries[2:]...)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/spf13/afero"
@@ -26,7 +27,7 @@ const EventsPath = "/events"
 const DefaultEventsHeartbeat = 15 * time.Second
 
 // SnapshotClip is how many bytes of each ticket's brief and content the
-// snapshot of an event stream carries (see [fleetstate.Snapshot.Clip]): a
+// snapshot of an event stream carries (see clipSnapshot): a
 // view shows the start of each, and a lead's fleet_poll of the ticket
 // returns them whole. The events that follow carry their contents whole.
 const SnapshotClip = 4 << 10
@@ -125,7 +126,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
-		if writeSSE(w, "snapshot", snap.Clip(SnapshotClip)) != nil {
+		if writeSSE(w, "snapshot", clipSnapshot(snap, SnapshotClip)) != nil {
 			return
 		}
 		flusher.Flush()
@@ -240,4 +241,35 @@ func OperatorToken(store *fleetstate.Store) (string, error) {
 		return "", errors.New("mcpadapter: the operator token file is not valid")
 	}
 	return token, nil
+}
+
+// clipSnapshot returns a copy of s in which every ticket's Brief and
+// Content longer than n bytes is cut to at most n bytes, at a character
+// boundary, with its full length in BriefBytes or ContentBytes: what a
+// connect costs does not grow with the contents. A negative n is zero. s
+// is unchanged.
+func clipSnapshot(s fleetstate.Snapshot, n int) fleetstate.Snapshot {
+	n = max(n, 0)
+	tickets := make([]fleetstate.TicketInfo, len(s.Tickets))
+	for i, t := range s.Tickets {
+		if len(t.Brief) > n {
+			t.Brief, t.BriefBytes = clipText(t.Brief, n), len(t.Brief)
+		}
+		if len(t.Content) > n {
+			t.Content, t.ContentBytes = clipText(t.Content, n), len(t.Content)
+		}
+		tickets[i] = t
+	}
+	s.Tickets = tickets
+	return s
+}
+
+// clipText returns a copy of the longest prefix of s of at most n bytes,
+// n < len(s), that ends at a character boundary. A copy, not a slice: a
+// slice would keep the whole of s alive for as long as the clip lasts.
+func clipText(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
 }

@@ -1,4 +1,4 @@
-package fleetstate_test
+package mcpadapter
 
 import (
 	"strings"
@@ -7,10 +7,10 @@ import (
 	"github.com/fleetstate/fleetstate"
 )
 
-// TestSnapshotClip: Clip cuts long briefs and contents at a character
-// boundary and gives their full length, leaves short ones whole, and
-// changes nothing of the snapshot it was called on.
-func TestSnapshotClip(t *testing.T) {
+// TestClipSnapshot: the event stream's snapshot cuts long briefs and
+// contents at a character boundary and gives their full length, leaves
+// short ones whole, and changes nothing of the snapshot it was given.
+func TestClipSnapshot(t *testing.T) {
 	long := strings.Repeat("é", 6) // 12 bytes
 	snap := fleetstate.Snapshot{Seq: 7, Tickets: []fleetstate.TicketInfo{
 		{Brief: long, Outcome: fleetstate.Outcome{Ticket: "t1", Content: "short"}},
@@ -29,18 +29,18 @@ func TestSnapshotClip(t *testing.T) {
 		{"negative", -1, "", "", 12, 5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := snap.Clip(c.max)
+			got := clipSnapshot(snap, c.max)
 			tk := got.Tickets[0]
 			if tk.Brief != c.brief || tk.Content != c.content || tk.BriefBytes != c.briefBytes || tk.ContentBytes != c.contBytes {
-				t.Errorf("Clip(%d) of the first ticket: brief %q (%d), content %q (%d); want %q (%d), %q (%d)",
+				t.Errorf("clipSnapshot(%d) of the first ticket: brief %q (%d), content %q (%d); want %q (%d), %q (%d)",
 					c.max, tk.Brief, tk.BriefBytes, tk.Content, tk.ContentBytes, c.brief, c.briefBytes, c.content, c.contBytes)
 			}
 			if got.Seq != snap.Seq || got.Tickets[1].Ticket != "t2" {
-				t.Errorf("Clip(%d) lost the snapshot's other fields: %+v", c.max, got)
+				t.Errorf("clipSnapshot(%d) lost the snapshot's other fields: %+v", c.max, got)
 			}
 		})
 	}
 	if snap.Tickets[0].Brief != long || snap.Tickets[1].Content != long || snap.Tickets[0].BriefBytes != 0 {
-		t.Errorf("Clip changed the snapshot it was called on: %+v", snap.Tickets)
+		t.Errorf("clipSnapshot changed the snapshot it was given: %+v", snap.Tickets)
 	}
 }
