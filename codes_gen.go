@@ -71,6 +71,10 @@ const (
 	CodeSuperseded Code = "ERR_SUPERSEDED"
 	// CodeCancelled: the caller gave up on a call, which was cancelled or whose deadline passed, before it had a result. Blocking methods of the package return ctx.Err() itself; a server reports it to a remote caller under this code, with the context's error as the detail. What the call had started goes on: a send's turn stays on its ticket.
 	CodeCancelled Code = "ERR_CANCELLED"
+	// CodeUnknownRequest: no pending or recently decided permission request has the ID given.
+	CodeUnknownRequest Code = "ERR_UNKNOWN_REQUEST"
+	// CodeRequestDecided: a decision was given for a permission request that someone, or a rule, had decided already.
+	CodeRequestDecided Code = "ERR_REQUEST_DECIDED"
 )
 
 // Sentinels for use with errors.Is. Each matches every [*Error] with its code.
@@ -104,6 +108,8 @@ var (
 	ErrTurnCancelled        = &Error{Code: CodeTurnCancelled}
 	ErrSuperseded           = &Error{Code: CodeSuperseded}
 	ErrCancelled            = &Error{Code: CodeCancelled}
+	ErrUnknownRequest       = &Error{Code: CodeUnknownRequest}
+	ErrRequestDecided       = &Error{Code: CodeRequestDecided}
 )
 
 // codeTexts are the codes' texts, for messages.
@@ -137,4 +143,6 @@ var codeTexts = map[Code]string{
 	CodeTurnCancelled:        "the lead cancelled the turn",
 	CodeSuperseded:           "a newer connection of the member took over",
 	CodeCancelled:            "the call was cancelled",
+	CodeUnknownRequest:       "unknown permission request",
+	CodeRequestDecided:       "the permission request was decided already",
 }

@@ -33,6 +33,10 @@ const (
 	EventGone          EventKind = "gone"           // the member is no longer ready
 	EventMemberAdded   EventKind = "member_added"   // a member was registered
 	EventMemberRemoved EventKind = "member_removed" // a member was removed (its token revoked)
+	// Permission requests: Permission is the request.
+	EventPermissionRequested EventKind = "permission_requested" // a member asks to use a tool
+	EventPermissionDecided   EventKind = "permission_decided"   // someone, or a rule, decided; Permission.Decision says how and who
+	EventPermissionExpired   EventKind = "permission_expired"   // it ended undecided; Content says why
 )
 
 // Event is one thing that happened in the fleet. Fields that do not apply
@@ -52,6 +56,8 @@ type Event struct {
 	// rather than to a call of the lead waiting for it: a detached
 	// ticket finished, or a blocking call gave up.
 	Held bool `json:"held,omitempty"`
+	// Permission is the request of a permission event.
+	Permission *PermissionRequest `json:"permission,omitempty"`
 	// Gap counts the events this subscriber missed just before this one,
 	// because its buffer was full.
 	Gap uint64 `json:"gap,omitempty"`
@@ -107,6 +113,8 @@ type Snapshot struct {
 	Seq     uint64       `json:"seq"` // of the last event published before it
 	Members []MemberInfo `json:"members"`
 	Tickets []TicketInfo `json:"tickets"` // every lead's, oldest first
+	// Permissions are the pending permission requests, oldest first.
+	Permissions []PermissionRequest `json:"permissions,omitempty"`
 }
 
 // Subscribe returns a subscription to every event published from now on,
@@ -137,7 +145,7 @@ func (r *Rendezvous) Snapshot() Snapshot {
 }
 
 func (r *Rendezvous) snapshot() Snapshot {
-	snap := Snapshot{Seq: r.evSeq, Members: r.memberInfos(), Tickets: []TicketInfo{}}
+	snap := Snapshot{Seq: r.evSeq, Members: r.memberInfos(), Tickets: []TicketInfo{}, Permissions: r.pendingPermissions()}
 	for _, t := range r.tickets {
 		snap.Tickets = append(snap.Tickets, TicketInfo{Lead: t.Lead, Brief: t.Brief, Created: t.Created, Outcome: t.view(),
 			Waited: t.waiter != nil, News: !t.seen && (t.State == TicketDone || t.State == TicketQuestion), Handed: t.handed})

@@ -171,6 +171,10 @@ type Rendezvous struct {
 	spare   []*turn                    // guarded by wmu; the emptied backing array of freeing, for reuse
 	subs    map[*Subscription]struct{} // guarded by mu; see events.go
 	evSeq   uint64                     // guarded by mu; of the last event published
+	// Permission requests, see rendezvous_permission.go.
+	perms    map[string]*permission  // guarded by mu; by ID, until the deadline
+	permKeys map[permKey]*permission // guarded by mu; those with a caller's key
+	policy   PermissionPolicy        // guarded by mu
 }
 
 // member is the rendezvous's view of one member agent. All fields are
@@ -490,12 +494,13 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 // outcome a call of the lead returned keeps what is left of its hold, at
 // least RejoinTimeout; any other finished turn is held until acked.
 func (r *Rendezvous) restore() error {
-	loaded, err := r.j.load()
+	loaded, perms, err := r.j.load()
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.restorePermissions(perms)
 	now := time.Now()
 	for _, t := range loaded {
 		r.turns[t.ID] = t
@@ -602,6 +607,7 @@ func (r *Rendezvous) shutdown(crashed bool) error {
 	for _, m := range r.members {
 		m.stopRejoin()
 	}
+	r.stopPermissions()
 	for s := range r.subs {
 		r.unsubscribe(s)
 	}
@@ -959,6 +965,7 @@ func (r *Rendezvous) Clean() error {
 	}
 	clear(r.turns)
 	clear(r.tickets)
+	r.cleanPermissions()
 	if err := r.j.reset(); err != nil {
 		return err
 	}

@@ -193,18 +193,28 @@ func (j *journal) settle() {
 	}
 }
 
-// load reads the turns an earlier owner left, oldest first.
-func (j *journal) load() ([]*turn, error) {
+// load reads the turns an earlier owner left, oldest first, and its
+// permission requests.
+func (j *journal) load() ([]*turn, []PermissionRequest, error) {
 	const op = "restore rendezvous"
 	ctx, cancel := j.ctx()
 	defer cancel()
 	recs, err := j.impl.Load(ctx)
 	if err != nil {
-		return nil, withOp(op, err)
+		return nil, nil, withOp(op, err)
 	}
 	var loaded []*turn
+	var perms []PermissionRequest
 	seen := map[string]bool{}
 	for _, data := range recs {
+		if req, isPerm, valid := permissionOf(data); isPerm {
+			if valid {
+				perms = append(perms, req)
+			} else {
+				j.log("fleetstate: skip unreadable permission record", "bytes", len(data))
+			}
+			continue
+		}
 		var rec turnRecord
 		if json.Unmarshal(data, &rec) != nil || rec.ID == "" || rec.Ticket == "" || seen[rec.ID] || !rec.valid() {
 			j.log("fleetstate: skip unreadable turn record", "bytes", len(data)) // not its content: briefs stay out of logs
@@ -217,7 +227,7 @@ func (j *journal) load() ([]*turn, error) {
 		loaded = append(loaded, &turn{turnRecord: rec})
 	}
 	sort.Slice(loaded, func(i, k int) bool { return loaded[i].Seq < loaded[k].Seq })
-	return loaded, nil
+	return loaded, perms, nil
 }
 
 // valid reports whether a record read back could have been written by a

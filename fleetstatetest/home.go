@@ -49,7 +49,8 @@ type suite struct {
 // TestRendezvous runs the rendezvous's flow and failure suites on fleets
 // of homes from newHome, one per test: blocking and detached sends,
 // questions, tickets, status gating and the member port, disconnects and
-// delegation, held outcomes, restarts after a crash, events. Each runs as
+// delegation, held outcomes, restarts after a crash, permission requests,
+// events. Each runs as
 // a subtest named as the test it was in the root package.
 //
 // The tests of a state directory's own subjects (the lock of its owner,
@@ -135,6 +136,14 @@ var rendezvousSuite = []struct {
 	{"TestNudgeLeadPaneOnceWhenIdle", testNudgeLeadPaneOnceWhenIdle},
 	{"TestStateSurvivesRestart", testStateSurvivesRestart},
 	{"TestRestoredOpenTurnOfIdlePaneIsTriaged", testRestoredOpenTurnOfIdlePaneIsTriaged},
+	// rendezvous_permission.go
+	{"TestPermissionAllow", testPermissionAllow},
+	{"TestPermissionDenyWithMessage", testPermissionDenyWithMessage},
+	{"TestPermissionTimeoutUndecided", testPermissionTimeoutUndecided},
+	{"TestPermissionDecidedAfterRestart", testPermissionDecidedAfterRestart},
+	{"TestPermissionBadDecisions", testPermissionBadDecisions},
+	{"TestPermissionContextCancel", testPermissionContextCancel},
+	{"TestPermissionPolicy", testPermissionPolicy},
 	// events.go
 	{"TestEventsOfAFlow", testEventsOfAFlow},
 	{"TestEventsOfTicketsAndMembers", testEventsOfTicketsAndMembers},

@@ -101,6 +101,8 @@ func TestErrorResultEveryCode(t *testing.T) {
 		{fleetstate.CodeTurnCancelled, "ERR_TURN_CANCELLED"},
 		{fleetstate.CodeSuperseded, "ERR_SUPERSEDED"},
 		{fleetstate.CodeCancelled, "ERR_CANCELLED"},
+		{fleetstate.CodeUnknownRequest, "ERR_UNKNOWN_REQUEST"},
+		{fleetstate.CodeRequestDecided, "ERR_REQUEST_DECIDED"},
 	}
 	covered := map[fleetstate.Code]bool{}
 	for _, tc := range table {
