@@ -70,6 +70,11 @@ type Options struct {
 	// fleet, telling the caller where to reach it. Nil leaves the fleet
 	// tools out.
 	FleetElsewhere error
+	// LeadsDecide lets leads decide the members' permission requests
+	// (fleet_approve) and see them in fleet_members, as the fleet file's
+	// approvals say; it is asked at each call. Nil, or false, makes
+	// fleet_approve answer ERR_NOT_PERMITTED.
+	LeadsDecide func() bool
 }
 
 // Adapter maps a store and a rendezvous onto MCP tools. It is safe for
@@ -240,6 +245,9 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 	}
 	return out, nil
 }
+
+// leadsDecide reports whether leads may decide permission requests.
+func (a *Adapter) leadsDecide() bool { return a.opt.LeadsDecide != nil && a.opt.LeadsDecide() }
 
 // markReady marks a member that calls ready, with Options.MarkReady.
 func (a *Adapter) markReady(id Identity) {

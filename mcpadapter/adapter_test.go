@@ -1228,7 +1228,7 @@ func TestProgress(t *testing.T) {
 func TestToolsList(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	want := []string{"new_session", "get_session", "clean_sessions", "put", "get", "list",
-		"fleet_send", "fleet_next", "fleet_ask", "fleet_reply", "fleet_poll", "fleet_ack", "fleet_cancel", "fleet_members"}
+		"fleet_send", "fleet_next", "fleet_ask", "fleet_reply", "fleet_poll", "fleet_ack", "fleet_cancel", "fleet_members", "fleet_approve"}
 	if len(e.tools) != len(want) {
 		t.Errorf("%d tools; want %d", len(e.tools), len(want))
 	}
@@ -1358,6 +1358,7 @@ var successExample = map[string]any{
 	"fleet_reply":   map[string]any{"ok": true},
 	"fleet_poll":    map[string]any{"tickets": []any{map[string]any{"outcome": "pending", "ticket": "k", "state": "queued"}}},
 	"fleet_ack":     map[string]any{"ok": true},
+	"fleet_approve": map[string]any{"ok": true},
 	"fleet_cancel":  map[string]any{"outcome": "failed", "reason": "cancelled", "ticket": "ticket-1", "turn_id": "turn-1", "state": "done"},
 	"fleet_members": map[string]any{"members": []any{map[string]any{"name": "m", "ready": true, "status": "PULL", "queued": 0}}},
 }

@@ -20,6 +20,7 @@ var validArgs = map[string]map[string]any{
 	"fleet_poll":    {},
 	"fleet_ack":     {"ticket": "ticket-x"},
 	"fleet_members": {},
+	"fleet_approve": {"id": "perm-x", "behavior": "allow"},
 }
 
 // TestUnknownCallerIsNeverLead: callers that are anonymous, that name no

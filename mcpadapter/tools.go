@@ -73,6 +73,11 @@ type (
 	ackArgs struct {
 		Ticket *string `json:"ticket"`
 	}
+	approveArgs struct {
+		ID       *string `json:"id"`
+		Behavior *string `json:"behavior"`
+		Message  *string `json:"message"`
+	}
 )
 
 // fileEntry is one file of a list result.
@@ -440,9 +445,10 @@ func (a *Adapter) fleetTools() []tool {
 			},
 		},
 		{
-			name:        "fleet_members",
-			description: "Lead only. The members you can send to: {members: [{name, ready, status, queued}]}. Only ready members take work.",
-			access:      leadOnly,
+			name: "fleet_members",
+			description: "Lead only. The members you can send to: {members: [{name, ready, status, queued}]}. Only ready members take work. " +
+				"Where the fleet file lets leads decide, also {permissions: [...]}, the members' pending permission requests (see fleet_approve).",
+			access: leadOnly,
 			output: out(map[string]any{"members": map[string]any{"type": "array", "items": map[string]any{
 				"type": "object",
 				"properties": map[string]any{
@@ -450,13 +456,17 @@ func (a *Adapter) fleetTools() []tool {
 					"status": str("IDLE, WORKING, BLOCKED, UNKNOWN, or PULL for members that call fleet_next"),
 					"queued": map[string]any{"type": "integer"},
 				},
-			}}}, "members"),
+			}}, "permissions": map[string]any{"type": "array", "items": permissionSchema}}, "members"),
 			annotations: ann("List members", true, false, true),
 			newArgs:     func() any { return new(noArgs) },
 			call: func(context.Context, Identity, any) (any, error) {
+				if a.leadsDecide() {
+					return map[string]any{"members": rv.Members(), "permissions": pending(rv)}, nil
+				}
 				return map[string]any{"members": rv.Members()}, nil
 			},
 		},
+		a.approveTool(),
 	}
 }
 
