@@ -337,6 +337,10 @@ type fleetHTTP struct {
 // agent whose token appears; onStatus takes the status reports of hooks.
 // On an error it closes st's rendezvous.
 func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string) fleetstate.Member, onStatus func(mcpadapter.Identity, fleetstate.Status) error) (*fleetHTTP, error) {
+	if err := d.applyApprovals(st); err != nil {
+		st.rv.Close()
+		return nil, err
+	}
 	pruneMembers(st.rv)
 	// The token file is the roster of identities, read live: a token added
 	// makes a member at once (with its roster pane, if it has one), a
@@ -374,6 +378,11 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	fh.mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator,
 		Authorize: fh.dash.Authorized, Membership: members}))
 	fh.mux.Handle(mcpadapter.DashboardPath, fh.dash)
+	perms := mcpadapter.PermissionHandler(st.rv, mcpadapter.PermissionOptions{Tokens: st.tokens, Operator: operator,
+		LeadsDecide: st.leadsDecide.Load()})
+	fh.mux.Handle(mcpadapter.PermissionPath, perms)
+	fh.mux.Handle(mcpadapter.PermissionsPath, perms)
+	fh.mux.Handle(mcpadapter.PermissionsPath+"/", perms)
 	fh.mux.Handle("/", handler)
 	return fh, nil
 }

@@ -48,7 +48,10 @@ type Roster struct {
 	// "ask", "ready", "rejoin" (Go durations, "20s"). A daemon started by
 	// hand takes its flags instead.
 	Timeouts map[string]string `json:"timeouts,omitempty"`
-	Agents   []RosterAgent     `json:"agents"`
+	// Approvals are the rules that decide the members' permission
+	// requests without asking, and whether leads may decide them.
+	Approvals *Approvals    `json:"approvals,omitempty"`
+	Agents    []RosterAgent `json:"agents"`
 
 	// base is the folder of the file, which relative paths start from.
 	base string
@@ -248,6 +251,11 @@ func (ro *Roster) validate() error {
 		}
 		if d, err := time.ParseDuration(ro.Timeouts[k]); err != nil || d <= 0 {
 			return fmt.Errorf("timeouts.%s: %q is not a positive duration such as \"20s\"", k, ro.Timeouts[k])
+		}
+	}
+	if ro.Approvals != nil {
+		if err := ro.Approvals.validate(); err != nil {
+			return err
 		}
 	}
 	seen := map[string]int{}

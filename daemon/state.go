@@ -21,6 +21,8 @@ type state struct {
 	// members keeps rv in step with tokens once rv is served over HTTP
 	// (startFleetHTTP); nil before, and for a stdio server.
 	members atomic.Pointer[mcpadapter.Membership]
+	// leadsDecide: the fleet file lets leads decide permission requests.
+	leadsDecide atomic.Bool
 }
 
 // resync is the adapter's Options.Resync: the membership's, if any.
@@ -94,6 +96,7 @@ func newState(store *fleetstate.Store, rv *fleetstate.Rendezvous, tokens *mcpada
 		RolesConfigured: func() bool { return tokens.Len() > 0 },
 		MarkReady:       true,
 		Resync:          s.resync,
+		LeadsDecide:     s.leadsDecide.Load,
 	})
 	return s, nil
 }
