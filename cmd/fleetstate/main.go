@@ -38,6 +38,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/fleetstate/fleetstate/internal/hookcmd"
 )
 
 // version is the server version reported to MCP clients.
@@ -81,6 +83,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runNATS(ctx, args, stdout, stderr, log)
 	case "status":
 		return runStatus(ctx, args, stdin, stdout, stderr)
+	case "hook":
+		return hookcmd.Run(ctx, args, hookcmd.Env{URL: os.Getenv("FLEET_URL"), Token: os.Getenv("FLEET_TOKEN")}, stdin, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
 	case "up":
@@ -107,6 +111,7 @@ const usage = `usage:
   fleetstate token revoke --agent NAME [--dir DIR]
   fleetstate token list [--dir DIR]
   fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]   (hook JSON on stdin without a status)
+  fleetstate hook permission [--timeout 2m]   (the PermissionRequest hook: request JSON on stdin)
   fleetstate demo
   fleetstate up FILE [--dir DIR] [--addr HOST:PORT]
   fleetstate down FILE [--dir DIR]

@@ -168,7 +168,7 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"model": "opus"`, `echo mine`, `status # fleetstate up`, `UserPromptSubmit`, `PreToolUse`, `Notification`, `mcp__fleetstate`} {
+	for _, want := range []string{`"model": "opus"`, `echo mine`, `status # fleetstate up`, `hook permission --timeout 2m0s # fleetstate up`, `UserPromptSubmit`, `PreToolUse`, `Notification`, `mcp__fleetstate`} {
 		if !strings.Contains(string(settings), want) {
 			t.Errorf(".claude/settings.json lacks %q:\n%s", want, settings)
 		}

@@ -26,6 +26,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // hookMarker ends the hook commands fleetstate up writes, so that a later
@@ -215,8 +216,9 @@ func addString(obj map[string]any, path, key, s string) error {
 }
 
 // WriteClaudeConfig merges the fleetstate MCP server into workdir's
-// .mcp.json and the status hooks, the server's approval and its tools'
-// permission into workdir's .claude/settings.json. It returns the files
+// .mcp.json and the status hooks, the permission request hook, the
+// server's approval and its tools' permission into workdir's
+// .claude/settings.json. It returns the files
 // it changed.
 func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 	var changed []string
@@ -266,9 +268,15 @@ func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 	// Outside a fleet (no token in the environment) the hook does nothing.
 	cmd := `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " status " + hookMarker
 	for _, ev := range claudeHookEvents {
-		if err := setHook(hooks, setPath, ev, cmd); err != nil {
+		if err := setHook(hooks, setPath, ev, cmd, 0); err != nil {
 			return nil, err
 		}
+	}
+	// The member's permission prompts go to the fleet. Claude Code stops
+	// a hook after 60 s unless told; this one waits up to its own bound.
+	perm := `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " hook permission --timeout " + permissionWait.String() + " " + hookMarker
+	if err := setHook(hooks, setPath, "PermissionRequest", perm, int(permissionWait/time.Second)+permissionSlack); err != nil {
+		return nil, err
 	}
 	if w, err := writeJSONObject(setPath, set); err != nil {
 		return nil, err
@@ -278,9 +286,18 @@ func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 	return changed, nil
 }
 
-// setHook makes the hook command cmd run on event: it updates the
-// command fleetstate up wrote before, or adds a matcher group with it.
-func setHook(hooks map[string]any, path, event, cmd string) error {
+// permissionWait is how long the PermissionRequest hook fleetstate up
+// writes waits for a decision, and permissionSlack the seconds Claude
+// Code gives it beyond that before it stops the hook.
+const (
+	permissionWait  = 2 * time.Minute
+	permissionSlack = 15
+)
+
+// setHook makes the hook command cmd run on event, stopped after timeout
+// seconds if positive (else the agent's default): it updates the command
+// fleetstate up wrote before, or adds a matcher group with it.
+func setHook(hooks map[string]any, path, event, cmd string, timeout int) error {
 	groups, ok := hooks[event].([]any)
 	if hooks[event] != nil && !ok {
 		return fmt.Errorf("%s: hooks.%s is not a list: fix it, and run fleetstate up again", path, event)
@@ -292,13 +309,18 @@ func setHook(hooks map[string]any, path, event, cmd string) error {
 			hm, _ := h.(map[string]any)
 			if c, _ := hm["command"].(string); strings.HasSuffix(c, hookMarker) {
 				hm["command"] = cmd
+				if timeout > 0 {
+					hm["timeout"] = timeout
+				}
 				return nil
 			}
 		}
 	}
-	hooks[event] = append(groups, map[string]any{
-		"hooks": []any{map[string]any{"type": "command", "command": cmd}},
-	})
+	h := map[string]any{"type": "command", "command": cmd}
+	if timeout > 0 {
+		h["timeout"] = timeout
+	}
+	hooks[event] = append(groups, map[string]any{"hooks": []any{h}})
 	return nil
 }
 

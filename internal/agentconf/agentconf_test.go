@@ -1,6 +1,7 @@
 package agentconf
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,5 +120,41 @@ func TestEnvFileRoundTrip(t *testing.T) {
 		if sh := strings.TrimSuffix(strings.TrimSuffix(string(out), "."), "\n"); sh != want {
 			t.Errorf("the shell reads %s as %q; want %q", k, sh, want)
 		}
+	}
+}
+
+// TestClaudePermissionHook: the PermissionRequest hook runs fleetstate
+// hook permission, with a timeout beyond its own wait, and a second run
+// updates it rather than adding another.
+func TestClaudePermissionHook(t *testing.T) {
+	dir := t.TempDir()
+	for range 2 {
+		if _, err := WriteClaudeConfig(dir, "/bin/fleetstate"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, ".claude", "settings.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set struct {
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Command string `json:"command"`
+				Timeout int    `json:"timeout"`
+			} `json:"hooks"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal(data, &set); err != nil {
+		t.Fatal(err)
+	}
+	groups := set.Hooks["PermissionRequest"]
+	if len(groups) != 1 || len(groups[0].Hooks) != 1 {
+		t.Fatalf("PermissionRequest hooks: %+v; want one", groups)
+	}
+	h := groups[0].Hooks[0]
+	want := `test -z "$FLEET_TOKEN" || '/bin/fleetstate' hook permission --timeout 2m0s # fleetstate up`
+	if h.Command != want || h.Timeout <= 120 {
+		t.Fatalf("hook %+v; want command %q and a timeout over 120 s", h, want)
 	}
 }

@@ -1,0 +1,190 @@
+// Package hookcmd is `fleetstate hook`: the commands coding agents run
+// from their hooks. `hook permission` is Claude Code's and Codex's
+// PermissionRequest hook: it raises the agent's request in its fleet and
+// prints the decision in the shape the agents read, or nothing, so that
+// the agent's own prompt shows, when nobody decided in time or the daemon
+// cannot be reached. It never allows by default.
+package hookcmd
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+)
+
+// DefaultTimeout is how long `hook permission` waits for a decision.
+const DefaultTimeout = 2 * time.Minute
+
+// Bounds of the retries across an unreachable daemon or a restart of the
+// fleet's owner: the first wait, the longest, and the slack given to each
+// call past the request's window for the answer to travel.
+const (
+	retryFirst = 200 * time.Millisecond
+	retryMax   = 2 * time.Second
+	callSlack  = 5 * time.Second
+)
+
+// Env is what the hook reads of its environment.
+type Env struct {
+	URL   string // $FLEET_URL: the daemon's MCP endpoint or base URL
+	Token string // $FLEET_TOKEN: the agent's bearer token
+}
+
+// Run runs `fleetstate hook` with args (the words after "hook"). It
+// returns an error only for a mistake in args; any trouble reaching a
+// decision goes to stderr, and stdout stays empty.
+func Run(ctx context.Context, args []string, env Env, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "permission" {
+		return errors.New("hook: want a hook: fleetstate hook permission [--timeout D]")
+	}
+	fs := flag.NewFlagSet("hook permission", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	timeout := fs.Duration("timeout", DefaultTimeout, "how long to wait for a decision before the agent's own prompt shows")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: fleetstate hook permission [--timeout D]\n\n"+
+			"Claude Code's and Codex's PermissionRequest hook: reads the request on standard input,\n"+
+			"raises it in the fleet at $FLEET_URL as the agent of $FLEET_TOKEN, and prints the decision.\n"+
+			"Undecided, or without a daemon, it prints nothing and the agent asks as usual.\n\n"+
+			"Example (in .claude/settings.json, as fleetstate up writes it):\n"+
+			"  fleetstate hook permission --timeout 2m\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("hook permission: unexpected argument %q", fs.Arg(0))
+	}
+	if *timeout <= 0 || *timeout > fleetstate.MaxPermissionTimeout {
+		return fmt.Errorf("hook permission: --timeout %v: want a duration above 0 and at most %v", *timeout, fleetstate.MaxPermissionTimeout)
+	}
+	d, ok := Permission(ctx, env, *timeout, stdin, stderr)
+	if !ok {
+		return nil
+	}
+	return json.NewEncoder(stdout).Encode(hookOutput(d))
+}
+
+// hookInput is the part of the agent's request the hook reads.
+type hookInput struct {
+	ToolName  string          `json:"tool_name"`
+	ToolInput json.RawMessage `json:"tool_input"`
+	Cwd       string          `json:"cwd"`
+	SessionID string          `json:"session_id"`
+	ToolUseID string          `json:"tool_use_id"`
+}
+
+// hookOutput is the decision in the shape Claude Code and Codex read.
+func hookOutput(d fleetstate.Decision) any {
+	dec := map[string]string{"behavior": string(d.Behavior)}
+	if d.Behavior == fleetstate.BehaviorDeny && d.Message != "" {
+		dec["message"] = d.Message
+	}
+	return map[string]any{"hookSpecificOutput": map[string]any{
+		"hookEventName": "PermissionRequest",
+		"decision":      dec,
+	}}
+}
+
+// Permission raises the request read from stdin and waits at most
+// timeout for its decision; ok is false when there is none to print:
+// undecided, refused, or no daemon reached within timeout. It retries
+// while the daemon cannot be reached or is restarting, with the same
+// key, so that the request raised before a restart, and a decision made
+// on it, are found again.
+func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Reader, stderr io.Writer) (fleetstate.Decision, bool) {
+	say := func(format string, args ...any) {
+		fmt.Fprintf(stderr, "fleetstate hook permission: "+format+"\n", args...)
+	}
+	var in hookInput
+	if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&in); err != nil {
+		say("no request on standard input: %v", err)
+		return fleetstate.Decision{}, false
+	}
+	if env.Token == "" || env.URL == "" {
+		say("$FLEET_TOKEN or $FLEET_URL is not set: not in a fleet")
+		return fleetstate.Decision{}, false
+	}
+	key := in.SessionID + "/" + in.ToolUseID
+	if in.SessionID == "" || in.ToolUseID == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		key = "hook-" + hex.EncodeToString(b[:])
+	}
+	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + mcpadapter.PermissionPath
+	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline.Add(callSlack))
+	defer cancel()
+	wait := retryFirst
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			say("no decision within %v", timeout)
+			return fleetstate.Decision{}, false
+		}
+		body, _ := json.Marshal(mcpadapter.HookRequest{ToolName: in.ToolName, ToolInput: in.ToolInput, Cwd: in.Cwd,
+			SessionID: in.SessionID, Key: key, TimeoutMS: max(left.Milliseconds(), 1)})
+		d, status, err := post(ctx, url, env.Token, body)
+		switch {
+		case err == nil && status == http.StatusOK:
+			return d, true
+		case err == nil && status == http.StatusNoContent:
+			say("nobody decided within %v", timeout)
+			return fleetstate.Decision{}, false
+		case err == nil && status < 500:
+			say("the daemon refused the request (%s)", http.StatusText(status))
+			return fleetstate.Decision{}, false
+		case ctx.Err() != nil:
+			say("no decision within %v", timeout)
+			return fleetstate.Decision{}, false
+		}
+		// No daemon, or one closing or not yet serving: try again until
+		// the window ends.
+		t := time.NewTimer(min(wait, max(time.Until(deadline), 0)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		wait = min(2*wait, retryMax)
+	}
+}
+
+// post makes one call of the permission endpoint.
+func post(ctx context.Context, url, token string, body []byte) (fleetstate.Decision, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fleetstate.Decision{}, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fleetstate.Decision{}, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return fleetstate.Decision{}, resp.StatusCode, nil
+	}
+	var hd mcpadapter.HookDecision
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&hd); err != nil {
+		return fleetstate.Decision{}, 0, err
+	}
+	if hd.Decision.Behavior != fleetstate.BehaviorAllow && hd.Decision.Behavior != fleetstate.BehaviorDeny {
+		return fleetstate.Decision{}, http.StatusUnprocessableEntity, nil // never pass on what is not a decision
+	}
+	return hd.Decision, http.StatusOK, nil
+}
