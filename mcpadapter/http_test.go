@@ -466,8 +466,8 @@ func TestProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := clientEnv(t, d.store.Dir(), c)
-	if len(e.tools) != 14 {
-		t.Errorf("proxy mirrors %d tools; want 14", len(e.tools))
+	if len(e.tools) != 15 {
+		t.Errorf("proxy mirrors %d tools; want 15", len(e.tools))
 	}
 	// The proxy's caller claims to be the lead; the daemon sees scout.
 	e.fail(lead, "fleet_members", nil, fleetstate.CodeNotPermitted)
