@@ -30,6 +30,10 @@ const (
 	MaxPermissionTimeout = time.Hour
 	// maxPermissionKey bounds the caller's key of a request.
 	maxPermissionKey = 512
+	// MaxPendingPermissions bounds the requests one member has pending at
+	// once: an agent asks one at a time, and a member that gives up on
+	// its calls must not pile requests up until their windows end.
+	MaxPendingPermissions = 16
 )
 
 // Behavior is what a [Decision] on a permission request says.
@@ -115,7 +119,9 @@ func (r *Rendezvous) SetPermissionPolicy(p PermissionPolicy) {
 // of the same member, is that request: a caller cut off by a restart asks
 // again with the same key and gets the decision made meanwhile. A
 // request a [PermissionPolicy] covers is decided at once. When ctx ends
-// the request stays pending until its window passes.
+// the request stays pending until its window passes. A member with
+// MaxPendingPermissions requests pending gets [ErrNotPermitted] for a
+// new one.
 func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req PermissionRequest) (Decision, bool, error) {
 	const op = "request permission"
 	if err := checkAgentName(op, member); err != nil {
@@ -146,6 +152,10 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 		return Decision{}, false, &Error{Code: CodeClosed, Op: op}
 	}
 	p := r.permissionByKey(member, req.Key)
+	if p == nil && r.pendingOf(member) >= MaxPendingPermissions {
+		r.unlockW()
+		return Decision{}, false, newError(CodeNotPermitted, op, "%s has %d permission requests pending already", quote(member), MaxPendingPermissions)
+	}
 	if p == nil {
 		now := time.Now()
 		req.ID, req.Member, req.Asked, req.Deadline, req.Decision = newID("perm-"), member, now, now.Add(req.Timeout), nil
@@ -257,6 +267,17 @@ func (r *Rendezvous) pendingPermissions() []PermissionRequest {
 func (p *permission) event() *PermissionRequest {
 	c := p.PermissionRequest
 	return &c
+}
+
+// pendingOf counts member's pending requests. r.mu must be held.
+func (r *Rendezvous) pendingOf(member string) int {
+	n := 0
+	for _, p := range r.perms {
+		if p.Member == member && p.Decision == nil && !p.ended {
+			n++
+		}
+	}
+	return n
 }
 
 // permissionByKey returns member's known request with key, if any.

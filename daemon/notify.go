@@ -36,6 +36,12 @@ func logEvents(log *slog.Logger, sub *fleetstate.Subscription) {
 			}
 			attrs = append(attrs, "held", e.Held)
 		}
+		if p := e.Permission; p != nil {
+			attrs = append(attrs, "request", p.ID, "tool", p.Tool)
+			if d := p.Decision; d != nil {
+				attrs = append(attrs, "behavior", d.Behavior, "by", d.By)
+			}
+		}
 		log.Info("fleetstate: event", attrs...)
 	}
 }

@@ -3,6 +3,7 @@ package fleetstatetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -181,7 +182,8 @@ func testPermissionDecidedAfterRestart(t *testing.T, s suite) {
 }
 
 // Decisions on an unknown ID, on a request decided already, or that are
-// malformed fail with named errors and change nothing.
+// malformed, and malformed requests or one past a member's bound, fail
+// with named errors and change nothing.
 func testPermissionBadDecisions(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
 		f := s.newFleet(t, nil)
@@ -214,6 +216,28 @@ func testPermissionBadDecisions(t *testing.T, s suite) {
 		wantCode(t, err, fleetstate.CodeInvalidAgentName)
 		if left := f.r.PermissionRequests(); len(left) != 0 {
 			t.Fatalf("bad requests left %+v pending", left)
+		}
+
+		// A member that gives up on its calls piles up no more than
+		// MaxPendingPermissions requests; another member is not held up.
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		for i := range fleetstate.MaxPendingPermissions {
+			if _, _, err := f.r.RequestPermission(gone, "scout", bashRequest("ls", fmt.Sprint(i))); !errors.Is(err, context.Canceled) {
+				t.Fatalf("request %d: %v; want context.Canceled", i, err)
+			}
+		}
+		_, _, err = f.r.RequestPermission(gone, "scout", bashRequest("ls", "one more"))
+		wantCode(t, err, fleetstate.CodeNotPermitted)
+		if _, _, err := f.r.RequestPermission(gone, "builder", bashRequest("ls", "")); !errors.Is(err, context.Canceled) {
+			t.Fatalf("another member's request: %v; want it raised (context.Canceled)", err)
+		}
+		if n := len(f.r.PermissionRequests()); n != fleetstate.MaxPendingPermissions+1 {
+			t.Fatalf("%d pending; want %d", n, fleetstate.MaxPendingPermissions+1)
+		}
+		settle(2 * time.Minute) // past their windows
+		if left := f.r.PermissionRequests(); len(left) != 0 {
+			t.Fatalf("requests left %+v pending past their windows", left)
 		}
 	})
 }

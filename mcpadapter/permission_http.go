@@ -223,6 +223,8 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case fleetstate.CodeContentTooLarge:
 		status = http.StatusRequestEntityTooLarge
+	case fleetstate.CodeNotPermitted:
+		status = http.StatusForbidden
 	case fleetstate.CodeUnknownRequest:
 		status = http.StatusNotFound
 	case fleetstate.CodeRequestDecided:
