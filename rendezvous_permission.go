@@ -76,6 +76,10 @@ type PermissionRequest struct {
 	Deadline time.Time `json:"deadline"`
 	// Decision is set once the request was decided.
 	Decision *Decision `json:"decision,omitempty"`
+	// InputBytes is set when Input is clipped (a view sent over the
+	// network clips its snapshot): the input's full length, in bytes.
+	// Zero means Input is whole.
+	InputBytes int `json:"input_bytes,omitempty"`
 	// Timeout is the request's window from Asked; zero means
 	// DefaultPermissionTimeout. Only RequestPermission reads it.
 	Timeout time.Duration `json:"-"`

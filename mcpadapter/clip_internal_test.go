@@ -44,3 +44,21 @@ func TestClipSnapshot(t *testing.T) {
 		t.Errorf("clipSnapshot changed the snapshot it was given: %+v", snap.Tickets)
 	}
 }
+
+// TestClipSnapshotPermissions: a permission request's long input is cut
+// as a ticket's content is, with its full length; the snapshot given is
+// unchanged.
+func TestClipSnapshotPermissions(t *testing.T) {
+	long := `{"command":"` + strings.Repeat("x", 20) + `"}`
+	snap := fleetstate.Snapshot{Permissions: []fleetstate.PermissionRequest{{ID: "p1", Tool: "Bash", Input: long}, {ID: "p2", Tool: "Read", Input: "{}"}}}
+	got := clipSnapshot(snap, 8)
+	if p := got.Permissions[0]; p.Input != long[:8] || p.InputBytes != len(long) || p.ID != "p1" {
+		t.Errorf("clipped request %+v; want input %q of %d bytes", p, long[:8], len(long))
+	}
+	if p := got.Permissions[1]; p.Input != "{}" || p.InputBytes != 0 {
+		t.Errorf("short request %+v; want it whole", p)
+	}
+	if snap.Permissions[0].Input != long || snap.Permissions[0].InputBytes != 0 {
+		t.Errorf("clipSnapshot changed the snapshot it was given: %+v", snap.Permissions)
+	}
+}

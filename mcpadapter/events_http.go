@@ -26,8 +26,9 @@ const EventsPath = "/events"
 // watcher's credentials are looked at again.
 const DefaultEventsHeartbeat = 15 * time.Second
 
-// SnapshotClip is how many bytes of each ticket's brief and content the
-// snapshot of an event stream carries (see clipSnapshot): a
+// SnapshotClip is how many bytes of each ticket's brief and content, and
+// of each permission request's input, the snapshot of an event stream
+// carries (see clipSnapshot): a
 // view shows the start of each, and a lead's fleet_poll of the ticket
 // returns them whole. The events that follow carry their contents whole.
 const SnapshotClip = 4 << 10
@@ -261,6 +262,16 @@ func clipSnapshot(s fleetstate.Snapshot, n int) fleetstate.Snapshot {
 		tickets[i] = t
 	}
 	s.Tickets = tickets
+	if len(s.Permissions) > 0 {
+		perms := make([]fleetstate.PermissionRequest, len(s.Permissions))
+		for i, p := range s.Permissions {
+			if len(p.Input) > n {
+				p.Input, p.InputBytes = clipText(p.Input, n), len(p.Input)
+			}
+			perms[i] = p
+		}
+		s.Permissions = perms
+	}
 	return s
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +209,46 @@ func TestPermissionHTTPLeadDecides(t *testing.T) {
 	}
 	if res := <-ch; res.d.Behavior != fleetstate.BehaviorAllow || res.d.By != "lead" {
 		t.Fatalf("decision = %+v; want allow by lead", res.d)
+	}
+}
+
+// TestPermissionHTTPAuthorize: a caller that PermissionOptions.Authorize
+// admits (a dashboard's login) decides as whom it names, without a
+// bearer token; one it refuses is refused.
+func TestPermissionHTTPAuthorize(t *testing.T) {
+	st, err := fleetstate.Open(afero.NewMemMapFs(), "/state", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := fleetstate.NewRendezvous(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mcpadapter.PermissionHandler(rv, mcpadapter.PermissionOptions{
+		Authorize: func(r *http.Request) (string, bool) { return "operator", r.Header.Get("X-Test-Login") == "yes" },
+	}))
+	t.Cleanup(func() {
+		rv.Close()
+		srv.Close()
+	})
+	p, ch := raise(t, rv, fleetstate.PermissionRequest{Tool: "Bash"})
+	decide := func(login string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+mcpadapter.PermissionsPath+"/"+p.ID, strings.NewReader(`{"behavior":"allow"}`))
+		req.Header.Set("X-Test-Login", login)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := decide("no"); got != http.StatusUnauthorized {
+		t.Fatalf("refused login: status %d; want 401", got)
+	}
+	if got := decide("yes"); got != http.StatusNoContent {
+		t.Fatalf("admitted login: status %d; want 204", got)
+	}
+	if res := <-ch; res.d.Behavior != fleetstate.BehaviorAllow || res.d.By != "operator" {
+		t.Fatalf("decision = %+v; want allow by operator", res.d)
 	}
 }
