@@ -274,8 +274,7 @@ func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 	}
 	// The member's permission prompts go to the fleet. Claude Code stops
 	// a hook after 60 s unless told; this one waits up to its own bound.
-	perm := `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " hook permission --timeout " + permissionWait.String() + " " + hookMarker
-	if err := setHook(hooks, setPath, "PermissionRequest", perm, int(permissionWait/time.Second)+permissionSlack); err != nil {
+	if err := setHook(hooks, setPath, "PermissionRequest", permissionHook(bin), permissionHookTimeout); err != nil {
 		return nil, err
 	}
 	if w, err := writeJSONObject(setPath, set); err != nil {
@@ -287,12 +286,18 @@ func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 }
 
 // permissionWait is how long the PermissionRequest hook fleetstate up
-// writes waits for a decision, and permissionSlack the seconds Claude
-// Code gives it beyond that before it stops the hook.
+// writes waits for a decision, and permissionHookTimeout the seconds
+// after which the agent stops the hook (Claude Code's default is 60).
 const (
-	permissionWait  = 2 * time.Minute
-	permissionSlack = 15
+	permissionWait        = 2 * time.Minute
+	permissionHookTimeout = int(permissionWait/time.Second) + 15
 )
+
+// permissionHook is the PermissionRequest hook's command; outside a
+// fleet it prints nothing, and the agent asks as usual.
+func permissionHook(bin string) string {
+	return `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " hook permission --timeout " + permissionWait.String() + " " + hookMarker
+}
 
 // setHook makes the hook command cmd run on event, stopped after timeout
 // seconds if positive (else the agent's default): it updates the command
@@ -336,7 +341,8 @@ func codexBlock(bin, url string) string {
 }
 
 // WriteCodexConfig writes the fleetstate MCP server into config.toml of
-// home, the CODEX_HOME of one agent. A new home starts from the user's
+// home, the CODEX_HOME of one agent, and the permission request hook into
+// its hooks.json. A new home starts from the user's
 // own configuration (~/.codex or $CODEX_HOME) and links its login, so the
 // agent runs as the user's Codex does.
 func WriteCodexConfig(home, bin, url string) ([]string, error) {
@@ -363,11 +369,33 @@ func WriteCodexConfig(home, bin, url string) ([]string, error) {
 		return nil, err
 	}
 	text := replaceTOMLTable(string(old), "mcp_servers.fleetstate", codexBlock(bin, url))
-	w, err := WriteIfChanged(path, []byte(text), true)
-	if err != nil || !w {
+	var changed []string
+	if w, err := WriteIfChanged(path, []byte(text), true); err != nil {
+		return nil, err
+	} else if w {
+		changed = append(changed, path)
+	}
+	// The permission request hook, in the hooks.json of the agent's own
+	// CODEX_HOME: Codex reads the hooks of the user's layer whatever the
+	// project's trust, in the shape Claude Code's settings have.
+	hooksPath := filepath.Join(home, "hooks.json")
+	obj, err := readJSONObject(hooksPath)
+	if err != nil {
 		return nil, err
 	}
-	return []string{path}, nil
+	hooks, err := object(obj, hooksPath, "hooks")
+	if err != nil {
+		return nil, err
+	}
+	if err := setHook(hooks, hooksPath, "PermissionRequest", permissionHook(bin), permissionHookTimeout); err != nil {
+		return nil, err
+	}
+	if w, err := writeJSONObject(hooksPath, obj); err != nil {
+		return nil, err
+	} else if w {
+		changed = append(changed, hooksPath)
+	}
+	return changed, nil
 }
 
 // replaceTOMLTable replaces the table [name] of a TOML text (its header

@@ -44,8 +44,12 @@ func TestCodexConfig(t *testing.T) {
 	t.Setenv("CODEX_HOME", user)
 	home := filepath.Join(t.TempDir(), "codex")
 	files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp")
-	if err != nil || len(files) != 1 {
-		t.Fatalf("WriteCodexConfig: %v, %v", files, err)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("WriteCodexConfig: %v, %v; want config.toml and hooks.json", files, err)
+	}
+	hooks, _ := os.ReadFile(filepath.Join(home, "hooks.json"))
+	if !strings.Contains(string(hooks), `"PermissionRequest"`) || !strings.Contains(string(hooks), `hook permission --timeout 2m0s # fleetstate up`) {
+		t.Errorf("hooks.json lacks the permission request hook:\n%s", hooks)
 	}
 	data, _ := os.ReadFile(filepath.Join(home, "config.toml"))
 	for _, want := range []string{`model = "o3"`, `[mcp_servers.fleetstate]`, `args = ["mcp", "--connect", "http://127.0.0.1:9/mcp"]`, `env_vars = ["FLEET_TOKEN"`} {
