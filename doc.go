@@ -65,6 +65,12 @@
 //   - Cancel: [Rendezvous.Cancel] ends a queued or open turn, failed with
 //     reason cancelled; the member learns it on its next call for the turn
 //     ([ErrTurnCancelled]).
+//   - Permission requests: a member's agent asks whether it may use a
+//     tool with [Rendezvous.RequestPermission], which blocks until
+//     [Rendezvous.DecidePermission] (the operator, a lead) or a
+//     [PermissionPolicy] decides, or its window passes undecided: never
+//     an allow by default. A pending request survives a restart of the
+//     owner, and a retry with the same key finds its decision.
 //
 // Every outcome of an ended turn names its ticket. One that a call
 // returned stays held there until the lead's next call (or, with
