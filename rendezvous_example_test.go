@@ -163,3 +163,36 @@ func ExampleRendezvous_SendDetached() {
 	// still held: true
 	// ERR_UNKNOWN_TICKET
 }
+
+// A member's agent asks whether it may run a command; the operator, who
+// watches the fleet's events, allows it. A rule of a PermissionPolicy
+// would have decided without asking.
+func ExampleRendezvous_RequestPermission() {
+	r := rvExampleFleet("scout")
+	defer r.Close()
+	sub, _ := r.Subscribe(0)
+	defer sub.Close()
+
+	go func() { // the operator's view
+		for e := range sub.Events() {
+			if e.Kind == fleetstate.EventPermissionRequested {
+				fmt.Printf("%s asks to use %s: %s\n", e.Member, e.Permission.Tool, e.Permission.Input)
+				if err := r.DecidePermission("operator", e.Permission.ID, fleetstate.Decision{Behavior: fleetstate.BehaviorAllow}); err != nil {
+					log.Print(err)
+				}
+				return
+			}
+		}
+	}()
+
+	d, decided, err := r.RequestPermission(context.Background(), "scout", fleetstate.PermissionRequest{
+		Tool: "Bash", Input: `{"command":"go test ./..."}`, Timeout: time.Minute,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(decided, d.Behavior, "by", d.By)
+	// Output:
+	// scout asks to use Bash: {"command":"go test ./..."}
+	// true allow by operator
+}
