@@ -776,7 +776,7 @@ func memberLoad(l *natsLedger, m *fleetAgent, stop <-chan struct{}) {
 // or a named error.
 func TestNATSOwnerKilledUnderLoad(t *testing.T) {
 	faultUnderLoad(t, loadFault{name: "owner SIGKILL", takeover: true,
-		hit: func(a, _ *daemonProc, _ []*natsNode) { a.kill(syscall.SIGKILL) }})
+		hit: func(a, _, _ *daemonProc, _ []*natsNode) { a.kill(syscall.SIGKILL) }})
 }
 
 // TestNATSOwnerPausedUnderLoad is TestNATSOwnerKilledUnderLoad with the
@@ -785,15 +785,21 @@ func TestNATSOwnerKilledUnderLoad(t *testing.T) {
 // it kept.
 func TestNATSOwnerPausedUnderLoad(t *testing.T) {
 	faultUnderLoad(t, loadFault{name: "owner SIGSTOP", takeover: true,
-		hit: func(a, _ *daemonProc, _ []*natsNode) { pauseFor(t, a.cmd.Process, 3) }})
+		hit: func(a, _, _ *daemonProc, _ []*natsNode) { pauseFor(t, a.cmd.Process, 3) }})
 }
 
-// TestNATSForwarderKilledUnderLoad is the same load with a forwarding
-// daemon, the lead's and a member's first, killed: they move on, and
-// the fleet loses nothing.
-func TestNATSForwarderKilledUnderLoad(t *testing.T) {
-	faultUnderLoad(t, loadFault{name: "forwarder SIGKILL", leadHit: true,
-		hit: func(_, b *daemonProc, _ []*natsNode) { b.kill(syscall.SIGKILL) }})
+// TestNATSForwarderFaultUnderLoad is the same load with a forwarding
+// daemon killed (the lead's and a member's first) or paused for three
+// leases (a member's first): they move on, and the fleet loses nothing.
+func TestNATSForwarderFaultUnderLoad(t *testing.T) {
+	t.Run("SIGKILL", func(t *testing.T) {
+		faultUnderLoad(t, loadFault{name: "forwarder SIGKILL", leadHit: true,
+			hit: func(_, b, _ *daemonProc, _ []*natsNode) { b.kill(syscall.SIGKILL) }})
+	})
+	t.Run("SIGSTOP", func(t *testing.T) {
+		faultUnderLoad(t, loadFault{name: "forwarder SIGSTOP",
+			hit: func(_, _, c *daemonProc, _ []*natsNode) { pauseFor(t, c.cmd.Process, 3) }})
+	})
 }
 
 // TestNATSNodeFaultUnderLoad is the same load with the NATS server every
@@ -801,11 +807,11 @@ func TestNATSForwarderKilledUnderLoad(t *testing.T) {
 func TestNATSNodeFaultUnderLoad(t *testing.T) {
 	t.Run("SIGKILL", func(t *testing.T) {
 		faultUnderLoad(t, loadFault{name: "NATS server SIGKILL",
-			hit: func(_, _ *daemonProc, nodes []*natsNode) { nodes[0].kill() }})
+			hit: func(_, _, _ *daemonProc, nodes []*natsNode) { nodes[0].kill() }})
 	})
 	t.Run("SIGSTOP", func(t *testing.T) {
 		faultUnderLoad(t, loadFault{name: "NATS server SIGSTOP",
-			hit: func(_, _ *daemonProc, nodes []*natsNode) { pauseFor(t, nodes[0].cmd.Process, 3) }})
+			hit: func(_, _, _ *daemonProc, nodes []*natsNode) { pauseFor(t, nodes[0].cmd.Process, 3) }})
 	})
 }
 
@@ -826,8 +832,9 @@ func pauseFor(t *testing.T, p *os.Process, leases int) {
 // loadFault is what faultUnderLoad does to the fleet mid-load.
 type loadFault struct {
 	name string
-	// hit strikes: a is the owner, b the lead's first daemon.
-	hit func(a, b *daemonProc, nodes []*natsNode)
+	// hit strikes: a is the owner, b the lead's first daemon, c the
+	// probe's; nodes[0] is every daemon's first NATS server.
+	hit func(a, b, c *daemonProc, nodes []*natsNode)
 	// takeover: the owner is hit, and the lease must pass.
 	takeover bool
 	// leadHit: the lead's daemon is hit, so a send may break without an
@@ -899,7 +906,7 @@ func faultUnderLoad(t *testing.T, fault loadFault) {
 		t.Fatalf("the load did not get going: %d sends accepted in 20s", l.acceptedCount())
 	}
 	before := l.acceptedCount()
-	fault.hit(a, b, nodes)
+	fault.hit(a, b, c, nodes)
 	killed := time.Now()
 
 	// The takeover: the lease names another daemon, and a lead call
