@@ -48,7 +48,11 @@ type Roster struct {
 	// "ask", "ready", "rejoin" (Go durations, "20s"). A daemon started by
 	// hand takes its flags instead.
 	Timeouts map[string]string `json:"timeouts,omitempty"`
-	Agents   []RosterAgent     `json:"agents"`
+	// Notify is the command of the daemon fleetstate up starts that is
+	// run for each event a person should see (serve --notify; up
+	// --notify replaces it). A daemon started by hand takes its flag.
+	Notify string        `json:"notify,omitempty"`
+	Agents []RosterAgent `json:"agents"`
 
 	// base is the folder of the file, which relative paths start from.
 	base string
@@ -319,11 +323,15 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// ServeFlags returns the flags of serve that the file's timeouts stand for.
+// ServeFlags returns the flags of serve that the file's timeouts and
+// notify command stand for.
 func (ro *Roster) ServeFlags() []string {
 	var out []string
 	for _, k := range sortedKeys(ro.Timeouts) {
 		out = append(out, "--"+k+"-timeout", ro.Timeouts[k])
+	}
+	if ro.Notify != "" {
+		out = append(out, "--notify", ro.Notify)
 	}
 	return out
 }
