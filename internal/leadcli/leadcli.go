@@ -170,12 +170,7 @@ var commands = []command{
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.BoolVar(&o.wait, "wait", false, "block for the outcome, up to the daemon's send timeout")
 		},
-		check: func(r *runner, args []string) error {
-			if err := fleetstate.ValidateAgentName(args[0]); err != nil {
-				return fmt.Errorf("%q is not a member's name", args[0])
-			}
-			return r.readText(&args[1])
-		},
+		check: func(r *runner, args []string) error { return r.readText(&args[1]) },
 		bound: func(o *opts) time.Duration {
 			if o.wait {
 				return waitBound
@@ -413,7 +408,7 @@ func (r *runner) explain(ctx context.Context, err error) error {
 	case fleetstate.CodeUnknownTurn, fleetstate.CodeNoPendingQuestion:
 		return fmt.Errorf("%s: %s: fleetstate poll shows the questions waiting, with their turn IDs", r.name, msg)
 	case fleetstate.CodeTicketOpen:
-		return fmt.Errorf("%s: %s", r.name, msg)
+		return fmt.Errorf("%s: %s", r.name, strings.Replace(msg, "fleet_cancel", "fleetstate cancel", 1))
 	case fleetstate.CodeNotPermitted:
 		return fmt.Errorf("%s: %s: the lead commands need a lead's token in $FLEET_TOKEN, or --dir as the operator", r.name, msg)
 	}
