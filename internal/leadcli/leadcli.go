@@ -389,8 +389,11 @@ func (r *runner) printJSON(v any) error {
 func (r *runner) explain(ctx context.Context, err error) error {
 	var te *mcpadapter.ToolError
 	if !errors.As(err, &te) {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s: no answer from the daemon in time (%v); a send's turn goes on: fleetstate poll shows its ticket", r.name, ctx.Err())
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return fmt.Errorf("%s: the daemon did not answer in time; a turn the command started goes on: fleetstate poll shows its ticket", r.name)
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: interrupted; a turn the command started goes on: fleetstate poll shows its ticket", r.name)
 		}
 		return fmt.Errorf("%s: %v", r.name, err)
 	}
