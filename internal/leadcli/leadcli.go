@@ -43,8 +43,9 @@ type Command struct {
 // Commands returns the package's commands, in the order the help lists
 // them, in a fresh slice.
 func Commands() []Command {
-	out := make([]Command, len(commands))
-	for i, c := range commands {
+	cmds := table()
+	out := make([]Command, len(cmds))
+	for i, c := range cmds {
 		out[i] = c.Command
 	}
 	return out
@@ -138,7 +139,7 @@ type command struct {
 }
 
 func lookup(name string) (command, bool) {
-	for _, c := range commands {
+	for _, c := range table() {
 		if c.Name == name {
 			return c, true
 		}
@@ -160,152 +161,155 @@ const (
 // maxText is the most of standard input a text of "-" reads.
 const maxText = 1 << 20
 
-var commands = []command{
-	{
-		Command: Command{Name: "send", Summary: "send a task to a member, detached (prints its ticket) or --wait for the outcome",
-			Usage:   "fleetstate send MEMBER TEXT [--wait] [--keep] [--json] [--dir DIR | --url URL]",
-			About:   "Opens a turn of the member with TEXT as its brief (\"-\" reads it from standard input). Without --wait it prints the ticket at once; collect the outcome with fleetstate poll. With --wait it blocks for the outcome, up to the daemon's send timeout (just under 60 s by default), and prints it, or the ticket if the member is not done by then; a finished outcome it printed is acknowledged unless --keep.",
-			Example: `fleetstate send alice "run the tests and report" --wait`},
-		args: "MEMBER TEXT", min: 2, max: 2, keep: true,
-		flags: func(fs *flag.FlagSet, o *opts) {
-			fs.BoolVar(&o.wait, "wait", false, "block for the outcome, up to the daemon's send timeout")
-		},
-		check: func(r *runner, args []string) error { return r.readText(&args[1]) },
-		bound: func(o *opts) time.Duration {
-			if o.wait {
-				return waitBound
-			}
-			return callBound
-		},
-		run: func(ctx context.Context, r *runner, args []string) error {
-			if !r.opts.wait {
-				o, err := r.c.SendDetached(ctx, args[0], args[1])
-				if err != nil {
-					return err
+// table returns the commands, in the order the help lists them.
+func table() []command {
+	return []command{
+		{
+			Command: Command{Name: "send", Summary: "send a task to a member, detached (prints its ticket) or --wait for the outcome",
+				Usage:   "fleetstate send MEMBER TEXT [--wait] [--keep] [--json] [--dir DIR | --url URL]",
+				About:   "Opens a turn of the member with TEXT as its brief (\"-\" reads it from standard input). Without --wait it prints the ticket at once; collect the outcome with fleetstate poll. With --wait it blocks for the outcome, up to the daemon's send timeout (just under 60 s by default), and prints it, or the ticket if the member is not done by then; a finished outcome it printed is acknowledged unless --keep.",
+				Example: `fleetstate send alice "run the tests and report" --wait`},
+			args: "MEMBER TEXT", min: 2, max: 2, keep: true,
+			flags: func(fs *flag.FlagSet, o *opts) {
+				fs.BoolVar(&o.wait, "wait", false, "block for the outcome, up to the daemon's send timeout")
+			},
+			check: func(r *runner, args []string) error { return r.readText(&args[1]) },
+			bound: func(o *opts) time.Duration {
+				if o.wait {
+					return waitBound
 				}
-				return r.outcome(o)
-			}
-			o, err := r.c.Send(ctx, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return r.settle(ctx, o)
-		},
-	},
-	{
-		Command: Command{Name: "poll", Summary: "show where your tickets stand, or one ticket; acknowledges the finished ones it prints",
-			Usage:   "fleetstate poll [TICKET] [--wait D] [--keep] [--json] [--dir DIR | --url URL]",
-			About:   "Prints every ticket of yours, oldest first, or the one named: its state (queued, working, question, done) and, once done, its outcome. --wait waits up to D (at most the daemon's bound, 60 s) for news first. A finished outcome it printed is acknowledged unless --keep; a question stays until you answer it.",
-			Example: "fleetstate poll tk-01J9Z6 --wait 30s"},
-		args: "at most one TICKET", min: 0, max: 1, keep: true,
-		flags: func(fs *flag.FlagSet, o *opts) {
-			fs.DurationVar(&o.pollWait, "wait", 0, "wait up to this long for news (such as 30s)")
-		},
-		check: func(r *runner, _ []string) error {
-			if r.opts.pollWait < 0 {
-				return fmt.Errorf("--wait %v is negative", r.opts.pollWait)
-			}
-			return nil
-		},
-		bound: func(o *opts) time.Duration { return callBound + min(o.pollWait, waitBound) },
-		run: func(ctx context.Context, r *runner, args []string) error {
-			if len(args) == 1 {
-				o, err := r.c.Poll(ctx, args[0], r.opts.pollWait)
+				return callBound
+			},
+			run: func(ctx context.Context, r *runner, args []string) error {
+				if !r.opts.wait {
+					o, err := r.c.SendDetached(ctx, args[0], args[1])
+					if err != nil {
+						return err
+					}
+					return r.outcome(o)
+				}
+				o, err := r.c.Send(ctx, args[0], args[1])
 				if err != nil {
 					return err
 				}
 				return r.settle(ctx, o)
-			}
-			all, err := r.c.PollAll(ctx, r.opts.pollWait)
-			if err != nil {
-				return err
-			}
-			if all == nil {
-				all = []fleetstate.Outcome{}
-			}
-			if r.opts.json {
-				if err := r.printJSON(fleetstate.TicketPage{Tickets: all}); err != nil {
+			},
+		},
+		{
+			Command: Command{Name: "poll", Summary: "show where your tickets stand, or one ticket; acknowledges the finished ones it prints",
+				Usage:   "fleetstate poll [TICKET] [--wait D] [--keep] [--json] [--dir DIR | --url URL]",
+				About:   "Prints every ticket of yours, oldest first, or the one named: its state (queued, working, question, done) and, once done, its outcome. --wait waits up to D (at most the daemon's bound, 60 s) for news first. A finished outcome it printed is acknowledged unless --keep; a question stays until you answer it.",
+				Example: "fleetstate poll tk-01J9Z6 --wait 30s"},
+			args: "at most one TICKET", min: 0, max: 1, keep: true,
+			flags: func(fs *flag.FlagSet, o *opts) {
+				fs.DurationVar(&o.pollWait, "wait", 0, "wait up to this long for news (such as 30s)")
+			},
+			check: func(r *runner, _ []string) error {
+				if r.opts.pollWait < 0 {
+					return fmt.Errorf("--wait %v is negative", r.opts.pollWait)
+				}
+				return nil
+			},
+			bound: func(o *opts) time.Duration { return callBound + min(o.pollWait, waitBound) },
+			run: func(ctx context.Context, r *runner, args []string) error {
+				if len(args) == 1 {
+					o, err := r.c.Poll(ctx, args[0], r.opts.pollWait)
+					if err != nil {
+						return err
+					}
+					return r.settle(ctx, o)
+				}
+				all, err := r.c.PollAll(ctx, r.opts.pollWait)
+				if err != nil {
 					return err
 				}
-			} else {
-				fmt.Fprint(r.stdout, FormatTickets(all))
-			}
-			for _, o := range all {
-				if err := r.ack(ctx, o); err != nil {
+				if all == nil {
+					all = []fleetstate.Outcome{}
+				}
+				if r.opts.json {
+					if err := r.printJSON(fleetstate.TicketPage{Tickets: all}); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprint(r.stdout, FormatTickets(all))
+				}
+				for _, o := range all {
+					if err := r.ack(ctx, o); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Command: Command{Name: "ack", Summary: "acknowledge a finished ticket: drop it and its held outcome",
+				Usage:   "fleetstate ack TICKET [--json] [--dir DIR | --url URL]",
+				About:   "Drops a ticket whose turn has ended, with its outcome. A ticket whose turn is still queued or open is refused: fleetstate cancel ends it.",
+				Example: "fleetstate ack tk-01J9Z6"},
+			args: "TICKET", min: 1, max: 1,
+			run: func(ctx context.Context, r *runner, args []string) error {
+				if err := r.c.Ack(ctx, args[0]); err != nil {
 					return err
 				}
-			}
-			return nil
+				if r.opts.json {
+					return r.printJSON(map[string]bool{"ok": true})
+				}
+				fmt.Fprintf(r.stdout, "acknowledged %s\n", args[0])
+				return nil
+			},
 		},
-	},
-	{
-		Command: Command{Name: "ack", Summary: "acknowledge a finished ticket: drop it and its held outcome",
-			Usage:   "fleetstate ack TICKET [--json] [--dir DIR | --url URL]",
-			About:   "Drops a ticket whose turn has ended, with its outcome. A ticket whose turn is still queued or open is refused: fleetstate cancel ends it.",
-			Example: "fleetstate ack tk-01J9Z6"},
-		args: "TICKET", min: 1, max: 1,
-		run: func(ctx context.Context, r *runner, args []string) error {
-			if err := r.c.Ack(ctx, args[0]); err != nil {
-				return err
-			}
-			if r.opts.json {
-				return r.printJSON(map[string]bool{"ok": true})
-			}
-			fmt.Fprintf(r.stdout, "acknowledged %s\n", args[0])
-			return nil
+		{
+			Command: Command{Name: "answer", Summary: "answer a member's question, by its turn ID, and wait for the turn's next outcome",
+				Usage:   "fleetstate answer TURN TEXT [--keep] [--json] [--dir DIR | --url URL]",
+				About:   "Answers the question the member asked in turn TURN (poll shows it, with the turn ID) with TEXT (\"-\" reads it from standard input), then waits for the turn's next outcome, up to the daemon's send timeout, and prints it. A finished outcome it printed is acknowledged unless --keep.",
+				Example: `fleetstate answer turn-01J9Z6 "yes, drop the old table"`},
+			args: "TURN TEXT", min: 2, max: 2, keep: true,
+			check: func(r *runner, args []string) error { return r.readText(&args[1]) },
+			bound: func(*opts) time.Duration { return waitBound },
+			run: func(ctx context.Context, r *runner, args []string) error {
+				o, err := r.c.Answer(ctx, args[0], args[1])
+				if err != nil {
+					return err
+				}
+				return r.settle(ctx, o)
+			},
 		},
-	},
-	{
-		Command: Command{Name: "answer", Summary: "answer a member's question, by its turn ID, and wait for the turn's next outcome",
-			Usage:   "fleetstate answer TURN TEXT [--keep] [--json] [--dir DIR | --url URL]",
-			About:   "Answers the question the member asked in turn TURN (poll shows it, with the turn ID) with TEXT (\"-\" reads it from standard input), then waits for the turn's next outcome, up to the daemon's send timeout, and prints it. A finished outcome it printed is acknowledged unless --keep.",
-			Example: `fleetstate answer turn-01J9Z6 "yes, drop the old table"`},
-		args: "TURN TEXT", min: 2, max: 2, keep: true,
-		check: func(r *runner, args []string) error { return r.readText(&args[1]) },
-		bound: func(*opts) time.Duration { return waitBound },
-		run: func(ctx context.Context, r *runner, args []string) error {
-			o, err := r.c.Answer(ctx, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return r.settle(ctx, o)
+		{
+			Command: Command{Name: "cancel", Summary: "cancel a ticket's turn: a queued one is never delivered",
+				Usage:   "fleetstate cancel TICKET [--keep] [--json] [--dir DIR | --url URL]",
+				About:   "Ends the ticket's turn as failed, reason cancelled: a queued message is never delivered, and a member working on it learns it on its next call for the turn. A ticket that already ended keeps its outcome, which is printed. The outcome printed is acknowledged unless --keep.",
+				Example: "fleetstate cancel tk-01J9Z6"},
+			args: "TICKET", min: 1, max: 1, keep: true,
+			run: func(ctx context.Context, r *runner, args []string) error {
+				o, err := r.c.Cancel(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return r.settle(ctx, o)
+			},
 		},
-	},
-	{
-		Command: Command{Name: "cancel", Summary: "cancel a ticket's turn: a queued one is never delivered",
-			Usage:   "fleetstate cancel TICKET [--keep] [--json] [--dir DIR | --url URL]",
-			About:   "Ends the ticket's turn as failed, reason cancelled: a queued message is never delivered, and a member working on it learns it on its next call for the turn. A ticket that already ended keeps its outcome, which is printed. The outcome printed is acknowledged unless --keep.",
-			Example: "fleetstate cancel tk-01J9Z6"},
-		args: "TICKET", min: 1, max: 1, keep: true,
-		run: func(ctx context.Context, r *runner, args []string) error {
-			o, err := r.c.Cancel(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return r.settle(ctx, o)
+		{
+			Command: Command{Name: "members", Summary: "list the members: ready, status, queued messages, open turn",
+				Usage:   "fleetstate members [--json] [--dir DIR | --url URL]",
+				About:   "Lists the members a lead can send to, with whether each is ready to take work, its status, how many messages wait in its queue, and its open turn.",
+				Example: "fleetstate members --json"},
+			args: "no arguments", min: 0, max: 0,
+			run: func(ctx context.Context, r *runner, _ []string) error {
+				ms, err := r.c.Members(ctx)
+				if err != nil {
+					return err
+				}
+				if ms == nil {
+					ms = []fleetstate.MemberInfo{}
+				}
+				if r.opts.json {
+					return r.printJSON(map[string]any{"members": ms})
+				}
+				fmt.Fprint(r.stdout, FormatMembers(ms, time.Now()))
+				return nil
+			},
 		},
-	},
-	{
-		Command: Command{Name: "members", Summary: "list the members: ready, status, queued messages, open turn",
-			Usage:   "fleetstate members [--json] [--dir DIR | --url URL]",
-			About:   "Lists the members a lead can send to, with whether each is ready to take work, its status, how many messages wait in its queue, and its open turn.",
-			Example: "fleetstate members --json"},
-		args: "no arguments", min: 0, max: 0,
-		run: func(ctx context.Context, r *runner, _ []string) error {
-			ms, err := r.c.Members(ctx)
-			if err != nil {
-				return err
-			}
-			if ms == nil {
-				ms = []fleetstate.MemberInfo{}
-			}
-			if r.opts.json {
-				return r.printJSON(map[string]any{"members": ms})
-			}
-			fmt.Fprint(r.stdout, FormatMembers(ms, time.Now()))
-			return nil
-		},
-	},
+	}
 }
 
 // runner is what a command's run uses: the connection, the flags and the
