@@ -75,7 +75,7 @@ func Run(ctx context.Context, name string, args []string, stdin io.Reader, stdou
 	fs.StringVar(&o.url, "url", "", "act as the lead whose token is in $FLEET_TOKEN, at this daemon (default $FLEET_URL)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document: the tool's structured output")
 	if c.keep {
-		fs.BoolVar(&o.keep, "keep", false, "leave a finished outcome held for a later poll instead of acknowledging it")
+		fs.BoolVar(&o.keep, "keep", false, "do not acknowledge the finished outcome printed: a polled one stays until acked, one a blocking call returned as long as the daemon holds returned outcomes")
 	}
 	if c.flags != nil {
 		c.flags(fs, o)
