@@ -38,6 +38,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/fleetstate/fleetstate/internal/leadcli"
 )
 
 // version is the server version reported to MCP clients.
@@ -95,6 +97,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runWeb(ctx, args, stdout, stderr)
 	case "help":
 		return runHelp(ctx, args, stdout)
+	}
+	if leadcli.Has(cmd) { // send, poll, ack, answer, cancel, members
+		return leadcli.Run(ctx, cmd, args, stdin, stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return unknownCommand(cmd)
