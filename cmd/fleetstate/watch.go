@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -22,37 +21,15 @@ import (
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
-const watchUsage = `usage: fleetstate watch [--dir DIR | --url URL]
-
-A live terminal view of a fleet: its members with their status, readiness,
-queue and open turn's age; its tickets; the last events. It follows the
-daemon's event stream, reconnects when the daemon restarts, and quits on q.
-
-With --dir (the default: $FLEET_STATE_DIRECTORY or ./.ai-fleet-state) it
-finds the daemon that serves the directory and shows it the operator token
-kept there. With --url it shows the lead's token in $FLEET_TOKEN.
-
-Example:
-  fleetstate watch --dir ./.ai-fleet-state
-  FLEET_TOKEN=fst_... fleetstate watch --url http://127.0.0.1:7333
-
-Flags:
-`
-
 // errNoDaemon says that no live process owns the state directory.
 var errNoDaemon = errors.New("no daemon")
 
 // runWatch runs the terminal view until q, ctrl-c or ctx's end.
 func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), watchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("watch")
 	dir := fs.String("dir", "", "state directory of the daemon to watch (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	rawURL := fs.String("url", "", "the daemon's URL, watched as the lead whose token is in $FLEET_TOKEN")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
