@@ -17,6 +17,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleetup"
 	"github.com/fleetstate/fleetstate/internal/fleetwatch"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -70,7 +71,7 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		if abs, err := filepath.Abs(d); err == nil {
 			d = abs
 		}
-		noDaemon := fmt.Errorf("no daemon serves %s: start `fleetstate serve --dir %s`", d, d)
+		noDaemon := fmt.Errorf("no daemon serves %s: start `%s`", d, fleetup.StartCommand(d))
 		// A directory that no daemon ever served (no owner file in its
 		// private folder) has no daemon now, and watching it must not
 		// create anything there.
@@ -121,7 +122,7 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		defer wg.Done()
 		stream.Run(ctx, msgs)
 	}()
-	p := tea.NewProgram(fleetwatch.New("", time.Now(), msgs),
+	p := tea.NewProgram(fleetwatch.New("", time.Now(), msgs).WithActions(fleetwatch.MCPActions{Source: src}),
 		tea.WithContext(ctx), tea.WithInput(stdin), tea.WithOutput(stdout))
 	_, err = p.Run()
 	cancel()
