@@ -42,6 +42,7 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var (
 		src     fleetwatch.Source
 		explain func(error) error
+		refused = "401: the token in $FLEET_TOKEN may not act"
 	)
 	if *rawURL != "" {
 		base, err := watchBase(*rawURL)
@@ -71,6 +72,7 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		if abs, err := filepath.Abs(d); err == nil {
 			d = abs
 		}
+		refused = "401: the daemon takes no actions with the operator token: act as a lead with FLEET_TOKEN=… fleetstate watch --url URL"
 		noDaemon := fmt.Errorf("no daemon serves %s: start `%s`", d, fleetup.StartCommand(d))
 		// A directory that no daemon ever served (no owner file in its
 		// private folder) has no daemon now, and watching it must not
@@ -122,7 +124,7 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		defer wg.Done()
 		stream.Run(ctx, msgs)
 	}()
-	p := tea.NewProgram(fleetwatch.New("", time.Now(), msgs).WithActions(fleetwatch.MCPActions{Source: src}),
+	p := tea.NewProgram(fleetwatch.New("", time.Now(), msgs).WithActions(fleetwatch.MCPActions{Source: src, Refused: refused}),
 		tea.WithContext(ctx), tea.WithInput(stdin), tea.WithOutput(stdout))
 	_, err = p.Run()
 	cancel()

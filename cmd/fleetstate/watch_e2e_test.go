@@ -92,6 +92,14 @@ func TestWatchInTmux(t *testing.T) {
 
 	p := startWatch(t, nil, "--dir", dir)
 	p.waitFor("the snapshot", `live[\s\S]*MEMBERS \(1\)[\s\S]*scout\s+no\s+PULL\s+0\s+-`)
+	// The operator token watches; this daemon takes no tool calls with it,
+	// and an action says so and what to do.
+	p.tmux("send-keys", "-t", "w", "s")
+	p.waitFor("the member choice", `send to: scout`)
+	p.tmux("send-keys", "-t", "w", "Enter")
+	p.tmux("send-keys", "-t", "w", "-l", "hello")
+	p.tmux("send-keys", "-t", "w", "Enter")
+	p.waitFor("the refusal", `failed: 401: the daemon takes no actions with the operator token: act as a lead`)
 
 	scout := connectHTTP(t, d.url, tokens["scout"])
 	lead := connectHTTP(t, d.url, tokens["lead"])

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/mark3labs/mcp-go/client/transport"
 )
 
 // Actions is how the view acts on the fleet: each method is one call
@@ -43,6 +44,9 @@ const actionTimeout = 70 * time.Second
 // value has no source and refuses every action.
 type MCPActions struct {
 	Source Source
+	// Refused, if set, is the error shown when the daemon refuses the
+	// source's credentials for tool calls (401): the fix, in words.
+	Refused string
 }
 
 func (a MCPActions) client(ctx context.Context) (*mcpadapter.Client, error) {
@@ -53,7 +57,11 @@ func (a MCPActions) client(ctx context.Context) (*mcpadapter.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return mcpadapter.Dial(ctx, base+"/mcp", token, "fleetstate-watch")
+	c, err := mcpadapter.Dial(ctx, base+"/mcp", token, "fleetstate-watch")
+	if errors.Is(err, transport.ErrAuthorizationRequired) && a.Refused != "" {
+		return nil, errors.New(a.Refused)
+	}
+	return c, err
 }
 
 // Answer answers with fleet_send {turn_id, content}.

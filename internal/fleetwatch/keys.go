@@ -37,6 +37,7 @@ const (
 type ActionDoneMsg struct {
 	What string // what was done, for the notice
 	Err  error
+	turn string // of an answer
 }
 
 // WithActions returns the model with the actions its keys take; without
@@ -219,7 +220,7 @@ func (m Model) submit(text string) (tea.Model, tea.Cmd) {
 			if ctx.Err() == context.Canceled {
 				err = nil // the stream showed the answer: done
 			}
-			return ActionDoneMsg{What: "answered " + m.typing, Err: err}
+			return ActionDoneMsg{What: "answered " + m.typing, Err: err, turn: turn}
 		}
 	case modeBrief:
 		member := m.target

@@ -113,6 +113,9 @@ func TestKeysAnswerTheSelectedQuestion(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].(ActionDoneMsg).Err != nil || !strings.Contains(screen(m), "answered scout") {
 		t.Errorf("after the answer: %v\n%s", msgs, screen(m))
 	}
+	if len(m.answering) != 0 {
+		t.Errorf("answers under way after the call ended: %v; want none", m.answering)
+	}
 	// esc leaves a prompt without a call; q typed in it is text.
 	m, _ = press(t, m, "a", "q", "esc")
 	if len(f.calls) != 1 || m.mode != modeBrowse {
