@@ -116,6 +116,10 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, m.act("cancelled ticket "+shortID(id), func(ctx context.Context) error { return m.actions.Cancel(ctx, id) })
 	case modeChoose:
 		n := len(m.members)
+		if n == 0 { // removed while choosing
+			m.mode, m.notice = modeBrowse, "no member to send to"
+			return m, nil
+		}
 		switch k {
 		case "esc":
 			m.mode = modeBrowse
@@ -169,7 +173,7 @@ func (m Model) begin(k string) (tea.Model, tea.Cmd) {
 				q = t
 			}
 		}
-		m.mode, m.target, m.input, m.typing = modeAnswer, q.TurnID, "", q.From
+		m.mode, m.target, m.input, m.about = modeAnswer, q.TurnID, "", q.From
 	case "c":
 		i := m.sel(secTickets)
 		if m.section != secTickets || i < 0 {
@@ -181,7 +185,7 @@ func (m Model) begin(k string) (tea.Model, tea.Cmd) {
 			m.notice = "ticket " + shortID(t.Ticket) + " has ended already"
 			return m, nil
 		}
-		m.mode, m.target, m.typing = modeConfirm, t.Ticket, t.From
+		m.mode, m.target, m.about = modeConfirm, t.Ticket, t.From
 	case "s":
 		if len(m.members) == 0 {
 			m.notice = "no member to send to"
@@ -213,14 +217,14 @@ func (m Model) submit(text string) (tea.Model, tea.Cmd) {
 		turn := m.target
 		ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
 		m.answering[turn] = cancel
-		m.notice = "answering " + m.typing + "…"
+		m.notice = "answering " + m.about + "…"
 		return m, func() tea.Msg {
 			defer cancel()
 			err := m.actions.Answer(ctx, turn, text)
 			if ctx.Err() == context.Canceled {
 				err = nil // the stream showed the answer: done
 			}
-			return ActionDoneMsg{What: "answered " + m.typing, Err: err, turn: turn}
+			return ActionDoneMsg{What: "answered " + m.about, Err: err, turn: turn}
 		}
 	case modeBrief:
 		member := m.target
@@ -233,6 +237,14 @@ func (m Model) submit(text string) (tea.Model, tea.Cmd) {
 		}
 	}
 	return m, nil
+}
+
+// paste adds pasted text to the text being typed, on one line.
+func (m Model) paste(text string) Model {
+	if m.mode == modeAnswer || m.mode == modeBrief {
+		m.input += strings.Join(strings.Fields(text), " ")
+	}
+	return m
 }
 
 // act runs f as a command, bounded, and reports how it ended.
@@ -250,13 +262,17 @@ func (m Model) footer() []string {
 	var out []string
 	switch m.mode {
 	case modeAnswer:
-		out = append(out, titleStyle.Render("answer "+m.typing+": ")+m.input+"█", dimStyle.Render("enter sends · esc leaves"))
+		out = append(out, titleStyle.Render("answer "+m.about+": ")+m.input+"█", dimStyle.Render("enter sends · esc leaves"))
 	case modeBrief:
 		out = append(out, titleStyle.Render("brief for "+m.target+": ")+m.input+"█", dimStyle.Render("enter sends it detached · esc leaves"))
 	case modeConfirm:
-		out = append(out, warnStyle.Render(fmt.Sprintf("cancel ticket %s of %s? y/n", shortID(m.target), m.typing)))
+		out = append(out, warnStyle.Render(fmt.Sprintf("cancel ticket %s of %s? y/n", shortID(m.target), m.about)))
 	case modeChoose:
-		out = append(out, titleStyle.Render("send to: ")+m.members[m.sel(secMembers)].Name, dimStyle.Render("↑↓ choose · enter types the brief · esc leaves"))
+		name := "(no member)"
+		if i := m.sel(secMembers); i >= 0 {
+			name = m.members[i].Name
+		}
+		out = append(out, titleStyle.Render("send to: ")+name, dimStyle.Render("↑↓ choose · enter types the brief · esc leaves"))
 	default:
 		if m.notice != "" {
 			out = append(out, m.notice)

@@ -187,7 +187,8 @@ func TestKeysSendATask(t *testing.T) {
 	if s := screen(m); !strings.Contains(s, "brief for scout: █") {
 		t.Fatalf("no brief prompt for scout:\n%s", s)
 	}
-	m, _ = press(t, m, append(typed("map the west"), "enter")...)
+	m = feed(m, tea.PasteMsg{Content: "map the\nwest"})
+	m, _ = press(t, m, "enter")
 	if len(f.calls) != 1 || f.calls[0] != "send scout map the west" {
 		t.Fatalf("calls %q; want the send to scout", f.calls)
 	}
@@ -259,4 +260,21 @@ func TestMembersStaleWhenTheDaemonIsGone(t *testing.T) {
 	}
 	m = feed(m, snapshot())
 	wantRow(t, m, "miner", "yes", "IDLE", "0", "-")
+}
+
+// Members that go while one is being chosen end the choice, without a
+// call or a crash.
+func TestChoosingWhenTheMembersGo(t *testing.T) {
+	f := &fakeActions{}
+	m := feed(New("", t0, nil).WithActions(f), snapshot())
+	m, _ = press(t, m, "s")
+	m = feed(m, ev(5, 0, fleetstate.EventMemberRemoved, fleetstate.Event{Member: "miner"}),
+		ev(6, 0, fleetstate.EventMemberRemoved, fleetstate.Event{Member: "scout"}))
+	if s := screen(m); !strings.Contains(s, "send to: (no member)") {
+		t.Errorf("the choice without members:\n%s", s)
+	}
+	m, _ = press(t, m, "down", "enter")
+	if m.mode != modeBrowse || len(f.calls) != 0 || !strings.Contains(screen(m), "no member to send to") {
+		t.Errorf("mode %d, calls %q; want browsing, no call:\n%s", m.mode, f.calls, screen(m))
+	}
 }

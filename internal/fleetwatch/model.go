@@ -121,7 +121,7 @@ type Model struct {
 	prev      mode   // the mode enter just left
 	input     string // what was typed in modeAnswer or modeBrief
 	target    string // the turn, ticket or member of the mode
-	typing    string // the member the mode is about, for its prompt
+	about     string // the member the mode is about, for its prompt
 	notice    string // how the last action went
 }
 
@@ -161,6 +161,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.KeyPressMsg:
 		return m.key(msg)
+	case tea.PasteMsg:
+		return m.paste(msg.Content), nil
 	case ActionDoneMsg:
 		m.notice = noticeOf(msg, m.now)
 		delete(m.answering, msg.turn)
