@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetstate/fleetstate/internal/cmdhelp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/leadcli"
 )
 
 // runIn runs the command line args in a fresh working directory without
@@ -87,6 +88,9 @@ func listed(out string) []string {
 // --version.
 func TestHelpListsEachCommandOnce(t *testing.T) {
 	want := dispatched(t) // before runIn leaves the package's directory
+	for _, c := range leadcli.Commands() {
+		want = append(want, c.Name) // dispatched through leadcli.Has
+	}
 	out, err := runIn(t, "--help")
 	if err != nil {
 		t.Fatal(err)

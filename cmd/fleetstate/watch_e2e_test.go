@@ -92,15 +92,6 @@ func TestWatchInTmux(t *testing.T) {
 
 	p := startWatch(t, nil, "--dir", dir)
 	p.waitFor("the snapshot", `live[\s\S]*MEMBERS \(1\)[\s\S]*scout\s+no\s+PULL\s+0\s+-`)
-	// The operator token watches; this daemon takes no tool calls with it,
-	// and an action says so and what to do.
-	p.tmux("send-keys", "-t", "w", "s")
-	p.waitFor("the member choice", `send to: scout`)
-	p.tmux("send-keys", "-t", "w", "Enter")
-	p.tmux("send-keys", "-t", "w", "-l", "hello")
-	p.tmux("send-keys", "-t", "w", "Enter")
-	p.waitFor("the refusal", `failed: 401: the daemon takes no actions with the operator token: act as a lead`)
-
 	scout := connectHTTP(t, d.url, tokens["scout"])
 	lead := connectHTTP(t, d.url, tokens["lead"])
 	// A member becomes ready when it first calls: fleet_next with no
@@ -131,6 +122,20 @@ func TestWatchInTmux(t *testing.T) {
 		t.Logf("the new daemon got the old port again: %s", newBase)
 	}
 	p.waitFor("the restarted daemon", regexp.QuoteMeta(newBase)+`\s+live[\s\S]*`+ticket+`\s+scout\s+lead\s+done`)
+
+	// With --dir the view acts as the operator, with the new daemon's
+	// operator token: a task sent with s reaches the member from
+	// "operator".
+	p.tmux("send-keys", "-t", "w", "s")
+	p.waitFor("the member choice", `send to: scout`)
+	p.tmux("send-keys", "-t", "w", "Enter")
+	p.tmux("send-keys", "-t", "w", "-l", "hello from the operator")
+	p.tmux("send-keys", "-t", "w", "Enter")
+	p.waitFor("the operator's send", `sent ticket \w+ to scout`)
+	scout2 := connectHTTP(t, d2.url, tokens["scout"])
+	if msg := ok(bg, t, scout2, "fleet_next", map[string]any{"wait_s": 10}); msg["content"] != "hello from the operator" || msg["from"] != "operator" {
+		t.Fatalf("scout's fleet_next after the operator's send = %v; want the task, from operator", msg)
+	}
 
 	p.tmux("send-keys", "-t", "w", "q")
 	if status := p.exited(); status != "0" {
