@@ -2,6 +2,7 @@ package fleetstate
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -283,6 +284,11 @@ func withOp(op string, err error) error {
 	}
 	if _, ok := err.(*Error); ok {
 		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The bound of a backend call (Options.Timeout), never a
+		// caller's: the backend did not answer in time.
+		return &Error{Code: CodeUnavailable, Op: op, Err: errors.New("the backend did not answer in time")}
 	}
 	return &Error{Code: CodeInternal, Op: op, Err: err}
 }

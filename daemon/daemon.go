@@ -353,19 +353,21 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		return nil, err
 	}
 	st.members.Store(members) // a call naming an unknown member looks again
-	srv := st.adapter.NewServer("fleetstate", d.cfg.Version)
-	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: d.cfg.Anonymous,
-		OnStatus: onStatus, SessionIdleTTL: d.cfg.SessionTTL,
-		MaxSessionsPerToken: d.cfg.MaxSessionsPerToken, MaxSessions: d.cfg.MaxSessions, Membership: members})
-	// What happens in the fleet: one structured log line per event, the
-	// notification command, and the event stream for views.
+	// The operator token opens the event stream and the dashboard, and
+	// calls the tools as the lead mcpadapter.OperatorAgent.
 	operator, err := mcpadapter.NewOperatorToken(st.store)
 	if err != nil {
 		members.Close()
 		st.rv.Close()
-		handler.Close()
 		return nil, err
 	}
+	srv := st.adapter.NewServer("fleetstate", d.cfg.Version)
+	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: d.cfg.Anonymous,
+		OnStatus: onStatus, SessionIdleTTL: d.cfg.SessionTTL,
+		MaxSessionsPerToken: d.cfg.MaxSessionsPerToken, MaxSessions: d.cfg.MaxSessions, Membership: members,
+		Operator: operator})
+	// What happens in the fleet: one structured log line per event, the
+	// notification command, and the event stream for views.
 	fh := &fleetHTTP{st: st, members: members, handler: handler}
 	logSub, _ := st.rv.Subscribe(4096)
 	fh.readers.Go(func() { logEvents(d.log, logSub) })

@@ -557,8 +557,8 @@ func forwardTo(ownerURL string, log *slog.Logger) (http.Handler, error) {
 					dp.d.serve(w, in, dp.by)
 					return
 				case <-t.C:
-				case <-r.Context().Done():
-					return
+				case <-dp.in.Context().Done():
+					return // the caller went away
 				}
 			}
 			log.Warn("fleetstate: forward to the fleet's owner", "owner", ownerURL, "err", err)

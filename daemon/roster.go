@@ -48,6 +48,10 @@ type Roster struct {
 	// "ask", "ready", "rejoin" (Go durations, "20s"). A daemon started by
 	// hand takes its flags instead.
 	Timeouts map[string]string `json:"timeouts,omitempty"`
+	// Notify is the command of the daemon fleetstate up starts that is
+	// run for each event a person should see (serve --notify; up
+	// --notify replaces it). A daemon started by hand takes its flag.
+	Notify string `json:"notify,omitempty"`
 	// Approvals are the rules that decide the members' permission
 	// requests without asking, and whether leads may decide them.
 	Approvals *Approvals    `json:"approvals,omitempty"`
@@ -327,11 +331,15 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// ServeFlags returns the flags of serve that the file's timeouts stand for.
+// ServeFlags returns the flags of serve that the file's timeouts and
+// notify command stand for.
 func (ro *Roster) ServeFlags() []string {
 	var out []string
 	for _, k := range sortedKeys(ro.Timeouts) {
 		out = append(out, "--"+k+"-timeout", ro.Timeouts[k])
+	}
+	if ro.Notify != "" {
+		out = append(out, "--notify", ro.Notify)
 	}
 	return out
 }

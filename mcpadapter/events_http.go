@@ -61,8 +61,8 @@ type EventsOptions struct {
 
 // EventsHandler serves rv's events as server-sent events to a lead, the
 // operator or a caller Authorize admits: first the fleet's snapshot, as
-// "event: snapshot" with the JSON of a [fleetstate.Snapshot] clipped to
-// [SnapshotClip] bytes of each brief and content, then each
+// "event: snapshot" with the JSON of a [StreamSnapshot] (the recent events
+// with it) clipped to [SnapshotClip] bytes of each brief and content, then each
 // event as "event: event" with the JSON of a [fleetstate.Event]. A watcher
 // that reads too slowly loses events (their number is in the next event's
 // gap) and never slows the fleet. The stream ends when the rendezvous
@@ -77,6 +77,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 		o.Heartbeat = DefaultEventsHeartbeat
 	}
 	revoked := newBroadcast()
+	recent := recordRecent(rv, RecentEvents)
 	if o.Membership != nil {
 		o.Membership.onRevoke(func(Identity) { revoked.fire() })
 	}
@@ -127,7 +128,8 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
-		if writeSSE(w, "snapshot", clipSnapshot(snap, SnapshotClip)) != nil {
+		first := StreamSnapshot{clipSnapshot(snap, SnapshotClip), recent.upTo(snap.Seq, SnapshotClip)}
+		if writeSSE(w, "snapshot", first) != nil {
 			return
 		}
 		flusher.Flush()

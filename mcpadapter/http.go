@@ -3,6 +3,7 @@ package mcpadapter
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -74,6 +75,11 @@ type HTTPOptions struct {
 	// (its listening streams close), and its MCP sessions are ended and
 	// no longer counted against the caps.
 	Membership *Membership
+	// Operator, if set, is the daemon's operator token (see
+	// [NewOperatorToken]): a request that carries it calls the tools as
+	// the lead named [OperatorAgent], so that a person steers the fleet
+	// through the lead's tools. Empty means the operator calls no tool.
+	Operator string
 }
 
 // HTTPHandler serves srv over MCP streamable HTTP with the caller's
@@ -127,6 +133,15 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 	}
 	bodies := newBodyBudget(budget)
 	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests()}
+	lookup := func(token string) (Identity, bool) {
+		if opts.Operator != "" && subtle.ConstantTimeCompare([]byte(token), []byte(opts.Operator)) == 1 {
+			return Identity{Agent: OperatorAgent, Role: RoleLead}, true
+		}
+		if opts.Tokens == nil {
+			return Identity{}, false
+		}
+		return opts.Tokens.Lookup(token)
+	}
 	if !opts.NoFastPath {
 		h.fast = newHTTPFast(a, srv)
 	}
@@ -153,8 +168,8 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 		default:
 			var ok, found bool
 			token, ok = bearerToken(auth)
-			if ok && opts.Tokens != nil {
-				id, found = opts.Tokens.Lookup(token)
+			if ok {
+				id, found = lookup(token)
 			}
 			if !found {
 				w.Header().Set("Connection", "close")
@@ -172,7 +187,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			lr, changed := h.live.add(id, cancel, epoch)
 			defer h.live.remove(id, lr)
 			if changed {
-				if again, found := opts.Tokens.Lookup(token); !found || again != id {
+				if again, found := lookup(token); !found || again != id {
 					w.Header().Set("Connection", "close")
 					w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate", error="invalid_token"`)
 					http.Error(w, "unauthorized: unknown or revoked token", http.StatusUnauthorized)

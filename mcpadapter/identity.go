@@ -15,6 +15,12 @@ const (
 	RoleMember Role = "member"
 )
 
+// OperatorAgent is the lead the daemon's operator token calls the tools as
+// (see [HTTPOptions].Operator): what a person sends from the CLI is this
+// lead's, and its tickets are this lead's. A lead token issued to an agent
+// of this name shares them.
+const OperatorAgent = "operator"
+
 // ParseRole parses "lead" or "member".
 func ParseRole(s string) (Role, error) {
 	switch Role(s) {

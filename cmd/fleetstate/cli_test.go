@@ -6,13 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"os"
 	"os/exec"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/cmdhelp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/leadcli"
 )
 
 // runIn runs the command line args in a fresh working directory without
@@ -30,23 +38,113 @@ func runIn(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestHelpListsCommandsAndEveryFlag(t *testing.T) {
+// dispatched returns the commands that run's switch dispatches, read
+// from main.go's source, so that a command added there without a line in
+// the list fails TestHelpListsEachCommandOnce.
+func dispatched(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		fn, ok := n.(*ast.FuncDecl)
+		if ok && fn.Name.Name != "run" {
+			return false
+		}
+		sw, ok := n.(*ast.SwitchStmt)
+		if !ok || sw.Tag == nil || types.ExprString(sw.Tag) != "cmd" {
+			return true
+		}
+		for _, c := range sw.Body.List {
+			for _, e := range c.(*ast.CaseClause).List {
+				cmds = append(cmds, strings.Trim(e.(*ast.BasicLit).Value, `"`))
+			}
+		}
+		return false
+	})
+	if len(cmds) < 10 {
+		t.Fatalf("found only %v in run's switch", cmds)
+	}
+	return cmds
+}
+
+// listed returns the commands of a "commands:" list, in order.
+func listed(out string) []string {
+	var cmds []string
+	_, list, _ := strings.Cut(out, "commands:\n")
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.HasPrefix(line, "  ") {
+			break
+		}
+		cmds = append(cmds, strings.Fields(line)[0])
+	}
+	return cmds
+}
+
+// TestHelpListsEachCommandOnce: --help is a short list, one line for each
+// command the binary dispatches; a mistyped command lists the same; -v is
+// --version.
+func TestHelpListsEachCommandOnce(t *testing.T) {
+	want := dispatched(t) // before runIn leaves the package's directory
+	for _, c := range leadcli.Commands() {
+		want = append(want, c.Name) // dispatched through leadcli.Has
+	}
 	out, err := runIn(t, "--help")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
-		"up ", "down ", "mcp ", "serve ", "token ", "status ", "demo ", "version ",
-		"-roster", "-send-timeout", "-ask-timeout", "-ready-timeout", "-max-sessions", "-connect", "-addr", "-dir", "-agent", "-role", "-keep", "-url",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("fleetstate --help lacks %q", want)
+	if n := strings.Count(out, "\n"); n > 30 {
+		t.Errorf("fleetstate --help is %d lines; want at most 30:\n%s", n, out)
+	}
+	got := listed(out)
+	sort.Strings(want)
+	sorted := slices.Sorted(slices.Values(got))
+	if !slices.Equal(sorted, want) {
+		t.Errorf("fleetstate --help lists %v; want each of run's commands once: %v", got, want)
+	}
+	for _, args := range [][]string{{"help"}, {"-h"}} {
+		if o, err := runIn(t, args...); err != nil || o != out {
+			t.Errorf("fleetstate %s: %v; want what --help prints:\n%s", args[0], err, o)
+		}
+	}
+	bogus, err := runIn(t, "bogus")
+	if err == nil || !strings.Contains(err.Error(), `unknown command "bogus"`) {
+		t.Errorf("fleetstate bogus: %v; want an unknown command", err)
+	}
+	if l := listed(bogus); !slices.Equal(l, got) {
+		t.Errorf("fleetstate bogus lists %v; want the list of --help, %v", l, got)
+	}
+	v, err := runIn(t, "-v")
+	if err != nil || !strings.HasPrefix(v, "fleetstate "+cmdhelp.ModuleVersion()) {
+		t.Errorf("fleetstate -v: %q, %v; want the version", v, err)
+	}
+}
+
+// TestCommandHelpHasEveryFlag: the full help of each command, which
+// --help no longer prints, is in fleetstate help CMD.
+func TestCommandHelpHasEveryFlag(t *testing.T) {
+	var all strings.Builder
+	for _, c := range cmdhelp.Commands() {
+		out, err := runIn(t, "help", c.Name)
+		if err != nil {
+			t.Fatalf("fleetstate help %s: %v", c.Name, err)
+		}
+		if low := strings.ToLower(out); !strings.Contains(low, "usage: fleetstate") || !strings.Contains(low, "example:\n  ") {
+			t.Errorf("fleetstate help %s lacks its usage or example:\n%s", c.Name, out)
+		}
+		all.WriteString(out)
+	}
+	for _, want := range []string{"-roster", "-send-timeout", "-ask-timeout", "-ready-timeout", "-max-sessions", "-connect", "-addr", "-dir", "-agent", "-role", "-keep", "-url"} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("no command's help has %q", want)
 		}
 	}
 }
 
 func TestCommandHelp(t *testing.T) {
-	for _, cmd := range []string{"up", "down", "mcp", "serve", "token", "status", "demo"} {
+	for _, cmd := range []string{"up", "down", "mcp", "serve", "token", "status", "demo", "watch"} {
 		t.Run(cmd, func(t *testing.T) {
 			for _, args := range [][]string{{"help", cmd}, {cmd, "--help"}, {cmd, "-h"}} {
 				out, err := runIn(t, args...)
@@ -70,10 +168,10 @@ func TestCommandHelp(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	for _, args := range [][]string{{"version"}, {"--version"}} {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}} {
 		out, err := runIn(t, args...)
-		if err != nil || !strings.HasPrefix(out, "fleetstate ") || !strings.Contains(out, moduleVersion()) {
-			t.Errorf("fleetstate %s: %q, %v; want the module version %q", args[0], out, err, moduleVersion())
+		if err != nil || !strings.HasPrefix(out, "fleetstate ") || !strings.Contains(out, cmdhelp.ModuleVersion()) {
+			t.Errorf("fleetstate %s: %q, %v; want the module version %q", args[0], out, err, cmdhelp.ModuleVersion())
 		}
 	}
 	// The built binary says the same.

@@ -7,274 +7,49 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
+
+	"github.com/fleetstate/fleetstate/internal/cmdhelp"
 )
 
-// commandHelp is what `fleetstate help CMD` and `fleetstate CMD --help`
-// print of a command, beside its flags.
-type commandHelp struct {
-	name    string
-	summary string // one line, for the list of commands
-	usage   string
-	about   string // what it does, a paragraph
-	example string
-}
-
-// commandHelps lists the commands in the order `fleetstate --help` shows
-// them.
-func commandHelps() []commandHelp {
-	return []commandHelp{
-		{"up", "bring a fleet up from its fleet file: daemon, tokens, tmux panes, agent configuration",
-			"fleetstate up FILE [--dir DIR] [--addr HOST:PORT]",
-			"Starts the daemon in the background (or uses the one serving the state directory), makes the missing tokens, writes each agent's MCP configuration and status hooks (Claude Code: .mcp.json and .claude/settings.json in its workdir; Codex: config.toml in a CODEX_HOME of its own), and starts each agent's command in a tmux window of its own on the fleet's private tmux socket, with FLEET_AGENT, FLEET_ROLE, FLEET_TOKEN and FLEET_URL in its environment. It returns once the fleet runs. Running it again on a running fleet changes nothing; a fleet file with a mistake is refused, naming the field, before anything starts.",
-			"fleetstate up fleet.json --dir .ai-fleet-state"},
-		{"down", "stop a fleet brought up by up: its agents, its tmux session and its daemon",
-			"fleetstate down FILE [--dir DIR]",
-			"Stops the agents' panes (SIGTERM, a bounded wait, then SIGKILL), the tmux session, and the daemon if fleetstate up started it. The state directory, with its tokens, files and tickets, stays.",
-			"fleetstate down fleet.json --dir .ai-fleet-state"},
-		{"mcp", "serve MCP over standard input and output (the default command)",
-			"fleetstate [mcp] [--dir DIR] [--agent NAME --role lead|member] [--connect URL[,URL...]] [--nats URL[,URL...] [--fleet NAME]]",
-			"Speaks MCP over standard input and output on the state directory. With --connect it forwards every tool to a daemon instead, authenticated by $FLEET_TOKEN (several URLs of one fleet's daemons: it fails over between them); --agent and --role, if given, must be the token's. With --nats it serves the store of a fleet kept in NATS JetStream, whose fleet tools its daemons serve. On a state directory, $FLEET_STATE_SYNC_WRITES=1 flushes each put to stable storage before it returns (it then survives a power failure; an fsync per put).",
-			"FLEET_TOKEN=fst_… fleetstate mcp --connect http://127.0.0.1:7333/mcp"},
-		{"serve", "run the daemon: MCP over HTTP with a bearer token per agent",
-			"fleetstate serve [--addr 127.0.0.1:7333] [--dir DIR | --nats URL[,URL...] | --nats-node [--nats-addr HOST:PORT] [--nats-cluster HOST:PORT --nats-routes URL,...]] [--fleet NAME] [--advertise URL] [--roster FILE] [--anonymous]",
-			"Serves streamable HTTP at /mcp, where a lead and its members, each with its own token, meet in one rendezvous; with --roster it also reaches the agents of a fleet file in their tmux panes. With --nats the fleet's whole state lives in NATS JetStream and any number of daemons with the same --nats and --fleet serve it: one owns the rendezvous, the others forward to it (at the URL it --advertise-s) and take over when it dies. With --nats-node the daemon runs its own NATS server, as fleetstate nats does (flags --nats-addr, --nats-store-dir, --nats-cluster, --nats-routes, ...), and reaches it in process, without a TCP hop per write; other daemons and token --nats reach it at --nats-addr. On a state directory, $FLEET_STATE_SYNC_WRITES=1 flushes each put to stable storage before it returns. Logs go to standard error.",
-			"fleetstate serve --addr 127.0.0.1:7333 --roster fleet.json"},
-		{"token", "add, revoke or list the bearer tokens of the daemon's agents",
-			"fleetstate token add|revoke|list [--agent NAME] [--role lead|member] [--dir DIR | --nats URL[,URL...] [--fleet NAME]]",
-			"add prints a new token for an agent (shown once: only its hash is kept); revoke removes every token of an agent, ending its connections; list prints the agents that hold tokens.",
-			"fleetstate token add --agent alice --role member"},
-		{"nats", "run a NATS server with JetStream for a fleet kept in NATS (serve --nats; serve --nats-node runs one inside the daemon)",
-			"fleetstate nats [--addr 127.0.0.1:4222] [--store-dir DIR] [--cluster HOST:PORT --routes nats-route://HOST:PORT,...]",
-			"Runs the NATS server, embedded in this binary, for convenience: one for a fleet on one machine, or one per machine, each naming the others' cluster addresses in --routes, for a replicated fleet. It is NATS doing the storage and the replication; a nats-server installed on its own serves as well.",
-			"fleetstate nats --addr 127.0.0.1:4222 --store-dir /var/lib/fleet-nats"},
-		{"status", "report an agent's status to the daemon, from its hooks",
-			"fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]",
-			"Reports the status given, or, without one, the status the hook event on standard input stands for (Claude Code's hooks pass one). Needs the agent's token in $FLEET_TOKEN.",
-			`echo '{"hook_event_name":"Stop"}' | FLEET_TOKEN=fst_… fleetstate status`},
-		{"watch", "a live terminal view of the fleet: members, tickets, the last events",
-			"fleetstate watch [--dir DIR | --url URL]",
-			"Follows the daemon's event stream: members with status, readiness, queue length and the open turn's age; tickets with their state; the last events. With --dir it finds the daemon from the state directory and uses its operator token; with --url it needs a lead's token in $FLEET_TOKEN. q quits.",
-			"fleetstate watch --dir .ai-fleet-state"},
-		{"web", "print a one-time login URL for the daemon's dashboard",
-			"fleetstate web [--dir DIR | --url URL]",
-			"Asks the daemon for a one-time login code and prints the URL that opens the dashboard in a browser: the same live view as watch, with the transcript of each turn.",
-			"fleetstate web --dir .ai-fleet-state"},
-		{"demo", "run a lead and two members in-process and show every flow",
-			"fleetstate demo [--keep]",
-			"Runs a small fleet on a temporary state directory and prints what happens.",
-			"fleetstate demo"},
-		{"version", "print the version", "fleetstate version", "Prints the module version of this binary, from its build information.", "fleetstate version"},
-		{"help", "show help for a command", "fleetstate help [COMMAND]", "Lists the commands and their flags, or shows one command's help.", "fleetstate help up"},
-	}
-}
-
-func lookupHelp(name string) (commandHelp, bool) {
-	for _, c := range commandHelps() {
-		if c.name == name {
-			return c, true
-		}
-	}
-	return commandHelp{}, false
-}
-
-// newFlagSet returns the flag set of a command, quiet: parseFlags prints
-// help and errors itself.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return fs
-}
-
-// parseFlags parses args into fs. On -h or --help it prints the command's
-// help on stdout and returns flag.ErrHelp (the command then does nothing,
-// and the binary exits 0); a mistake is an error that names it and where
-// the help is.
+// The flag parsing of every command, with its -h/--help (internal/cmdhelp).
+func newFlagSet(name string) *flag.FlagSet { return cmdhelp.NewFlagSet(name) }
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		printCommandHelp(stdout, fs)
-		return flag.ErrHelp
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %v (see fleetstate %s --help)", fs.Name(), err, strings.Fields(fs.Name())[0])
-	}
-	return nil
+	return cmdhelp.Parse(fs, args, stdout)
 }
-
-// parseInterspersed is parseFlags for commands whose arguments may come
-// before their flags (fleetstate up FILE --dir DIR): it returns the
-// arguments that are not flags, in order.
 func parseInterspersed(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args, stdout); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil // after --, nothing is a flag
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
+	return cmdhelp.ParseInterspersed(fs, args, stdout)
 }
 
-// printCommandHelp prints a command's purpose, usage, flags and example.
-func printCommandHelp(w io.Writer, fs *flag.FlagSet) {
-	name := strings.Fields(fs.Name())[0]
-	if c, ok := lookupHelp(name); ok {
-		fmt.Fprintf(w, "%s\n\nusage: %s\n\n%s\n", c.summary, c.usage, wrap(c.about, 76))
-	}
-	fmt.Fprintln(w, "\nflags:")
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
-		fmt.Fprintln(w, "  (none)")
-	}
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-	if c, ok := lookupHelp(name); ok {
-		fmt.Fprintf(w, "\nexample:\n  %s\n", c.example)
-	}
-}
-
-// wrap folds text into lines of at most width bytes, at spaces.
-func wrap(text string, width int) string {
-	var b strings.Builder
-	line := 0
-	for _, word := range strings.Fields(text) {
-		if line > 0 && line+1+len(word) > width {
-			b.WriteByte('\n')
-			line = 0
-		} else if line > 0 {
-			b.WriteByte(' ')
-			line++
-		}
-		b.WriteString(word)
-		line += len(word)
-	}
-	return b.String()
-}
-
-// runHelp prints the list of commands with every command's flags, or, with
-// a command's name, that command's help.
+// runHelp prints the list of commands, one line each, or, with a
+// command's name, that command's help as its --help does.
 func runHelp(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 1 {
 		return errors.New("help: name one command (fleetstate help COMMAND)")
 	}
-	if len(args) == 1 {
-		if _, ok := lookupHelp(args[0]); !ok {
-			return unknownCommand(args[0])
-		}
-		return commandHelpText(ctx, args[0], stdout)
-	}
-	fmt.Fprint(stdout, "fleetstate: a shared store and a rendezvous for a fleet of AI agents, as an MCP server\n\nusage: fleetstate COMMAND [flags]\n\ncommands:\n")
-	for _, c := range commandHelps() {
-		fmt.Fprintf(stdout, "  %-8s %s\n", c.name, c.summary)
-	}
-	fmt.Fprint(stdout, "\nWithout a command, fleetstate runs mcp. fleetstate CMD --help shows one command's help.\n")
-	for _, c := range commandHelps() {
-		if c.name == "help" || c.name == "version" {
-			continue
-		}
-		fmt.Fprintf(stdout, "\n%s\n\n", strings.Repeat("─", 8)+" "+c.name)
-		if err := commandHelpText(ctx, c.name, stdout); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// commandHelpText prints the help of command name, as its --help does.
-func commandHelpText(ctx context.Context, name string, w io.Writer) error {
-	args := []string{name, "--help"}
-	if name == "token" {
-		args = []string{name, "list", "--help"}
-	}
-	if name == "help" || name == "version" {
-		c, _ := lookupHelp(name)
-		fmt.Fprintf(w, "%s\n\nusage: %s\n\n%s\n\nexample:\n  %s\n", c.summary, c.usage, c.about, c.example)
+	if len(args) == 0 {
+		cmdhelp.WriteOverview(stdout)
 		return nil
 	}
+	name := args[0]
+	if _, ok := cmdhelp.Lookup(name); !ok {
+		return cmdhelp.Unknown(name)
+	}
+	cmd := []string{name, "--help"}
+	switch name {
+	case "help":
+		cmdhelp.WriteCommand(stdout, newFlagSet("help"))
+		return nil
+	case "token":
+		cmd = []string{name, "list", "--help"}
+	}
 	var buf bytes.Buffer
-	err := run(ctx, args, strings.NewReader(""), &buf, &buf, nil)
+	err := run(ctx, cmd, strings.NewReader(""), &buf, &buf, nil)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	_, err = w.Write(buf.Bytes())
+	_, err = stdout.Write(buf.Bytes())
 	return err
-}
-
-// unknownCommand is the error of a mistyped command, with the nearest
-// command's name when one is close.
-func unknownCommand(name string) error {
-	best, dist := "", 3
-	for _, c := range commandHelps() {
-		if d := editDistance(name, c.name); d < dist {
-			best, dist = c.name, d
-		}
-	}
-	if best != "" {
-		return fmt.Errorf("unknown command %q: did you mean %q? (fleetstate --help lists the commands)", name, best)
-	}
-	return fmt.Errorf("unknown command %q (fleetstate --help lists the commands)", name)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// moduleVersion returns the module version of this binary from its build
-// information: a release tag when installed with go install
-// MODULE@VERSION, a pseudo-version when built from a clone with its VCS
-// stamp, else "(devel)".
-func moduleVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(devel)"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	if v == "(devel)" {
-		// A build in a clone without a tag: the commit says which.
-		rev, dirty := "", ""
-		for _, s := range bi.Settings {
-			switch {
-			case s.Key == "vcs.revision" && len(s.Value) >= 12:
-				rev = s.Value[:12]
-			case s.Key == "vcs.modified" && s.Value == "true":
-				dirty = "+dirty"
-			}
-		}
-		if rev != "" {
-			v += " " + rev + dirty
-		}
-	}
-	return v
 }
 
 func runVersion(args []string, stdout io.Writer) error {
@@ -285,10 +60,6 @@ func runVersion(args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
 	}
-	goVersion := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = " " + bi.GoVersion
-	}
-	fmt.Fprintf(stdout, "fleetstate %s (protocol server %s%s)\n", moduleVersion(), version, goVersion)
+	fmt.Fprintf(stdout, "fleetstate %s (protocol server %s %s)\n", cmdhelp.ModuleVersion(), version, cmdhelp.GoVersion())
 	return nil
 }

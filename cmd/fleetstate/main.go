@@ -39,7 +39,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fleetstate/fleetstate/internal/cmdhelp"
 	"github.com/fleetstate/fleetstate/internal/hookcmd"
+	"github.com/fleetstate/fleetstate/internal/leadcli"
 )
 
 // version is the server version reported to MCP clients.
@@ -65,7 +67,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		switch args[0] {
 		case "-h", "-help", "--help":
 			return runHelp(ctx, args[1:], stdout)
-		case "-version", "--version":
+		case "-v", "-version", "--version":
 			return runVersion(args[1:], stdout)
 		}
 	}
@@ -100,21 +102,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "help":
 		return runHelp(ctx, args, stdout)
 	}
-	fmt.Fprint(stderr, usage)
-	return unknownCommand(cmd)
+	if leadcli.Has(cmd) { // send, poll, ack, answer, cancel, members
+		return leadcli.Run(ctx, cmd, args, stdin, stdout, stderr)
+	}
+	cmdhelp.WriteList(stderr) // every command here has its line in cmdhelp.Commands
+	return cmdhelp.Unknown(cmd)
 }
-
-const usage = `usage:
-  fleetstate [mcp] [--dir DIR] [--agent NAME --role lead|member] [--connect URL]
-  fleetstate serve [--addr 127.0.0.1:7333] [--dir DIR] [--anonymous]
-  fleetstate token add --agent NAME --role lead|member [--dir DIR]
-  fleetstate token revoke --agent NAME [--dir DIR]
-  fleetstate token list [--dir DIR]
-  fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]   (hook JSON on stdin without a status)
-  fleetstate hook permission [--timeout 2m]   (the PermissionRequest hook: request JSON on stdin)
-  fleetstate demo
-  fleetstate up FILE [--dir DIR] [--addr HOST:PORT]
-  fleetstate down FILE [--dir DIR]
-  fleetstate version
-  fleetstate help [COMMAND]      (fleetstate CMD --help: a command's flags and an example)
-`

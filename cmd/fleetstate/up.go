@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -50,6 +51,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dirFlag := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	addr := fs.String("addr", "", "address of the daemon up starts (default: the last one it used, else 127.0.0.1 on a free port)")
 	bin := fs.String("fleetstate", "", "the fleetstate binary the daemon, the MCP proxies and the hooks run (default: this one)")
+	notify := fs.String("notify", "", "the daemon's --notify command (default: the fleet file's notify)")
 	pos, err := parseInterspersed(fs, args, stdout)
 	if err != nil {
 		return err
@@ -67,6 +69,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ro.Notify = cmp.Or(*notify, ro.Notify)
 	file, _ := filepath.Abs(fleetFile)
 	fileSum := ""
 	if data, err := os.ReadFile(file); err == nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,41 +17,20 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleetup"
 	"github.com/fleetstate/fleetstate/internal/fleetwatch"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
-
-const watchUsage = `usage: fleetstate watch [--dir DIR | --url URL]
-
-A live terminal view of a fleet: its members with their status, readiness,
-queue and open turn's age; its tickets; the last events. It follows the
-daemon's event stream, reconnects when the daemon restarts, and quits on q.
-
-With --dir (the default: $FLEET_STATE_DIRECTORY or ./.ai-fleet-state) it
-finds the daemon that serves the directory and shows it the operator token
-kept there. With --url it shows the lead's token in $FLEET_TOKEN.
-
-Example:
-  fleetstate watch --dir ./.ai-fleet-state
-  FLEET_TOKEN=fst_... fleetstate watch --url http://127.0.0.1:7333
-
-Flags:
-`
 
 // errNoDaemon says that no live process owns the state directory.
 var errNoDaemon = errors.New("no daemon")
 
 // runWatch runs the terminal view until q, ctrl-c or ctx's end.
 func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), watchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("watch")
 	dir := fs.String("dir", "", "state directory of the daemon to watch (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	rawURL := fs.String("url", "", "the daemon's URL, watched as the lead whose token is in $FLEET_TOKEN")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -64,6 +42,7 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var (
 		src     fleetwatch.Source
 		explain func(error) error
+		refused = "401: the token in $FLEET_TOKEN may not act"
 	)
 	if *rawURL != "" {
 		base, err := watchBase(*rawURL)
@@ -93,7 +72,8 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		if abs, err := filepath.Abs(d); err == nil {
 			d = abs
 		}
-		noDaemon := fmt.Errorf("no daemon serves %s: start `fleetstate serve --dir %s`", d, d)
+		refused = "401: the daemon takes no actions with the operator token: act as a lead with FLEET_TOKEN=… fleetstate watch --url URL"
+		noDaemon := fmt.Errorf("no daemon serves %s: start `%s`", d, fleetup.StartCommand(d))
 		// A directory that no daemon ever served (no owner file in its
 		// private folder) has no daemon now, and watching it must not
 		// create anything there.
@@ -144,7 +124,7 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		defer wg.Done()
 		stream.Run(ctx, msgs)
 	}()
-	p := tea.NewProgram(fleetwatch.New("", time.Now(), msgs),
+	p := tea.NewProgram(fleetwatch.New("", time.Now(), msgs).WithActions(fleetwatch.MCPActions{Source: src, Refused: refused}),
 		tea.WithContext(ctx), tea.WithInput(stdin), tea.WithOutput(stdout))
 	_, err = p.Run()
 	cancel()

@@ -92,7 +92,6 @@ func TestWatchInTmux(t *testing.T) {
 
 	p := startWatch(t, nil, "--dir", dir)
 	p.waitFor("the snapshot", `live[\s\S]*MEMBERS \(1\)[\s\S]*scout\s+no\s+PULL\s+0\s+-`)
-
 	scout := connectHTTP(t, d.url, tokens["scout"])
 	lead := connectHTTP(t, d.url, tokens["lead"])
 	// A member becomes ready when it first calls: fleet_next with no
@@ -116,12 +115,27 @@ func TestWatchInTmux(t *testing.T) {
 	oldBase := strings.TrimSuffix(d.url, "/mcp")
 	d.kill(syscall.SIGTERM)
 	p.waitFor("the daemon's absence", `disconnected: no daemon serves `+regexp.QuoteMeta(dir))
+	p.waitFor("the members marked stale", `MEMBERS \(1\)\s+stale: as last seen at [\d:]+, before the daemon went[\s\S]*scout\s+stale\s+PULL`)
 	d2 := startDaemon(t, dir)
 	newBase := strings.TrimSuffix(d2.url, "/mcp")
 	if newBase == oldBase {
 		t.Logf("the new daemon got the old port again: %s", newBase)
 	}
 	p.waitFor("the restarted daemon", regexp.QuoteMeta(newBase)+`\s+live[\s\S]*`+ticket+`\s+scout\s+lead\s+done`)
+
+	// With --dir the view acts as the operator, with the new daemon's
+	// operator token: a task sent with s reaches the member from
+	// "operator".
+	p.tmux("send-keys", "-t", "w", "s")
+	p.waitFor("the member choice", `send to: scout`)
+	p.tmux("send-keys", "-t", "w", "Enter")
+	p.tmux("send-keys", "-t", "w", "-l", "hello from the operator")
+	p.tmux("send-keys", "-t", "w", "Enter")
+	p.waitFor("the operator's send", `sent ticket \w+ to scout`)
+	scout2 := connectHTTP(t, d2.url, tokens["scout"])
+	if msg := ok(bg, t, scout2, "fleet_next", map[string]any{"wait_s": 10}); msg["content"] != "hello from the operator" || msg["from"] != "operator" {
+		t.Fatalf("scout's fleet_next after the operator's send = %v; want the task, from operator", msg)
+	}
 
 	p.tmux("send-keys", "-t", "w", "q")
 	if status := p.exited(); status != "0" {
@@ -187,5 +201,96 @@ func TestWatchErrorsNameTheFix(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if want := "401: --url needs a lead's token in $FLEET_TOKEN"; err == nil || !strings.Contains(string(out), want) {
 		t.Fatalf("watch with a member's token: %v, %q; want %q", err, out, want)
+	}
+}
+
+// The watch's keys act, for real, as the lead whose token it shows: s
+// sends a task that the member's fleet_next gets, a answers the member's
+// question (its fleet_ask returns the text, and the turn's outcome stays
+// on the ticket for the lead), c cancels a queued ticket after y.
+func TestWatchKeysActInTmux(t *testing.T) {
+	dir := t.TempDir()
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "scout": "member"})
+	d := startDaemon(t, dir)
+	bg := context.Background()
+	scout := connectHTTP(t, d.url, tokens["scout"])
+	lead := connectHTTP(t, d.url, tokens["lead"])
+	ok(bg, t, scout, "fleet_next", map[string]any{"wait_s": 0})
+
+	p := startWatch(t, []string{"FLEET_TOKEN=" + tokens["lead"]}, "--url", d.url)
+	p.waitFor("the snapshot with the keys", `scout\s+yes[\s\S]*a answer · c cancel · s send`)
+	// The member became ready before the watch connected: the event is
+	// listed at once, from the snapshot's recent events.
+	p.waitFor("the recent events", `EVENTS\s+\d\d:\d\d:\d\d\s+ready\s+scout`)
+	keys := func(k ...string) { p.tmux(append([]string{"send-keys", "-t", "w"}, k...)...) }
+
+	// s: choose the member (the only one), type the brief, enter.
+	keys("s")
+	p.waitFor("the member choice", `send to: scout`)
+	keys("Enter")
+	p.waitFor("the brief prompt", `brief for scout: `)
+	keys("-l", "map the west")
+	keys("Enter")
+	p.waitFor("the send's notice", `sent ticket [0-9a-f]{8} to scout`)
+	msg := ok(bg, t, scout, "fleet_next", map[string]any{"wait_s": 5})
+	if msg["content"] != "map the west" || msg["from"] != "lead" {
+		t.Fatalf("the member's fleet_next: %v; want the brief from the lead", msg)
+	}
+	turn := msg["turn_id"].(string)
+
+	// a: the member asks; the watch answers.
+	asked := make(chan map[string]any, 1)
+	go func() {
+		res, _ := call(bg, t, scout, "fleet_ask", map[string]any{"question": "which shaft?", "turn_id": turn})
+		asked <- res
+	}()
+	p.waitFor("the question", `QUESTIONS \(1\)[\s\S]*scout\s+[0-9a-f]{8}\s+lead\s+"which shaft\?"`)
+	keys("a")
+	p.waitFor("the answer prompt", `answer scout: `)
+	keys("-l", "the east one")
+	keys("Enter")
+	select {
+	case res := <-asked:
+		if res["answer"] != "the east one" || res["timed_out"] != false {
+			t.Fatalf("the member's fleet_ask returned %v; want the watch's answer", res)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the member's fleet_ask did not return:\n%s", p.screen())
+	}
+	p.waitFor("the answer's notice", `answered scout`)
+	ok(bg, t, scout, "fleet_reply", map[string]any{"content": "east is clear", "turn_id": turn})
+	var held map[string]any
+	for _, tk := range ok(bg, t, lead, "fleet_poll", map[string]any{"wait_s": 5})["tickets"].([]any) {
+		if tk := tk.(map[string]any); tk["turn_id"] == turn {
+			held = tk
+		}
+	}
+	if held["outcome"] != "reply" || held["content"] != "east is clear" {
+		t.Errorf("the lead's poll of the turn's ticket: %v; want the reply held for it", held)
+	}
+	ok(bg, t, lead, "fleet_ack", map[string]any{"ticket": held["ticket"]})
+
+	// c: a queued ticket, selected in TICKETS, cancelled after y.
+	sent := ok(bg, t, lead, "fleet_send", map[string]any{"to": "scout", "content": "dig deeper", "wait": false})
+	queued := sent["ticket"].(string)
+	p.waitFor("the queued ticket", strings.TrimPrefix(queued, "ticket-")[:8]+`\s+scout\s+lead\s+queued`)
+	keys("Tab")
+	p.waitFor("the tickets section", `tab section \(tickets\)`)
+	keys("j") // the newest ticket is the last row
+	p.waitFor("the queued ticket selected", `▸ `+strings.TrimPrefix(queued, "ticket-")[:8])
+	keys("c")
+	p.waitFor("the confirmation", `cancel ticket `+strings.TrimPrefix(queued, "ticket-")[:8]+` of scout\? y/n`)
+	keys("y")
+	p.waitFor("the cancel's notice", `cancelled ticket `+strings.TrimPrefix(queued, "ticket-")[:8])
+	if next := ok(bg, t, scout, "fleet_next", map[string]any{"wait_s": 0}); next["outcome"] != "none" {
+		t.Errorf("the member's fleet_next after the cancel: %v; want none", next)
+	}
+	if o := ok(bg, t, lead, "fleet_poll", map[string]any{"ticket": queued}); o["outcome"] != "failed" || o["reason"] != "cancelled" {
+		t.Errorf("the cancelled ticket: %v; want failed, cancelled", o)
+	}
+
+	keys("q")
+	if status := p.exited(); status != "0" {
+		t.Fatalf("the watch exited with status %s; want 0:\n%s", status, p.screen())
 	}
 }

@@ -475,6 +475,9 @@ func Up(ctx context.Context, c UpConfig) (Upped, error) {
 		up.EnvPaths, up.Wrote, err = ConfigureAgents(c.Store, c.Tokens, c.Roster, c.Bin, url)
 	}
 	if err == nil {
+		adviseClaude(c.Roster, c.Stderr)
+	}
+	if err == nil {
 		up.Started, err = StartPanes(ctx, c.Roster, up.EnvPaths)
 	}
 	if err != nil && launched {
@@ -486,6 +489,30 @@ func Up(ctx context.Context, c UpConfig) (Upped, error) {
 		return up, fmt.Errorf("%w\n(up stopped the daemon it had started)", err)
 	}
 	return up, err
+}
+
+// adviseClaude keeps the configuration up wrote for each Claude Code
+// agent out of git (agentconf.KeepOutOfGit), and tells stderr what it
+// cannot: a file git tracks, and a workdir Claude Code does not trust
+// yet, whose first run waits on a question in the agent's pane.
+func adviseClaude(ro *daemon.Roster, stderr io.Writer) {
+	home, _ := os.UserHomeDir()
+	for _, a := range ro.Agents {
+		if a.Program != daemon.ProgramClaude {
+			continue
+		}
+		files := []string{filepath.Join(a.Workdir, ".mcp.json"), filepath.Join(a.Workdir, ".claude", "settings.json")}
+		tracked, err := agentconf.KeepOutOfGit(a.Workdir, files)
+		if err != nil {
+			fmt.Fprintf(stderr, "fleetstate: up: %s: could not keep the agent configuration out of git: %v\n", a.Name, err)
+		}
+		for _, f := range tracked {
+			fmt.Fprintf(stderr, "fleetstate: up: %s: git tracks %s, which now holds the fleet's MCP server and hooks: leave them out of your commits\n", a.Name, f)
+		}
+		if a.Command != nil && !agentconf.ClaudeTrusts(home, a.Workdir) {
+			fmt.Fprintf(stderr, "fleetstate: up: %s: Claude Code asks once whether to trust %s, and waits: answer it in %s's pane, or run claude there once first\n", a.Name, a.Workdir, a.Name)
+		}
+	}
 }
 
 // UpDaemon returns the URL of the daemon that serves store's fleet: the

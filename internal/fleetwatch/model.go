@@ -11,6 +11,7 @@
 package fleetwatch
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -39,10 +40,13 @@ const (
 	tickEvery = time.Second
 )
 
-// SnapshotMsg carries the fleet's state as a new connection found it.
+// SnapshotMsg carries the fleet's state as a new connection found it,
+// and the events that came just before it, oldest first.
 type SnapshotMsg struct {
 	URL      string // the daemon's base URL
 	Snapshot fleetstate.Snapshot
+	Recent   []fleetstate.Event
+	Requests []Request // the pending permission requests, if the daemon has them
 }
 
 // EventMsg carries one event of the stream.
@@ -100,10 +104,25 @@ type Model struct {
 	retry   time.Duration
 	gap     string // the last gap's notice, empty if none yet
 
-	seq     uint64 // of the last event applied
-	members []fleetstate.MemberInfo
-	tickets []fleetstate.TicketInfo // oldest first
-	events  []eventLine             // the last MaxEvents, oldest first
+	downSince time.Time // when the stream went, while conn is down
+
+	seq      uint64 // of the last event applied
+	members  []fleetstate.MemberInfo
+	tickets  []fleetstate.TicketInfo // oldest first
+	requests []Request               // nil: the snapshot carries none
+	events   []eventLine             // the last MaxEvents, oldest first
+
+	// Acting: nil actions means the view only watches.
+	actions   Actions
+	answering map[string]context.CancelFunc // by turn: answers under way, ended when the stream shows them
+	section   int                           // the section the selection is in
+	cursor    [numSections]int              // the selected row of each section
+	mode      mode
+	prev      mode   // the mode enter just left
+	input     string // what was typed in modeAnswer or modeBrief
+	target    string // the turn, ticket or member of the mode
+	about     string // the member the mode is about, for its prompt
+	notice    string // how the last action went
 }
 
 // New returns the model of a view of the daemon at url (for the header),
@@ -141,10 +160,12 @@ func (m Model) listen() tea.Cmd {
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.KeyPressMsg:
-		switch msg.String() {
-		case "q", "ctrl+c", "esc":
-			return m, tea.Quit
-		}
+		return m.key(msg)
+	case tea.PasteMsg:
+		return m.paste(msg.Content), nil
+	case ActionDoneMsg:
+		m.notice = noticeOf(msg, m.now)
+		delete(m.answering, msg.turn)
 		return m, nil
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -164,6 +185,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.addLine(eventLine{time: msg.Time, kind: "gap", text: fmt.Sprintf("missed %d events; reconnecting for a fresh snapshot", msg.Missed)})
 		return m, m.listen()
 	case DownMsg:
+		if m.conn != down {
+			m.downSince = m.now
+		}
 		m.conn, m.retry = down, msg.Retry
 		m.connErr = ""
 		if msg.Err != nil {
@@ -178,10 +202,19 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (m *Model) applySnapshot(msg SnapshotMsg) {
 	s := msg.Snapshot
+	// The recent events this view has not listed yet: all of them from a
+	// daemon that started afresh (its count is behind this view's),
+	// else those after the last event applied.
+	for _, e := range msg.Recent {
+		if s.Seq < m.seq || e.Seq > m.seq {
+			m.addLine(describe(e))
+		}
+	}
 	m.url, m.conn, m.connErr, m.seq = msg.URL, live, "", s.Seq
 	m.members = append([]fleetstate.MemberInfo(nil), s.Members...)
 	sort.Slice(m.members, func(i, j int) bool { return m.members[i].Name < m.members[j].Name })
 	m.tickets = append([]fleetstate.TicketInfo(nil), s.Tickets...)
+	m.requests = msg.Requests
 }
 
 // apply changes the model by one event, as the rendezvous changed by it.
@@ -191,6 +224,10 @@ func (m *Model) apply(e fleetstate.Event) {
 	}
 	m.seq = e.Seq
 	m.addLine(describe(e))
+	if cancel, ok := m.answering[e.TurnID]; ok && e.Kind == fleetstate.EventAnswered {
+		cancel() // the answer is in: the turn's outcome stays on its ticket
+		delete(m.answering, e.TurnID)
+	}
 	mem := m.member(e.Member)
 	tk := m.ticket(e.Ticket)
 	// leaveQueue counts a ticket leaving its member's FIFO.
@@ -426,19 +463,30 @@ func (m Model) Render() string {
 		}
 		header += errStyle.Render(s)
 	}
-	top = append(top, header+"   "+dimStyle.Render("q quits"))
+	if m.actions == nil {
+		header += "   " + dimStyle.Render("q quits")
+	}
+	top = append(top, header)
 	if m.gap != "" {
 		top = append(top, warnStyle.Render("⚠ "+m.gap))
 	}
 
-	top = append(top, "", titleStyle.Render(fmt.Sprintf("MEMBERS (%d)", len(m.members))))
+	stale := m.conn == down && len(m.members) > 0
+	head := titleStyle.Render(fmt.Sprintf("MEMBERS (%d)", len(m.members)))
+	if stale {
+		head += "  " + warnStyle.Render("stale: as last seen at "+clock(m.downSince)+", before the daemon went")
+	}
+	top = append(top, "", head)
 	if len(m.members) == 0 {
 		top = append(top, dimStyle.Render("  no members"))
 	} else {
 		rows := [][]string{{"NAME", "READY", "STATUS", "QUEUED", "TURN"}}
 		for _, mi := range m.members {
 			ready := "no"
-			if mi.Ready {
+			switch {
+			case stale:
+				ready = "stale"
+			case mi.Ready:
 				ready = "yes"
 			}
 			turn := "-"
@@ -457,7 +505,7 @@ func (m Model) Render() string {
 			}
 			rows = append(rows, []string{mi.Name, ready, status, fmt.Sprint(mi.Queued), turn})
 		}
-		top = append(top, table(rows, map[int]bool{1: true, 2: true, 4: true})...)
+		top = append(top, m.mark(secMembers, table(rows, map[int]bool{1: true, 2: true, 4: true}))...)
 	}
 
 	top = append(top, "", titleStyle.Render(fmt.Sprintf("TICKETS (%d)", len(m.tickets))))
@@ -465,10 +513,7 @@ func (m Model) Render() string {
 		top = append(top, dimStyle.Render("  no tickets"))
 	} else {
 		rows := [][]string{{"TICKET", "MEMBER", "LEAD", "STATE", "AGE", "BRIEF / OUTCOME"}}
-		shown := m.tickets
-		if len(shown) > maxTicketRows {
-			shown = shown[len(shown)-maxTicketRows:]
-		}
+		shown := m.shownTickets()
 		for _, t := range shown {
 			what := quote(t.Brief)
 			switch t.State {
@@ -479,17 +524,45 @@ func (m Model) Render() string {
 			}
 			rows = append(rows, []string{shortID(t.Ticket), t.From, t.Lead, string(t.State), age(m.now.Sub(t.Created)), what})
 		}
-		top = append(top, table(rows, map[int]bool{3: true})...)
+		top = append(top, m.mark(secTickets, table(rows, map[int]bool{3: true}))...)
 		if n := len(m.tickets) - len(shown); n > 0 {
 			top = append(top, dimStyle.Render(fmt.Sprintf("  … and %d older", n)))
+		}
+	}
+	if qs := questions(m.tickets); m.actions != nil || len(qs) > 0 {
+		top = append(top, "", titleStyle.Render(fmt.Sprintf("QUESTIONS (%d)", len(qs))))
+		if len(qs) == 0 {
+			top = append(top, dimStyle.Render("  none waiting"))
+		} else {
+			rows := [][]string{{"MEMBER", "TURN", "LEAD", "QUESTION"}}
+			for _, q := range qs {
+				rows = append(rows, []string{q.From, shortID(q.TurnID), q.Lead, quote(q.Content)})
+			}
+			top = append(top, m.mark(secQuestions, table(rows, map[int]bool{}))...)
+		}
+	}
+	if m.requests != nil {
+		top = append(top, "", titleStyle.Render(fmt.Sprintf("PERMISSION REQUESTS (%d)", len(m.requests))))
+		if len(m.requests) == 0 {
+			top = append(top, dimStyle.Render("  none waiting"))
+		} else {
+			rows := [][]string{{"MEMBER", "TOOL", "INPUT", "CWD", "AGE"}}
+			for _, r := range m.requests {
+				rows = append(rows, []string{r.Member, r.Tool, quote(r.Input), r.Cwd, age(m.now.Sub(r.Created))})
+			}
+			top = append(top, m.mark(secRequests, table(rows, map[int]bool{}))...)
 		}
 	}
 
 	top = append(top, "", titleStyle.Render("EVENTS"))
 	// The events get the lines left over, newest last.
+	var foot []string
+	if m.actions != nil {
+		foot = append([]string{""}, m.footer()...)
+	}
 	room := len(m.events)
 	if m.height > 0 {
-		room = m.height - len(top)
+		room = m.height - len(top) - len(foot)
 	}
 	var bottom []string
 	if len(m.events) == 0 {
@@ -506,15 +579,25 @@ func (m Model) Render() string {
 		bottom = append(bottom, table(rows, nil)...)
 	}
 	lines := append(top, bottom...)
-	if m.height > 0 && len(lines) > m.height {
-		lines = lines[:m.height]
+	if m.height > 0 && len(lines) > m.height-len(foot) {
+		lines = lines[:max(m.height-len(foot), 0)]
 	}
+	lines = append(lines, foot...)
 	if m.width > 0 {
 		for i, l := range lines {
 			lines[i] = ansi.Truncate(l, m.width, "…")
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// mark marks the selected row of section s in its table (heading first)
+// when the view acts and the selection is in s.
+func (m Model) mark(s int, lines []string) []string {
+	if i := m.sel(s) + 1; m.actions != nil && m.section == s && i > 0 && i < len(lines) {
+		lines[i] = "▸" + lines[i][1:]
+	}
+	return lines
 }
 
 // table lays rows out in columns, two spaces apart and indented by two.

@@ -166,11 +166,14 @@ func (s *Stream) read(c *conn, send func(tea.Msg) bool) (uint64, error) {
 		var msg tea.Msg
 		switch kind {
 		case "snapshot":
-			var snap fleetstate.Snapshot
+			var snap struct {
+				mcpadapter.StreamSnapshot
+				Requests []Request `json:"requests"`
+			}
 			if err := json.Unmarshal([]byte(data), &snap); err != nil {
 				return 0, fmt.Errorf("a snapshot that does not decode: %v", err)
 			}
-			msg = SnapshotMsg{URL: c.base, Snapshot: snap}
+			msg = SnapshotMsg{URL: c.base, Snapshot: snap.Snapshot, Recent: snap.Recent, Requests: snap.Requests}
 		case "event":
 			var e fleetstate.Event
 			if err := json.Unmarshal([]byte(data), &e); err != nil {

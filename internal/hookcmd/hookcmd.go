@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/cmdhelp"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -46,22 +46,15 @@ type Env struct {
 // returns an error only for a mistake in args; any trouble reaching a
 // decision goes to stderr, and stdout stays empty.
 func Run(ctx context.Context, args []string, env Env, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "permission" {
-		return errors.New("hook: want a hook: fleetstate hook permission [--timeout D]")
-	}
-	fs := flag.NewFlagSet("hook permission", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdhelp.NewFlagSet("hook permission")
 	timeout := fs.Duration("timeout", DefaultTimeout, "how long to wait for a decision before the agent's own prompt shows")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: fleetstate hook permission [--timeout D]\n\n"+
-			"Claude Code's and Codex's PermissionRequest hook: reads the request on standard input,\n"+
-			"raises it in the fleet at $FLEET_URL as the agent of $FLEET_TOKEN, and prints the decision.\n"+
-			"Undecided, or without a daemon, it prints nothing and the agent asks as usual.\n\n"+
-			"Example (in .claude/settings.json, as fleetstate up writes it):\n"+
-			"  fleetstate hook permission --timeout 2m\n\nFlags:\n")
-		fs.PrintDefaults()
+	if len(args) == 0 || args[0] != "permission" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			return cmdhelp.Parse(fs, args, stdout)
+		}
+		return errors.New("hook: want a hook: fleetstate hook permission [--timeout D] (see fleetstate hook --help)")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := cmdhelp.Parse(fs, args[1:], stdout); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

@@ -1,0 +1,122 @@
+package fleetwatch
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/mark3labs/mcp-go/client/transport"
+)
+
+// Actions is how the view acts on the fleet: each method is one call
+// made on behalf of whoever watches (the operator, or the lead whose
+// token the view shows), and what it changes comes back as events on the
+// stream like any other. The transport is the implementation's:
+// [MCPActions] calls the daemon's MCP tools.
+type Actions interface {
+	// Answer answers the question asked in turn turnID. It may block
+	// until the turn's next outcome; the view cancels ctx once the
+	// stream shows the answer, so that the outcome stays on the ticket
+	// for its lead.
+	Answer(ctx context.Context, turnID, text string) error
+	// Cancel cancels the turn of a ticket that is queued or open.
+	Cancel(ctx context.Context, ticket string) error
+	// Send sends a member a task, detached, and returns its ticket.
+	Send(ctx context.Context, member, brief string) (ticket string, err error)
+}
+
+// Decider is implemented by [Actions] that can decide a pending
+// permission request: allow it, or deny it with a message.
+type Decider interface {
+	Decide(ctx context.Context, id string, allow bool, message string) error
+}
+
+// actionTimeout bounds an action: above the daemon's own bound on a
+// blocking call (just under 60 s), so that the daemon ends it first.
+const actionTimeout = 70 * time.Second
+
+// MCPActions acts through the daemon's MCP tools with the credentials of
+// the source: a new MCP session per action, so that it follows a daemon
+// that restarted elsewhere. The daemon decides whether those
+// credentials may act (a lead's token may, for its own turns). The zero
+// value has no source and refuses every action.
+type MCPActions struct {
+	Source Source
+	// Refused, if set, is the error shown when the daemon refuses the
+	// source's credentials for tool calls (401): the fix, in words.
+	Refused string
+}
+
+func (a MCPActions) client(ctx context.Context) (*mcpadapter.Client, error) {
+	if a.Source == nil {
+		return nil, errors.New("fleetwatch: no daemon to act on")
+	}
+	base, token, err := a.Source()
+	if err != nil {
+		return nil, err
+	}
+	c, err := mcpadapter.Dial(ctx, base+"/mcp", token, "fleetstate-watch")
+	if errors.Is(err, transport.ErrAuthorizationRequired) && a.Refused != "" {
+		return nil, errors.New(a.Refused)
+	}
+	return c, err
+}
+
+// Answer answers with fleet_send {turn_id, content}.
+func (a MCPActions) Answer(ctx context.Context, turnID, text string) error {
+	c, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Answer(ctx, turnID, text)
+	return err
+}
+
+// Cancel cancels with fleet_cancel {ticket}.
+func (a MCPActions) Cancel(ctx context.Context, ticket string) error {
+	c, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Cancel(ctx, ticket)
+	return err
+}
+
+// Send sends with fleet_send {to, content, wait: false}.
+func (a MCPActions) Send(ctx context.Context, member, brief string) (string, error) {
+	c, err := a.client(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	o, err := c.SendDetached(ctx, member, brief)
+	return o.Ticket, err
+}
+
+var _ Actions = MCPActions{}
+
+// Request is a pending permission request as a snapshot carries it, in
+// its "requests" list: a member's agent asks whether it may use a tool.
+type Request struct {
+	ID      string    `json:"id"`
+	Member  string    `json:"member"`
+	Tool    string    `json:"tool"`
+	Input   string    `json:"input"`
+	Cwd     string    `json:"cwd"`
+	Created time.Time `json:"created"`
+}
+
+// question is a ticket's question waiting for an answer.
+func questions(tickets []fleetstate.TicketInfo) []fleetstate.TicketInfo {
+	var qs []fleetstate.TicketInfo
+	for _, t := range tickets {
+		if t.State == fleetstate.TicketQuestion {
+			qs = append(qs, t)
+		}
+	}
+	return qs
+}

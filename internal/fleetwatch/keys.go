@@ -1,0 +1,291 @@
+package fleetwatch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/fleetstate/fleetstate"
+)
+
+// The sections the selection moves through, in the order tab visits them.
+const (
+	secMembers = iota
+	secTickets
+	secQuestions
+	secRequests
+	numSections
+)
+
+var sectionNames = [numSections]string{"members", "tickets", "questions", "requests"}
+
+// mode is what the keys do: move and act, or type or confirm something.
+type mode int
+
+const (
+	modeBrowse  mode = iota
+	modeAnswer       // typing the answer to target's question (a turn ID)
+	modeConfirm      // confirming the cancel of ticket target
+	modeChoose       // choosing the member to send a task to
+	modeBrief        // typing the brief for member target
+)
+
+// ActionDoneMsg says how an action the view started ended.
+type ActionDoneMsg struct {
+	What string // what was done, for the notice
+	Err  error
+	turn string // of an answer
+}
+
+// WithActions returns the model with the actions its keys take; without
+// them the view only watches.
+func (m Model) WithActions(a Actions) Model {
+	m.actions = a
+	m.answering = map[string]context.CancelFunc{}
+	return m
+}
+
+// count is the number of rows of section s.
+func (m Model) count(s int) int {
+	switch s {
+	case secMembers:
+		return len(m.members)
+	case secTickets:
+		return len(m.shownTickets())
+	case secQuestions:
+		return len(questions(m.tickets))
+	}
+	return len(m.requests)
+}
+
+// sel is the selected row of section s, within its rows (-1: none).
+func (m Model) sel(s int) int {
+	n := m.count(s)
+	if n == 0 {
+		return -1
+	}
+	return min(max(m.cursor[s], 0), n-1)
+}
+
+func (m Model) shownTickets() []fleetstate.TicketInfo {
+	if len(m.tickets) > maxTicketRows {
+		return m.tickets[len(m.tickets)-maxTicketRows:]
+	}
+	return m.tickets
+}
+
+// key handles a key press.
+func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	k := msg.String()
+	if k == "ctrl+c" {
+		return m, tea.Quit
+	}
+	switch m.mode {
+	case modeAnswer, modeBrief:
+		switch k {
+		case "esc":
+			m.mode, m.input = modeBrowse, ""
+		case "enter":
+			text := strings.TrimSpace(m.input)
+			if text == "" {
+				return m, nil
+			}
+			m.prev, m.mode, m.input = m.mode, modeBrowse, ""
+			return m.submit(text)
+		case "backspace":
+			if r := []rune(m.input); len(r) > 0 {
+				m.input = string(r[:len(r)-1])
+			}
+		default:
+			if msg.Text != "" {
+				m.input += msg.Text
+			}
+		}
+		return m, nil
+	case modeConfirm:
+		m.mode = modeBrowse
+		if k != "y" {
+			m.notice = "cancel of ticket " + shortID(m.target) + " not sent"
+			return m, nil
+		}
+		id := m.target
+		m.notice = "cancelling ticket " + shortID(id) + "…"
+		return m, m.act("cancelled ticket "+shortID(id), func(ctx context.Context) error { return m.actions.Cancel(ctx, id) })
+	case modeChoose:
+		n := len(m.members)
+		if n == 0 { // removed while choosing
+			m.mode, m.notice = modeBrowse, "no member to send to"
+			return m, nil
+		}
+		switch k {
+		case "esc":
+			m.mode = modeBrowse
+		case "up", "k", "shift+tab":
+			m.cursor[secMembers] = (m.sel(secMembers) + n - 1) % n
+		case "down", "j", "tab":
+			m.cursor[secMembers] = (m.sel(secMembers) + 1) % n
+		case "enter":
+			m.mode, m.target, m.input = modeBrief, m.members[m.sel(secMembers)].Name, ""
+		}
+		return m, nil
+	}
+	switch k {
+	case "q", "esc":
+		return m, tea.Quit
+	case "up", "k":
+		m.cursor[m.section] = max(m.sel(m.section)-1, 0)
+	case "down", "j":
+		m.cursor[m.section] = max(m.sel(m.section)+1, 0)
+		if n := m.count(m.section); m.cursor[m.section] >= n {
+			m.cursor[m.section] = max(n-1, 0)
+		}
+	case "tab", "shift+tab":
+		step := 1
+		if k == "shift+tab" {
+			step = numSections - 1
+		}
+		m.section = (m.section + step) % numSections
+	case "a", "c", "s", "y", "n":
+		if m.actions == nil {
+			m.notice = "this view only watches"
+			return m, nil
+		}
+		return m.begin(k)
+	}
+	return m, nil
+}
+
+// begin starts the action of key k on the selection.
+func (m Model) begin(k string) (tea.Model, tea.Cmd) {
+	switch k {
+	case "a":
+		qs := questions(m.tickets)
+		if len(qs) == 0 {
+			m.notice = "no question waits for an answer"
+			return m, nil
+		}
+		q := qs[max(m.sel(secQuestions), 0)]
+		if m.section == secTickets {
+			if t := m.shownTickets()[max(m.sel(secTickets), 0)]; t.State == fleetstate.TicketQuestion {
+				q = t
+			}
+		}
+		m.mode, m.target, m.input, m.about = modeAnswer, q.TurnID, "", q.From
+	case "c":
+		i := m.sel(secTickets)
+		if m.section != secTickets || i < 0 {
+			m.notice = "select a ticket first (tab to TICKETS)"
+			return m, nil
+		}
+		t := m.shownTickets()[i]
+		if t.State == fleetstate.TicketDone {
+			m.notice = "ticket " + shortID(t.Ticket) + " has ended already"
+			return m, nil
+		}
+		m.mode, m.target, m.about = modeConfirm, t.Ticket, t.From
+	case "s":
+		if len(m.members) == 0 {
+			m.notice = "no member to send to"
+			return m, nil
+		}
+		m.mode = modeChoose
+	case "y", "n":
+		d, ok := m.actions.(Decider)
+		i := m.sel(secRequests)
+		switch {
+		case m.section != secRequests || i < 0:
+			m.notice = "select a permission request first (tab to REQUESTS)"
+		case !ok:
+			m.notice = "permission requests cannot be decided from this view yet"
+		default:
+			id, allow := m.requests[i].ID, k == "y"
+			return m, m.act(map[bool]string{true: "allowed ", false: "denied "}[allow]+id, func(ctx context.Context) error {
+				return d.Decide(ctx, id, allow, "")
+			})
+		}
+	}
+	return m, nil
+}
+
+// submit sends the text typed in mode m.prev, which enter has just left.
+func (m Model) submit(text string) (tea.Model, tea.Cmd) {
+	switch m.prev {
+	case modeAnswer:
+		turn := m.target
+		ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
+		m.answering[turn] = cancel
+		m.notice = "answering " + m.about + "…"
+		return m, func() tea.Msg {
+			defer cancel()
+			err := m.actions.Answer(ctx, turn, text)
+			if ctx.Err() == context.Canceled {
+				err = nil // the stream showed the answer: done
+			}
+			return ActionDoneMsg{What: "answered " + m.about, Err: err, turn: turn}
+		}
+	case modeBrief:
+		member := m.target
+		m.notice = "sending to " + member + "…"
+		return m, func() tea.Msg {
+			ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
+			defer cancel()
+			ticket, err := m.actions.Send(ctx, member, text)
+			return ActionDoneMsg{What: "sent ticket " + shortID(ticket) + " to " + member, Err: err}
+		}
+	}
+	return m, nil
+}
+
+// paste adds pasted text to the text being typed, on one line.
+func (m Model) paste(text string) Model {
+	if m.mode == modeAnswer || m.mode == modeBrief {
+		m.input += strings.Join(strings.Fields(text), " ")
+	}
+	return m
+}
+
+// act runs f as a command, bounded, and reports how it ended.
+func (m Model) act(what string, f func(context.Context) error) tea.Cmd {
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
+		defer cancel()
+		return ActionDoneMsg{What: what, Err: f(ctx)}
+	}
+}
+
+// footer is the bottom of the view: the prompt of a mode, or the notice
+// of the last action and the keys.
+func (m Model) footer() []string {
+	var out []string
+	switch m.mode {
+	case modeAnswer:
+		out = append(out, titleStyle.Render("answer "+m.about+": ")+m.input+"█", dimStyle.Render("enter sends · esc leaves"))
+	case modeBrief:
+		out = append(out, titleStyle.Render("brief for "+m.target+": ")+m.input+"█", dimStyle.Render("enter sends it detached · esc leaves"))
+	case modeConfirm:
+		out = append(out, warnStyle.Render(fmt.Sprintf("cancel ticket %s of %s? y/n", shortID(m.target), m.about)))
+	case modeChoose:
+		name := "(no member)"
+		if i := m.sel(secMembers); i >= 0 {
+			name = m.members[i].Name
+		}
+		out = append(out, titleStyle.Render("send to: ")+name, dimStyle.Render("↑↓ choose · enter types the brief · esc leaves"))
+	default:
+		if m.notice != "" {
+			out = append(out, m.notice)
+		}
+		out = append(out, dimStyle.Render("↑↓/jk move · tab section ("+sectionNames[m.section]+") · a answer · c cancel · s send · y/n allow/deny · q quit"))
+	}
+	return out
+}
+
+// noticeOf is the notice of an action that ended.
+func noticeOf(d ActionDoneMsg, at time.Time) string {
+	if d.Err != nil {
+		return errStyle.Render(clock(at) + " failed: " + d.Err.Error())
+	}
+	return okStyle.Render(clock(at) + " " + d.What)
+}

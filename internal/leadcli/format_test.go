@@ -1,0 +1,121 @@
+package leadcli_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/leadcli"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestFormatOutcome(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    fleetstate.Outcome
+		want string
+	}{
+		{"reply", fleetstate.Outcome{Kind: fleetstate.OutcomeReply, From: "alice", Ticket: "tk-1", TurnID: "turn-1", Content: "all green\n12 tests\n"},
+			"reply from alice (ticket tk-1, turn turn-1):\n  all green\n  12 tests\n"},
+		{"question", fleetstate.Outcome{Kind: fleetstate.OutcomeQuestion, From: "bob", Ticket: "tk-2", TurnID: "turn-2", Content: "which database?", State: fleetstate.TicketQuestion},
+			"question from bob (ticket tk-2, turn turn-2): answer it with fleetstate answer turn-2 TEXT\n  which database?\n"},
+		{"turn done, clipped", fleetstate.Outcome{Kind: fleetstate.OutcomeTurnDone, From: "carol", TurnID: "turn-3", Content: "$ make", Partial: true},
+			"turn done by carol without a reply (turn turn-3); its pane's last lines, clipped:\n  $ make\n"},
+		{"turn done", fleetstate.Outcome{Kind: fleetstate.OutcomeTurnDone, From: "carol", Content: "$ make"},
+			"turn done by carol without a reply; its pane's last lines:\n  $ make\n"},
+		{"failed", fleetstate.Outcome{Kind: fleetstate.OutcomeFailed, Reason: fleetstate.ReasonCancelled, From: "dan", Ticket: "tk-4", Content: "the lead cancelled the turn"},
+			"failed: cancelled, the turn of dan (ticket tk-4):\n  the lead cancelled the turn\n"},
+		{"pending", fleetstate.Outcome{Kind: fleetstate.OutcomePending, From: "erin", Ticket: "tk-5", TurnID: "turn-5", State: fleetstate.TicketQueued},
+			"pending: ticket tk-5, queued, to erin (fleetstate poll tk-5 collects it)\n"},
+		{"pending without a state", fleetstate.Outcome{Kind: fleetstate.OutcomePending, From: "erin", Ticket: "tk-5"},
+			"pending: ticket tk-5, not done, to erin (fleetstate poll tk-5 collects it)\n"},
+		{"reply without text", fleetstate.Outcome{Kind: fleetstate.OutcomeReply, From: "fay", Ticket: "tk-6"},
+			"reply from fay (ticket tk-6):\n"},
+		{"terminal escapes", fleetstate.Outcome{Kind: fleetstate.OutcomeReply, From: "mallory", Content: "ok\x1b]0;pwned\x07\x1b[2J\r\tdone\u202e"},
+			"reply from mallory:\n  ok\\u001b]0;pwned\\u0007\\u001b[2J\\u000d\tdone\\u202e\n"},
+		{"invalid UTF-8", fleetstate.Outcome{Kind: fleetstate.OutcomeReply, From: "m", Content: "a\xffb"},
+			"reply from m:\n  a\\xffb\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := leadcli.FormatOutcome(c.o); got != c.want {
+				t.Errorf("got %q; want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestFormatTickets(t *testing.T) {
+	if got := leadcli.FormatTickets(nil); got != "no tickets\n" {
+		t.Errorf("no tickets: got %q", got)
+	}
+	got := leadcli.FormatTickets([]fleetstate.Outcome{
+		{Kind: fleetstate.OutcomePending, From: "a", Ticket: "tk-1", State: fleetstate.TicketWorking},
+		{Kind: fleetstate.OutcomeReply, From: "b", Ticket: "tk-2", Content: "done", State: fleetstate.TicketDone},
+	})
+	want := "pending: ticket tk-1, working, to a (fleetstate poll tk-1 collects it)\nreply from b (ticket tk-2):\n  done\n"
+	if got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}
+
+func TestFormatMembers(t *testing.T) {
+	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	got := leadcli.FormatMembers([]fleetstate.MemberInfo{
+		{Name: "alice", Ready: true, Status: "IDLE"},
+		{Name: "bob", Ready: true, Status: "WORKING", Queued: 2, OpenTurn: "turn-9", OpenSince: now.Add(-3*time.Minute - 5*time.Second)},
+		{Name: "carol", Status: "PULL", OpenTurn: "turn-8", OpenSince: now.Add(-42 * time.Second)},
+		{Name: "dan", Status: "UNKNOWN", OpenTurn: "turn-7", OpenSince: now.Add(-2 * time.Hour)},
+	}, now)
+	want := "" +
+		"MEMBER  READY  STATUS   QUEUED  OPEN TURN\n" +
+		"alice   yes    IDLE     0       -\n" +
+		"bob     yes    WORKING  2       turn-9 (3m)\n" +
+		"carol   no     PULL     0       turn-8 (42s)\n" +
+		"dan     no     UNKNOWN  0       turn-7 (2h)\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if got := leadcli.FormatMembers(nil, now); !strings.HasPrefix(got, "no members") {
+		t.Errorf("no members: got %q", got)
+	}
+}
+
+func TestCommandsAreTheirHelp(t *testing.T) {
+	want := []string{"send", "poll", "ack", "answer", "cancel", "members"}
+	cmds := leadcli.Commands()
+	if len(cmds) != len(want) {
+		t.Fatalf("Commands() has %d commands; want %v", len(cmds), want)
+	}
+	for i, c := range cmds {
+		if c.Name != want[i] || c.Summary == "" || !strings.HasPrefix(c.Usage, "fleetstate "+c.Name) ||
+			c.About == "" || !strings.HasPrefix(c.Example, "fleetstate "+c.Name) || strings.Contains(c.Summary, "\n") {
+			t.Errorf("Commands()[%d] = %+v; want %s with a one-line summary, usage, about and example", i, c, want[i])
+		}
+		if !leadcli.Has(c.Name) {
+			t.Errorf("Has(%q) = false", c.Name)
+		}
+		var out bytes.Buffer
+		err := leadcli.Run(context.Background(), c.Name, []string{"--help"}, nil, &out, &out)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s --help: %v; want flag.ErrHelp", c.Name, err)
+		}
+		for _, part := range []string{c.Summary, "usage: " + c.Usage, "flags:", "-json", "-dir", "-url", "example:\n  " + c.Example} {
+			if !strings.Contains(out.String(), part) {
+				t.Errorf("%s --help lacks %q:\n%s", c.Name, part, out.String())
+			}
+		}
+	}
+	for _, name := range []string{"serve", "approve", "", "SEND"} {
+		if leadcli.Has(name) {
+			t.Errorf("Has(%q) = true", name)
+		}
+	}
+}

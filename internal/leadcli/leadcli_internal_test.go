@@ -1,0 +1,69 @@
+package leadcli
+
+import (
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMCPURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:7333":       "http://127.0.0.1:7333/mcp",
+		"http://127.0.0.1:7333/":      "http://127.0.0.1:7333/mcp",
+		"http://127.0.0.1:7333/mcp":   "http://127.0.0.1:7333/mcp",
+		"http://127.0.0.1:7333/mcp/":  "http://127.0.0.1:7333/mcp",
+		" https://fleet.example/mcp ": "https://fleet.example/mcp",
+	} {
+		if got, err := mcpURL(in); err != nil || got != want {
+			t.Errorf("mcpURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "127.0.0.1:7333", "ftp://x", "http://", "http:///"} {
+		if got, err := mcpURL(in); err == nil {
+			t.Errorf("mcpURL(%q) = %q; want an error", in, got)
+		}
+	}
+}
+
+func TestParseFlagsAnywhere(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		pos  []string
+		wait bool
+	}{
+		{[]string{"m1", "do it", "--wait"}, []string{"m1", "do it"}, true},
+		{[]string{"--wait", "m1", "do it"}, []string{"m1", "do it"}, true},
+		{[]string{"m1", "--wait", "do it"}, []string{"m1", "do it"}, true},
+		{[]string{"m1", "--", "--wait"}, []string{"m1", "--wait"}, false},
+		{[]string{"--", "-x", "-y"}, []string{"-x", "-y"}, false},
+	} {
+		fs := flag.NewFlagSet("send", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		wait := fs.Bool("wait", false, "")
+		pos, err := parse(fs, c.args)
+		if err != nil || !slices.Equal(pos, c.pos) || *wait != c.wait {
+			t.Errorf("parse(%q) = %q, wait %v, %v; want %q, wait %v", c.args, pos, *wait, err, c.pos, c.wait)
+		}
+	}
+}
+
+func TestReadText(t *testing.T) {
+	r := &runner{stdin: strings.NewReader("from stdin\n")}
+	text := "-"
+	if err := r.readText(&text); err != nil || text != "from stdin\n" {
+		t.Errorf("readText(-) = %q, %v; want standard input", text, err)
+	}
+	r = &runner{stdin: strings.NewReader(strings.Repeat("x", maxText+1))}
+	text = "-"
+	if err := r.readText(&text); err == nil || !strings.Contains(err.Error(), "over") {
+		t.Errorf("readText of a text over the limit: %v; want an error", err)
+	}
+	for _, empty := range []string{"", " \n\t"} {
+		text = empty
+		if err := r.readText(&text); err == nil || err.Error() != "the text is empty" {
+			t.Errorf("readText(%q): %v; want the text is empty", empty, err)
+		}
+	}
+}
