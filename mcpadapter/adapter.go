@@ -246,8 +246,16 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 	return out, nil
 }
 
-// leadsDecide reports whether leads may decide permission requests.
-func (a *Adapter) leadsDecide() bool { return a.opt.LeadsDecide != nil && a.opt.LeadsDecide() }
+// mayDecide reports whether id may see and decide permission requests:
+// the operator (the lead [OperatorAgent], as the operator token calls the
+// tools; only the operator can issue a token of that name) always, other
+// leads where Options.LeadsDecide.
+func (a *Adapter) mayDecide(id Identity) bool {
+	if id.Role != RoleLead || id.Anonymous() {
+		return false
+	}
+	return id.Agent == OperatorAgent || a.opt.LeadsDecide != nil && a.opt.LeadsDecide()
+}
 
 // markReady marks a member that calls ready, with Options.MarkReady.
 func (a *Adapter) markReady(id Identity) {

@@ -44,7 +44,7 @@ func raise(t *testing.T, rv *fleetstate.Rendezvous, req fleetstate.PermissionReq
 
 // TestFleetApprove: a lead decides a member's request with fleet_approve
 // and sees it in fleet_members, only where the fleet file lets leads
-// decide.
+// decide; the operator always may.
 func TestFleetApprove(t *testing.T) {
 	e := newEnv(t, envOpts{adapter: &mcpadapter.Options{LeadsDecide: func() bool { return true }}})
 	p, ch := raise(t, e.rv, fleetstate.PermissionRequest{Tool: "Bash", Input: `{"command":"rm -rf build"}`})
@@ -70,10 +70,15 @@ func TestFleetApprove(t *testing.T) {
 	if _, ok := e2.ok(lead, "fleet_members", nil)["permissions"]; ok {
 		t.Errorf("fleet_members lists permissions for a lead that may not decide")
 	}
-	if err := e2.rv.DecidePermission("operator", p2.ID, fleetstate.Decision{Behavior: fleetstate.BehaviorAllow}); err != nil {
-		t.Fatal(err)
+	// The operator, as its token calls the tools, always decides.
+	operator := mcpadapter.Identity{Agent: mcpadapter.OperatorAgent, Role: mcpadapter.RoleLead}
+	if perms, _ := e2.ok(operator, "fleet_members", nil)["permissions"].([]any); len(perms) != 1 {
+		t.Errorf("the operator's fleet_members lists %v; want the pending request", perms)
 	}
-	<-ch2
+	e2.ok(operator, "fleet_approve", map[string]any{"id": p2.ID, "behavior": "allow"})
+	if res := <-ch2; res.d.Behavior != fleetstate.BehaviorAllow || res.d.By != mcpadapter.OperatorAgent {
+		t.Fatalf("decision = %+v; want allow by operator", res.d)
+	}
 }
 
 type permHTTP struct {

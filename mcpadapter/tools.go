@@ -459,8 +459,8 @@ func (a *Adapter) fleetTools() []tool {
 			}}, "permissions": map[string]any{"type": "array", "items": permissionSchema}}, "members"),
 			annotations: ann("List members", true, false, true),
 			newArgs:     func() any { return new(noArgs) },
-			call: func(context.Context, Identity, any) (any, error) {
-				if a.leadsDecide() {
+			call: func(_ context.Context, id Identity, _ any) (any, error) {
+				if a.mayDecide(id) {
 					return map[string]any{"members": rv.Members(), "permissions": pending(rv)}, nil
 				}
 				return map[string]any{"members": rv.Members()}, nil

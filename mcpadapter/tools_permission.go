@@ -28,12 +28,12 @@ func pending(rv *fleetstate.Rendezvous) []fleetstate.PermissionRequest {
 	return reqs
 }
 
-// approveTool is fleet_approve: a lead decides a member's permission
-// request, where Options.LeadsDecide.
+// approveTool is fleet_approve: the operator, or a lead where
+// Options.LeadsDecide, decides a member's permission request.
 func (a *Adapter) approveTool() tool {
 	return tool{
 		name: "fleet_approve",
-		description: "Lead only, and only where the fleet file lets leads decide (else ERR_NOT_PERMITTED). " +
+		description: "Lead only: the operator, and other leads only where the fleet file lets leads decide (else ERR_NOT_PERMITTED). " +
 			"Allow or deny a member's pending permission request (listed by fleet_members) by its id; a denial may say why in message. " +
 			"ERR_UNKNOWN_REQUEST when no pending request has the id, ERR_REQUEST_DECIDED when someone decided first.",
 		access: leadOnly,
@@ -46,7 +46,7 @@ func (a *Adapter) approveTool() tool {
 		annotations: ann("Decide a permission request", false, true, false),
 		newArgs:     func() any { return new(approveArgs) },
 		call: func(_ context.Context, id Identity, args any) (any, error) {
-			if !a.leadsDecide() {
+			if !a.mayDecide(id) {
 				return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "fleet_approve",
 					Err: errors.New("the fleet file does not let leads decide permission requests")}
 			}
