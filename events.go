@@ -113,9 +113,8 @@ type Snapshot struct {
 	Seq     uint64       `json:"seq"` // of the last event published before it
 	Members []MemberInfo `json:"members"`
 	Tickets []TicketInfo `json:"tickets"` // every lead's, oldest first
-	// Permissions are the pending permission requests, oldest first;
-	// never nil in a snapshot a rendezvous took.
-	Permissions []PermissionRequest `json:"requests"`
+	// Permissions are the pending permission requests, oldest first.
+	Permissions []PermissionRequest `json:"permissions,omitempty"`
 }
 
 // Subscribe returns a subscription to every event published from now on,
@@ -147,9 +146,6 @@ func (r *Rendezvous) Snapshot() Snapshot {
 
 func (r *Rendezvous) snapshot() Snapshot {
 	snap := Snapshot{Seq: r.evSeq, Members: r.memberInfos(), Tickets: []TicketInfo{}, Permissions: r.pendingPermissions()}
-	if snap.Permissions == nil {
-		snap.Permissions = []PermissionRequest{}
-	}
 	for _, t := range r.tickets {
 		snap.Tickets = append(snap.Tickets, TicketInfo{Lead: t.Lead, Brief: t.Brief, Created: t.Created, Outcome: t.view(),
 			Waited: t.waiter != nil, News: !t.seen && (t.State == TicketDone || t.State == TicketQuestion), Handed: t.handed})

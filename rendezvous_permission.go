@@ -72,7 +72,7 @@ type PermissionRequest struct {
 	// Input is the tool's input as JSON text.
 	Input    string    `json:"input,omitempty"`
 	Cwd      string    `json:"cwd,omitempty"`
-	Created  time.Time `json:"created"` // when the member asked
+	Asked    time.Time `json:"asked"`
 	Deadline time.Time `json:"deadline"`
 	// Decision is set once the request was decided.
 	Decision *Decision `json:"decision,omitempty"`
@@ -80,7 +80,7 @@ type PermissionRequest struct {
 	// network clips its snapshot): the input's full length, in bytes.
 	// Zero means Input is whole.
 	InputBytes int `json:"input_bytes,omitempty"`
-	// Timeout is the request's window from Created; zero means
+	// Timeout is the request's window from Asked; zero means
 	// DefaultPermissionTimeout. Only RequestPermission reads it.
 	Timeout time.Duration `json:"-"`
 }
@@ -162,7 +162,7 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 	}
 	if p == nil {
 		now := time.Now()
-		req.ID, req.Member, req.Created, req.Deadline, req.Decision = newID("perm-"), member, now, now.Add(req.Timeout), nil
+		req.ID, req.Member, req.Asked, req.Deadline, req.Decision = newID("perm-"), member, now, now.Add(req.Timeout), nil
 		p = &permission{PermissionRequest: req, done: make(chan struct{})}
 		if r.policy != nil {
 			if d, ok := r.policy(req); ok {
@@ -263,7 +263,7 @@ func (r *Rendezvous) pendingPermissions() []PermissionRequest {
 			out = append(out, p.PermissionRequest)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Asked.Before(out[j].Asked) })
 	return out
 }
 

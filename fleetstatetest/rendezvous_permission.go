@@ -57,7 +57,7 @@ func testPermissionAllow(t *testing.T, s suite) {
 		got := f.ask(context.Background(), "scout", bashRequest("ls", "k1"))
 		p := f.pending()
 		if p.Member != "scout" || p.Tool != "Bash" || p.Input != `{"command":"ls"}` || p.Cwd != "/src" || p.ID == "" ||
-			p.Deadline.Sub(p.Created) != time.Minute || p.Decision != nil {
+			p.Deadline.Sub(p.Asked) != time.Minute || p.Decision != nil {
 			t.Fatalf("pending request = %+v", p)
 		}
 		if snap := f.r.Snapshot(); len(snap.Permissions) != 1 || snap.Permissions[0].ID != p.ID {

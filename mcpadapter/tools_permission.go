@@ -14,7 +14,7 @@ var permissionSchema = map[string]any{
 	"properties": map[string]any{
 		"id": str("the request's ID, for fleet_approve"), "member": str("the member that asks"),
 		"tool": str("the tool it would use, such as Bash"), "input": str("the tool's input, as JSON text"),
-		"cwd": str("the member's working folder"), "created": str("when it asked"),
+		"cwd": str("the member's working folder"), "asked": str("when it asked"),
 		"deadline": str("when the request ends undecided and the member's own prompt shows"),
 	},
 }
