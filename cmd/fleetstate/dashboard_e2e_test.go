@@ -449,6 +449,7 @@ func TestDashboardActsInChromium(t *testing.T) {
 	waitText(t, ctx, "#conn", "live")
 	prow := fmt.Sprintf("#tickets tr[data-ticket=%q]", phoneTicket)
 	waitText(t, ctx, prow, "may I rename")
+	waitText(t, ctx, "#turns", "check the phone layout", "count the files in cmd/")
 	fits := `(() => {
 		const w = document.documentElement.clientWidth;
 		const out = [...document.querySelectorAll('button, input, select, textarea')]
