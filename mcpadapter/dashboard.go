@@ -35,7 +35,7 @@ import (
 // reads the fleet from /events (the browser sends the cookie) and the
 // transcripts of the turns from /dashboard/transcripts; it loads nothing
 // from elsewhere, which its Content-Security-Policy enforces. Its actions
-// (answer, cancel, send) are POSTs that need the cookie, the page's own
+// (answer, cancel, send, ack) are POSTs that need the cookie, the page's own
 // origin and the login's CSRF token: see dashboard_actions.go.
 
 // DashboardPath is where the daemon serves the dashboard: every path under
@@ -196,7 +196,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.servePage(w, r)
 	case p == DashboardPath+"transcripts":
 		d.serveTranscripts(w, r)
-	case p == DashboardPath+"answer", p == DashboardPath+"cancel", p == DashboardPath+"send":
+	case p == DashboardPath+"answer", p == DashboardPath+"cancel", p == DashboardPath+"send", p == DashboardPath+"ack":
 		d.serveAction(w, r, strings.TrimPrefix(p, DashboardPath))
 	case strings.HasPrefix(p, DashboardPath+"static/") && r.Method == http.MethodGet:
 		d.files.ServeHTTP(w, r)
@@ -426,14 +426,14 @@ func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
 		d.refuse(w, r)
 		return
 	}
-	lead := ""
+	var a actor
 	if s.lead != "" {
 		id, _ := d.o.Tokens.Lookup(s.lead)
-		lead = id.Agent
+		a.lead = id.Agent
 	}
 	snap := d.rv.Snapshot()
 	d.page(w, http.StatusOK, "index", map[string]any{"Snapshot": snap, "Version": d.o.Version, "Now": d.now(),
-		"CSRF": s.csrf, "Lead": lead})
+		"CSRF": s.csrf, "Lead": a.lead, "Sender": a.sender()})
 }
 
 // page renders the template name.html.

@@ -18,10 +18,14 @@ import (
 //	POST /dashboard/answer {"turn_id", "answer"} → Rendezvous.Answer
 //	POST /dashboard/cancel {"ticket"}            → Rendezvous.Cancel
 //	POST /dashboard/send   {"to", "brief"}       → Rendezvous.SendDetached
+//	POST /dashboard/ack    {"ticket"}            → Rendezvous.Ack
 //
 // The operator's login acts on every lead's tickets, as the lead that
 // sent each, and sends as [OperatorLead]; a lead's login acts on its own
-// tickets only, and sends as that lead. Each request must come from the
+// tickets only, and sends as that lead. Ack (the page's Dismiss) takes
+// away a finished ticket of the login's own sending only: the tickets a
+// lead agent sent are its to collect, and the operator's sends would
+// otherwise pile up, held until acked. Each request must come from the
 // page itself: it needs the login cookie, an Origin that is the
 // dashboard's own (or, without an Origin, Sec-Fetch-Site: same-origin), the
 // login's CSRF token in the CSRFHeader header, compared in constant time,
@@ -52,6 +56,14 @@ type actor struct {
 }
 
 func (a actor) operator() bool { return a.lead == "" }
+
+// sender is the lead name a's sends go under.
+func (a actor) sender() string {
+	if a.operator() {
+		return OperatorLead
+	}
+	return a.lead
+}
 
 // serveAction checks that r is an action of the page of a live login and
 // does it.
@@ -100,7 +112,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		http.Error(w, "bad request: the body is not an action's JSON: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	var o fleetstate.Outcome
+	var o any
 	var err error
 	switch name {
 	case "answer":
@@ -108,11 +120,9 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 	case "cancel":
 		o, err = d.cancel(a, args.Ticket)
 	case "send":
-		lead := OperatorLead
-		if !a.operator() {
-			lead = a.lead
-		}
-		o, err = d.rv.SendDetached(lead, args.To, args.Brief)
+		o, err = d.rv.SendDetached(a.sender(), args.To, args.Brief)
+	case "ack":
+		o, err = d.ack(a, args.Ticket)
 	}
 	if err != nil {
 		writeActionError(w, err)
@@ -154,6 +164,21 @@ func (d *Dashboard) cancel(a actor, id string) (fleetstate.Outcome, error) {
 		return fleetstate.Outcome{}, err
 	}
 	return d.rv.Cancel(lead, id)
+}
+
+// ack takes away a finished ticket that a itself sent.
+func (d *Dashboard) ack(a actor, ticket string) (any, error) {
+	if ticket == "" {
+		return nil, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "ack", Err: errors.New("no ticket")}
+	}
+	lead, err := d.leadOf(actor{lead: a.sender()}, func(t fleetstate.TicketInfo) bool { return t.Ticket == ticket })
+	if err != nil {
+		return nil, err
+	}
+	if err := d.rv.Ack(lead, ticket); err != nil {
+		return nil, err
+	}
+	return map[string]string{"acked": ticket}, nil
 }
 
 // leadOf returns the lead of the ticket that match picks out of the

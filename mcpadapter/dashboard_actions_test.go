@@ -290,3 +290,44 @@ func TestDashboardLeadActsOnOwnTickets(t *testing.T) {
 		t.Errorf("the lead's own ticket: %+v; want cancelled", o)
 	}
 }
+
+// Dismiss acks a finished ticket the login itself sent, and no other.
+func TestDashboardAck(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	csrf := x.csrfOf(c)
+	if !strings.Contains(func() string { _, b := get(t, c, x.srv.URL+mcpadapter.DashboardPath); return b }(),
+		`<meta name="fleetstate-sender" content="`+mcpadapter.OperatorLead+`">`) {
+		t.Error("the operator's page does not name the lead it sends as")
+	}
+	ctx := context.Background()
+	done := func(lead, brief string) string {
+		ticket := x.queued(lead, brief)
+		if _, ok, err := x.rv.Next(ctx, "scout", time.Second); !ok || err != nil {
+			t.Fatalf("Next: %v %v", ok, err)
+		}
+		if err := x.rv.Reply("scout", "done: "+brief); err != nil {
+			t.Fatal(err)
+		}
+		return ticket
+	}
+	mine := done(mcpadapter.OperatorLead, "the operator's task")
+	theirs := done("lead", "the lead's task")
+	open := x.queued(mcpadapter.OperatorLead, "still queued")
+
+	if status, body := x.action(c, csrf, "ack", `{"ticket":"`+theirs+`"}`, nil); status != http.StatusForbidden {
+		t.Errorf("the operator acking a lead's ticket: %d %s; want 403", status, body)
+	}
+	if o := x.state("lead", theirs); o.Kind != fleetstate.OutcomeReply {
+		t.Errorf("the lead's ticket after the refused ack: %+v; want its reply held", o)
+	}
+	if status, body := x.action(c, csrf, "ack", `{"ticket":"`+open+`"}`, nil); status != http.StatusConflict {
+		t.Errorf("acking a queued ticket: %d %s; want 409", status, body)
+	}
+	if status, body := x.action(c, csrf, "ack", `{"ticket":"`+mine+`"}`, nil); status != http.StatusOK {
+		t.Fatalf("the operator acking its own finished ticket: %d %s", status, body)
+	}
+	if _, err := x.rv.Poll(ctx, mcpadapter.OperatorLead, mine, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
+		t.Errorf("the acked ticket still polls: %v", err)
+	}
+}

@@ -319,9 +319,10 @@ func replay(t *testing.T, base, path, body string, headers map[string]string) in
 }
 
 // TestDashboardActsInChromium steers a fleet from a real browser: the
-// operator answers a member's question, cancels a queued ticket and sends
-// a task, each through the page's named controls, and each is checked
-// from the member's or the lead's side through MCP. The same actions
+// operator answers a member's question, cancels a queued ticket, sends a
+// task and dismisses its finished ticket, each through the page's named
+// controls, and each is checked from the member's or the lead's side
+// through MCP. The same actions
 // replayed from another origin, or without the login, change nothing. At
 // a phone's width the page still fits, and its controls still work.
 func TestDashboardActsInChromium(t *testing.T) {
@@ -381,6 +382,22 @@ func TestDashboardActsInChromium(t *testing.T) {
 		t.Fatalf("m2's fleet_next after the send = %v; want the brief, from %s", msg, mcpadapter.OperatorLead)
 	}
 	waitText(t, ctx, "#act-status", "sent to m2")
+
+	// Dismiss: once done, the operator's own ticket can be acked away, so
+	// that the operator's sends do not pile up; nobody else's can.
+	ok(call, t, f.m2, "fleet_reply", map[string]any{"content": "README updated"})
+	waitText(t, ctx, "#tickets", "README updated")
+	clickRole(t, ctx, "#tickets", "button", "Dismiss")
+	waitText(t, ctx, "#act-status", "dismissed")
+	gone := `!document.querySelector('#tickets').innerText.includes("update the README's install line")`
+	gctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(gctx, chromedp.Poll[bool](gone, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		t.Fatalf("the dismissed ticket stays (%v):\n%s", err, textOf(ctx, "#tickets"))
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#tickets button.dismiss').length`)); err != nil || n != 0 {
+		t.Fatalf("%d Dismiss buttons left (%v); want none: the other done tickets are the lead's", n, err)
+	}
 
 	// Replays: the login's own cookie and CSRF token, taken out of the
 	// browser, are refused from another origin, and the token without

@@ -4,8 +4,9 @@
 // answers asked before the page opened) and are kept up by the events
 // that follow. Everything untrusted is set as text, never as HTML.
 //
-// The page acts too: an answer to a question, a cancel of a ticket and a
-// detached send are POSTs to the daemon with the login's CSRF token (from
+// The page acts too: an answer to a question, a cancel of a ticket, a
+// detached send and the dismissal (ack) of a finished ticket the login
+// sent are POSTs to the daemon with the login's CSRF token (from
 // the page's csrf-token meta element) in a header. A lead's login gets the
 // controls on its own tickets only; the operator's, on every ticket.
 'use strict';
@@ -29,6 +30,7 @@
   const meta = (name) => (document.querySelector('meta[name="' + name + '"]') || { content: '' }).content;
   const csrf = meta('csrf-token');
   const myLead = meta('fleetstate-lead'); // empty for the operator
+  const sender = meta('fleetstate-sender'); // the lead name this login sends as
 
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
@@ -267,7 +269,11 @@
       r.tds[4].className = 'state-' + (t.state || '');
       r.tds[5].className = 'outcome-' + (t.outcome || '');
       const open = t.state === 'queued' || t.state === 'working' || t.state === 'question';
-      const actKey = !mayAct(t) ? '' : (t.state === 'question' ? 'q' + t.turn_id : '') + (open ? 'c' : '');
+      const acts = [];
+      if (mayAct(t) && t.state === 'question') acts.push('answer:' + t.turn_id);
+      if (mayAct(t) && open) acts.push('cancel');
+      if (t.state === 'done' && sender && t.lead === sender && t.ticket) acts.push('dismiss');
+      const actKey = acts.join(' ');
       if (r.actKey !== actKey) {
         r.actKey = actKey;
         r.tds[6].replaceChildren(...actions(t, actKey));
@@ -280,10 +286,12 @@
   }
 
   // actions returns the controls of ticket t: an answer box for its
-  // question, a Cancel button while it is unfinished.
+  // question, a Cancel button while it is unfinished, a Dismiss button
+  // (an ack) once a ticket this login sent has finished.
   function actions(t, actKey) {
     const out = [];
-    if (actKey.startsWith('q')) {
+    const has = (a) => actKey.split(' ').some((k) => k === a || k.startsWith(a + ':'));
+    if (has('answer')) {
       const turn = t.turn_id;
       const box = el('input', { type: 'text', 'aria-label': 'Answer', class: 'answer', autocomplete: 'off' });
       box.value = drafts.get(turn) || '';
@@ -300,10 +308,15 @@
       box.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); send(); } });
       out.push(el('span', { class: 'answer-box' }, box, b));
     }
-    if (actKey.endsWith('c')) {
+    if (has('cancel')) {
       const key = ticketKey(t);
       const b = el('button', { type: 'button', class: 'cancel' }, 'Cancel');
       b.addEventListener('click', () => act('cancel', { ticket: key }, b, 'cancelled ' + key));
+      out.push(b);
+    }
+    if (has('dismiss')) {
+      const b = el('button', { type: 'button', class: 'dismiss' }, 'Dismiss');
+      b.addEventListener('click', () => act('ack', { ticket: t.ticket }, b, 'dismissed ' + t.ticket));
       out.push(b);
     }
     return out;
