@@ -109,6 +109,10 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&args); err != nil {
+		if over := (*http.MaxBytesError)(nil); errors.As(err, &over) {
+			http.Error(w, "too large: an action's body is at most 1 MiB", http.StatusRequestEntityTooLarge)
+			return
+		}
 		http.Error(w, "bad request: the body is not an action's JSON: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -154,7 +158,10 @@ func (d *Dashboard) answer(a actor, turnID, text string) (fleetstate.Outcome, er
 	return o, err
 }
 
-// cancel cancels ticket (or turn ID) as the lead that sent it.
+// cancel cancels ticket (or turn ID) as the lead that sent it. As for any
+// caller of Cancel, the library counts the cancelled outcome as returned
+// to that lead: a poll of the lead shows it, held for the daemon's
+// HoldReturned, but it is not news that wakes a waiting poll.
 func (d *Dashboard) cancel(a actor, id string) (fleetstate.Outcome, error) {
 	if id == "" {
 		return fleetstate.Outcome{}, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "cancel", Err: errors.New("no ticket")}

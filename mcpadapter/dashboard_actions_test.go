@@ -331,3 +331,16 @@ func TestDashboardAck(t *testing.T) {
 		t.Errorf("the acked ticket still polls: %v", err)
 	}
 }
+
+// A body over the bound is refused before it is read whole.
+func TestDashboardActionBodyBounded(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	body := `{"to":"scout","brief":"` + strings.Repeat("a", 1<<20) + `"}`
+	if status, out := x.action(c, x.csrfOf(c), "send", body, nil); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a send of over 1 MiB: %d %.200s; want 413", status, out)
+	}
+	if n := len(x.rv.Snapshot().Tickets); n != 0 {
+		t.Fatalf("%d tickets after the refused send; want none", n)
+	}
+}
