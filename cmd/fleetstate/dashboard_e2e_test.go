@@ -322,9 +322,10 @@ func replay(t *testing.T, base, path, body string, headers map[string]string) in
 // operator answers a member's question, cancels a queued ticket, sends a
 // task and dismisses its finished ticket, each through the page's named
 // controls, and each is checked from the member's or the lead's side
-// through MCP. The same actions
-// replayed from another origin, or without the login, change nothing. At
-// a phone's width the page still fits, and its controls still work.
+// through MCP. The same actions replayed from another origin, or without
+// the login, change nothing. At a phone's width the page still fits, and
+// its controls still work. A lead's login gets controls on its own
+// tickets only.
 func TestDashboardActsInChromium(t *testing.T) {
 	ctx := browserTab(t)
 	f := newFleet(t)
@@ -481,5 +482,33 @@ func TestDashboardActsInChromium(t *testing.T) {
 	clickRole(t, ctx, prow, "button", "Answer")
 	if a := recvWithin(t, asked, 10*time.Second); a["answer"] != "yes" {
 		t.Fatalf("fleet_ask answered at a phone's width = %v", a)
+	}
+	ok(call, t, f.m1, "fleet_reply", map[string]any{"content": "renamed"})
+
+	// A lead's login: controls on its own tickets only. The operator's
+	// queued send has no Cancel; the lead's own has one, and it works.
+	typeRole(t, ctx, "#send", "textbox", "Brief", "the operator's queued task")
+	clickRole(t, ctx, "#send", "button", "Send")
+	waitText(t, ctx, "#tickets", "the operator's queued task")
+	o = ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m2", "content": "the lead's queued task", "wait": false})
+	own, _ := o["ticket"].(string)
+	cmd := exec.Command(binary, "web", "--url", f.d.url)
+	cmd.Env = append(os.Environ(), "FLEET_TOKEN="+f.tokens["lead"])
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("fleetstate web --url with the lead's token: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(strings.TrimSpace(string(out)))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#actor", "as lead lead")
+	waitText(t, ctx, "#tickets", "the operator's queued task", "the lead's queued task")
+	buttons := `[...document.querySelectorAll('#tickets tr')].filter((r) => r.innerText.includes(%q)).map((r) => r.querySelectorAll('button').length).join()`
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(buttons, "the operator's queued task"))); err != nil || n != "0" {
+		t.Fatalf("the lead's page has %q buttons on the operator's ticket (%v); want none", n, err)
+	}
+	clickRole(t, ctx, fmt.Sprintf("#tickets tr[data-ticket=%q]", own), "button", "Cancel")
+	if p := ok(call, t, f.lead, "fleet_poll", map[string]any{"ticket": own, "wait_s": 10}); p["reason"] != "cancelled" {
+		t.Fatalf("the lead's poll after its login's cancel = %v; want cancelled", p)
 	}
 }
