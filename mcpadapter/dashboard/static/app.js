@@ -276,11 +276,13 @@
       const actKey = acts.join(' ');
       if (r.actKey !== actKey) {
         r.actKey = actKey;
+        if (t.state !== 'question') drafts.delete(t.turn_id);
         r.tds[6].replaceChildren(...actions(t, actKey));
       }
       want.push(r.tr);
     }
     for (const [key, r] of ticketRows) if (!tickets.has(key)) { ticketRows.delete(key); r.tr.remove(); }
+    for (const turn of drafts.keys()) if (![...tickets.values()].some((t) => t.turn_id === turn)) drafts.delete(turn);
     if (!want.length) want.push(emptyRow(body, 7, 'no tickets'));
     reconcile(body, want);
   }
