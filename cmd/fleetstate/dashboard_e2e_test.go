@@ -345,7 +345,17 @@ func TestDashboardActsInChromium(t *testing.T) {
 	asked := async(call, t, f.m1, "fleet_ask", map[string]any{"question": "including the tests?", "default": "no"})
 	row := fmt.Sprintf("#tickets tr[data-ticket=%q]", ticket)
 	waitText(t, ctx, row, "question", "including the tests?")
-	typeRole(t, ctx, row, "textbox", "Answer", "yes, tests too")
+	// Events that come while an answer is typed leave its box, its text
+	// and its focus alone.
+	typeRole(t, ctx, row, "textbox", "Answer", "yes, ")
+	o = ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m2", "content": "an interruption", "wait": false})
+	ok(call, t, f.lead, "fleet_cancel", map[string]any{"ticket": o["ticket"]})
+	waitText(t, ctx, fmt.Sprintf("#tickets tr[data-ticket=%q]", o["ticket"]), "cancelled")
+	focused := `(() => { const e = document.activeElement; return !!e && e.getAttribute('aria-label') === 'Answer' && e.value === 'yes, '; })()`
+	if still, err := chromedp.Run(ctx, chromedp.Evaluate[bool](focused)); err != nil || !still {
+		t.Fatalf("an event took the answer being typed away from its box (%v)", err)
+	}
+	typeRole(t, ctx, row, "textbox", "Answer", "tests too")
 	clickRole(t, ctx, row, "button", "Answer")
 	if a := recvWithin(t, asked, 10*time.Second); a["answer"] != "yes, tests too" {
 		t.Fatalf("the member's fleet_ask = %v; want the answer typed in the page", a)
