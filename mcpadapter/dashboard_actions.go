@@ -21,7 +21,7 @@ import (
 //	POST /dashboard/ack    {"ticket"}            → Rendezvous.Ack
 //
 // The operator's login acts on every lead's tickets, as the lead that
-// sent each, and sends as [OperatorLead]; a lead's login acts on its own
+// sent each, and sends as [OperatorAgent], as the operator token does over MCP; a lead's login acts on its own
 // tickets only, and sends as that lead. Ack (the page's Dismiss) takes
 // away a finished ticket of the login's own sending only: the tickets a
 // lead agent sent are its to collect, and the operator's sends would
@@ -30,10 +30,6 @@ import (
 // dashboard's own (or, without an Origin, Sec-Fetch-Site: same-origin), the
 // login's CSRF token in the CSRFHeader header, compared in constant time,
 // and a JSON body, which a form of another site cannot send.
-
-// OperatorLead is the lead name under which the operator's dashboard login
-// sends work: the tickets it opens are that lead's.
-const OperatorLead = "operator"
 
 // CSRFHeader is the header that carries a dashboard login's CSRF token
 // on each action; the page has the token in its csrf-token meta element.
@@ -60,7 +56,7 @@ func (a actor) operator() bool { return a.lead == "" }
 // sender is the lead name a's sends go under.
 func (a actor) sender() string {
 	if a.operator() {
-		return OperatorLead
+		return OperatorAgent
 	}
 	return a.lead
 }

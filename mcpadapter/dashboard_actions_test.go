@@ -162,7 +162,7 @@ func TestDashboardSend(t *testing.T) {
 		name, from string
 		login      func(*http.Client) *http.Client
 	}{
-		{"operator", mcpadapter.OperatorLead, x.loggedIn},
+		{"operator", mcpadapter.OperatorAgent, x.loggedIn},
 		{"lead", "lead", func(c *http.Client) *http.Client { return x.leadLogin(c, x.leadTok) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -297,7 +297,7 @@ func TestDashboardAck(t *testing.T) {
 	c := x.loggedIn(browser(t))
 	csrf := x.csrfOf(c)
 	if !strings.Contains(func() string { _, b := get(t, c, x.srv.URL+mcpadapter.DashboardPath); return b }(),
-		`<meta name="fleetstate-sender" content="`+mcpadapter.OperatorLead+`">`) {
+		`<meta name="fleetstate-sender" content="`+mcpadapter.OperatorAgent+`">`) {
 		t.Error("the operator's page does not name the lead it sends as")
 	}
 	ctx := context.Background()
@@ -311,9 +311,9 @@ func TestDashboardAck(t *testing.T) {
 		}
 		return ticket
 	}
-	mine := done(mcpadapter.OperatorLead, "the operator's task")
+	mine := done(mcpadapter.OperatorAgent, "the operator's task")
 	theirs := done("lead", "the lead's task")
-	open := x.queued(mcpadapter.OperatorLead, "still queued")
+	open := x.queued(mcpadapter.OperatorAgent, "still queued")
 
 	if status, body := x.action(c, csrf, "ack", `{"ticket":"`+theirs+`"}`, nil); status != http.StatusForbidden {
 		t.Errorf("the operator acking a lead's ticket: %d %s; want 403", status, body)
@@ -327,7 +327,7 @@ func TestDashboardAck(t *testing.T) {
 	if status, body := x.action(c, csrf, "ack", `{"ticket":"`+mine+`"}`, nil); status != http.StatusOK {
 		t.Fatalf("the operator acking its own finished ticket: %d %s", status, body)
 	}
-	if _, err := x.rv.Poll(ctx, mcpadapter.OperatorLead, mine, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
+	if _, err := x.rv.Poll(ctx, mcpadapter.OperatorAgent, mine, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
 		t.Errorf("the acked ticket still polls: %v", err)
 	}
 }

@@ -389,8 +389,8 @@ func TestDashboardActsInChromium(t *testing.T) {
 	typeRole(t, ctx, "#send", "textbox", "Brief", "update the README's install line")
 	clickRole(t, ctx, "#send", "button", "Send")
 	msg := ok(call, t, f.m2, "fleet_next", map[string]any{"wait_s": 10})
-	if msg["content"] != "update the README's install line" || msg["from"] != mcpadapter.OperatorLead {
-		t.Fatalf("m2's fleet_next after the send = %v; want the brief, from %s", msg, mcpadapter.OperatorLead)
+	if msg["content"] != "update the README's install line" || msg["from"] != mcpadapter.OperatorAgent {
+		t.Fatalf("m2's fleet_next after the send = %v; want the brief, from %s", msg, mcpadapter.OperatorAgent)
 	}
 	waitText(t, ctx, "#act-status", "sent to m2")
 
