@@ -329,7 +329,15 @@ func (d *natsDaemon) run(ctx context.Context) error {
 			d.set(unavailableHandler(err.Error()))
 		case fleetstate.CodeOf(err) == fleetstate.CodeFleetOwned:
 			var owned *fleetstate.OwnedError
-			if errors.As(err, &owned) && owned.Owner.Addr != "" && owned.Owner.Addr != forwardingTo {
+			if errors.As(err, &owned) && owned.Owner.Addr == d.self {
+				// The lease still names this daemon, which gave the fleet
+				// up: it runs out within a lease, and requests wait for
+				// the next owner rather than come back here.
+				if forwardingTo != d.self {
+					d.set(takeoverHandler("this daemon's old lease has not run out yet"))
+					forwardingTo = d.self
+				}
+			} else if errors.As(err, &owned) && owned.Owner.Addr != "" && owned.Owner.Addr != forwardingTo {
 				h, perr := forwardTo(owned.Owner.Addr, d.log)
 				if perr != nil {
 					d.set(unavailableHandler(perr.Error()))

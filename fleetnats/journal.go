@@ -54,6 +54,10 @@ type turnLog struct {
 	// deletion not waited for (see release), else empty.
 	lastID string
 	why    error // set when the ownership is lost: every write fails
+	// fenced, if set, is told (on a goroutine of its own) when a write
+	// finds that another daemon took the fleet over: the ownership whose
+	// log this is ends then, not at its lease's next renewal.
+	fenced func(error)
 	// released is the acknowledgement, not waited for, of the last
 	// deletion of a finished turn (see release), and releasedID its turn.
 	released   jetstream.PubAckFuture
@@ -239,6 +243,9 @@ func (l *turnLog) publish(ctx context.Context, key string, data []byte, op strin
 		}
 		if isWrongSequence(err) || isWrongMsgID(err) {
 			l.why = &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: what, Err: errors.New("another daemon took the fleet over")}
+			if l.fenced != nil {
+				go l.fenced(l.why)
+			}
 			return &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: what, Err: err}
 		}
 	}

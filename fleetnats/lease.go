@@ -182,6 +182,12 @@ func (f *Fleet) Own(ctx context.Context, opts OwnOptions) (*Ownership, error) {
 		o.giveUp(context.Background())
 		return nil, err
 	}
+	// A write that finds the fleet fenced by another daemon ends the
+	// ownership at once: the lease may still name this daemon (a
+	// renewal that went through while another took the fleet over, in
+	// a raft election), and an owner that can write nothing must give
+	// the fleet up rather than hold it.
+	o.turns.fenced = o.lose
 	// Renewals start before the leader move, which may take a while: the
 	// lease, taken above, must not run out meanwhile.
 	go o.renew()

@@ -230,6 +230,30 @@ func TestOwnFencesTheOldOwnersRelease(t *testing.T) {
 	}
 }
 
+// TestFencedOwnerLosesAtOnce: an owner whose write finds the fleet fenced
+// by another daemon loses its ownership then, not at its lease's next
+// renewal (a minute away here): its daemon stops serving a fleet it can
+// no longer write.
+func TestFencedOwnerLosesAtOnce(t *testing.T) {
+	url := natstest.Run(t).URL()
+	a, b := leaseConnect(t, url), leaseConnect(t, url)
+	ctx := context.Background()
+	oa, err := a.Own(ctx, fleetnats.OwnOptions{LeaseTTL: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oa.Close()
+	takeOver(t, b)
+	if err := oa.Save(ctx, "turn-1", []byte("a")); fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
+		t.Fatalf("the fenced owner's Save: %v; want ERR_UNAVAILABLE", err)
+	}
+	select {
+	case <-oa.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fenced owner still holds its ownership 5s after its write was fenced")
+	}
+}
+
 // TestOwnerLeadsTheTurns: on a 3-node cluster the owner's server leads the
 // turns' stream once Own returns, as each of two daemons, connected to
 // different servers, takes the fleet in turn; the owner's writes and reads

@@ -376,7 +376,11 @@ func errorResult(err error) *mcp.CallToolResult {
 
 // errorBodyOf is the structured content of the failure result of err.
 func errorBodyOf(err error) errorBody {
+	// Only a bare context error is the caller's: one a code was given to
+	// (a backend call cut by its own bound: ERR_UNAVAILABLE) keeps it.
+	var coded *fleetstate.Error
 	switch {
+	case errors.As(err, &coded):
 	case errors.Is(err, context.Canceled):
 		err = &fleetstate.Error{Code: fleetstate.CodeCancelled, Err: errors.New("the call was cancelled")}
 	case errors.Is(err, context.DeadlineExceeded):

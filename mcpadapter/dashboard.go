@@ -34,7 +34,9 @@ import (
 // revoked; a restart of the daemon ends every session. The page itself
 // reads the fleet from /events (the browser sends the cookie) and the
 // transcripts of the turns from /dashboard/transcripts; it loads nothing
-// from elsewhere, which its Content-Security-Policy enforces.
+// from elsewhere, which its Content-Security-Policy enforces. Its actions
+// (answer, cancel, send, ack) are POSTs that need the cookie, the page's own
+// origin and the login's CSRF token: see dashboard_actions.go.
 
 // DashboardPath is where the daemon serves the dashboard: every path under
 // it.
@@ -114,11 +116,13 @@ type loginCode struct {
 	expires    time.Time
 }
 
-// dashboardLogin is a session: when it ends, and the lead token it came
-// from, if a lead's (the operator's holds for the daemon's life).
+// dashboardLogin is a session: when it ends, the lead token it came from,
+// if a lead's (the operator's holds for the daemon's life), and the CSRF
+// token its page sends back with each action.
 type dashboardLogin struct {
 	created, expires time.Time
 	lead             string
+	csrf             string
 }
 
 // NewDashboard returns the dashboard of rv. It reads rv's events from now
@@ -192,6 +196,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.servePage(w, r)
 	case p == DashboardPath+"transcripts":
 		d.serveTranscripts(w, r)
+	case p == DashboardPath+"answer", p == DashboardPath+"cancel", p == DashboardPath+"send", p == DashboardPath+"ack":
+		d.serveAction(w, r, strings.TrimPrefix(p, DashboardPath))
 	case strings.HasPrefix(p, DashboardPath+"static/") && r.Method == http.MethodGet:
 		d.files.ServeHTTP(w, r)
 	default:
@@ -201,9 +207,15 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Authorized reports whether r carries the cookie of a live session.
 func (d *Dashboard) Authorized(r *http.Request) bool {
+	_, ok := d.session(r)
+	return ok
+}
+
+// session returns a copy of the live session whose cookie r carries.
+func (d *Dashboard) session(r *http.Request) (dashboardLogin, bool) {
 	c, err := r.Cookie(cookieName(r))
 	if err != nil || c.Value == "" || len(c.Value) > 128 {
-		return false
+		return dashboardLogin{}, false
 	}
 	// Sessions are looked up by the hash of the cookie, so that the
 	// lookup's timing says nothing about the secret.
@@ -214,23 +226,25 @@ func (d *Dashboard) Authorized(r *http.Request) bool {
 		delete(d.sessions, key)
 		ok = false
 	}
-	lead := ""
+	var login dashboardLogin
 	if ok {
-		lead = s.lead
+		login = *s
 	}
 	d.mu.Unlock()
 	if !ok {
-		return false
+		return dashboardLogin{}, false
 	}
-	if lead != "" {
+	if login.lead != "" {
 		// A lead's login lasts as long as its token.
 		if d.o.Tokens == nil {
-			return false
+			return dashboardLogin{}, false
 		}
-		id, found := d.o.Tokens.Lookup(lead)
-		return found && id.Role == RoleLead
+		id, found := d.o.Tokens.Lookup(login.lead)
+		if !found || id.Role != RoleLead {
+			return dashboardLogin{}, false
+		}
 	}
-	return true
+	return login, true
 }
 
 // cookieName is the session cookie's name for the daemon r reached.
@@ -330,6 +344,11 @@ func (d *Dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no randomness", http.StatusInternalServerError)
 		return
 	}
+	csrf, err := randomToken()
+	if err != nil {
+		http.Error(w, "no randomness", http.StatusInternalServerError)
+		return
+	}
 	d.mu.Lock()
 	now := d.now()
 	for k, s := range d.sessions {
@@ -348,7 +367,7 @@ func (d *Dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
 		delete(d.sessions, oldest)
 	}
 	expires := now.Add(d.o.SessionTTL)
-	d.sessions[sha256.Sum256([]byte(value))] = &dashboardLogin{created: now, expires: expires, lead: lead}
+	d.sessions[sha256.Sum256([]byte(value))] = &dashboardLogin{created: now, expires: expires, lead: lead, csrf: csrf}
 	d.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
 		Name:     cookieName(r),
@@ -402,8 +421,19 @@ func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use GET", http.StatusMethodNotAllowed)
 		return
 	}
+	s, ok := d.session(r)
+	if !ok {
+		d.refuse(w, r)
+		return
+	}
+	var a actor
+	if s.lead != "" {
+		id, _ := d.o.Tokens.Lookup(s.lead)
+		a.lead = id.Agent
+	}
 	snap := d.rv.Snapshot()
-	d.page(w, http.StatusOK, "index", map[string]any{"Snapshot": snap, "Version": d.o.Version, "Now": d.now()})
+	d.page(w, http.StatusOK, "index", map[string]any{"Snapshot": snap, "Version": d.o.Version, "Now": d.now(),
+		"CSRF": s.csrf, "Lead": a.lead, "Sender": a.sender()})
 }
 
 // page renders the template name.html.

@@ -171,6 +171,8 @@ func TestErrorResultOtherErrors(t *testing.T) {
 		{"cancelled", context.Canceled, fleetstate.CodeCancelled, "", "cancelled"},
 		{"cancelled, wrapped", fmt.Errorf("wait: %w", context.Canceled), fleetstate.CodeCancelled, "", "cancelled"},
 		{"deadline", context.DeadlineExceeded, fleetstate.CodeCancelled, "", "deadline"},
+		{"a backend's own bound keeps its code", &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "persist turn", Err: fmt.Errorf("nats: %w", context.DeadlineExceeded)},
+			fleetstate.CodeUnavailable, "", "unavailable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,6 +43,10 @@ func recordRecent(rv *fleetstate.Rendezvous, n int) *recentEvents {
 	r := &recentEvents{seq: snap.Seq, changed: make(chan struct{})}
 	go func() {
 		for e := range sub.Events() {
+			// Kept clipped, as copies: the ring must not pin whole
+			// contents (50 replies of up to 16 MiB) for as long as the
+			// rendezvous lives.
+			e = clipEvent(e, SnapshotClip)
 			r.mu.Lock()
 			e.Gap = 0
 			if len(r.ring) == n {
@@ -83,15 +87,21 @@ func (r *recentEvents) upTo(seq uint64, clip int) []fleetstate.Event {
 		if e.Seq > seq {
 			break
 		}
-		if len(e.Content) > clip {
-			e.Content = clipText(e.Content, clip)
-		}
-		if e.Outcome != nil && len(e.Outcome.Content) > clip {
-			o := *e.Outcome
-			o.Content = clipText(o.Content, clip)
-			e.Outcome = &o
-		}
-		out = append(out, e)
+		out = append(out, clipEvent(e, clip))
 	}
 	return out
+}
+
+// clipEvent returns e with its content and its outcome's content clipped
+// to clip bytes (see clipText); e's own outcome is not changed.
+func clipEvent(e fleetstate.Event, clip int) fleetstate.Event {
+	if len(e.Content) > clip {
+		e.Content = clipText(e.Content, clip)
+	}
+	if e.Outcome != nil && len(e.Outcome.Content) > clip {
+		o := *e.Outcome
+		o.Content = clipText(o.Content, clip)
+		e.Outcome = &o
+	}
+	return e
 }

@@ -16,8 +16,9 @@ const (
 )
 
 // OperatorAgent is the lead the daemon's operator token calls the tools as
-// (see [HTTPOptions].Operator): what a person sends from the CLI is this
-// lead's, and its tickets are this lead's. A lead token issued to an agent
+// (see [HTTPOptions].Operator), and the lead the operator's dashboard
+// login acts as: what a person sends from the CLI, watch or the dashboard
+// is this lead's, and so are its tickets. A lead token issued to an agent
 // of this name shares them.
 const OperatorAgent = "operator"
 

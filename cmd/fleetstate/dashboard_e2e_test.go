@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/png"
+	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/accessibility"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // updateScreenshot names the environment variable that makes the browser
@@ -226,5 +233,292 @@ func TestWebCommand(t *testing.T) {
 	}
 	if out, _, err := web(nil, "--dir", dir); err != nil || !strings.HasPrefix(out, base+"/dashboard/login?code=") {
 		t.Fatalf("web --dir: %v, %q", err, out)
+	}
+}
+
+// byRole finds, inside the first element that the CSS selector scope
+// matches, the elements with the accessible role and name given, as a
+// screen reader finds them: Chromium computes both.
+func byRole(scope, role, name string) chromedp.QueryOption {
+	return chromedp.ByFunc(func(ctx context.Context, t *chromedp.Target, n *chromedp.Node) ([]cdp.NodeID, error) {
+		box, err := cdp.Call(ctx, t, dom.QuerySelector, dom.QuerySelectorParams{NodeID: n.NodeID, Selector: scope})
+		if err != nil || box.NodeID == 0 {
+			return nil, err
+		}
+		found, err := cdp.Call(ctx, t, accessibility.QueryAXTree, accessibility.QueryAXTreeParams{NodeID: box.NodeID, Role: role, AccessibleName: name})
+		if err != nil {
+			return nil, err
+		}
+		var ids []cdp.BackendNodeID
+		for _, a := range found.Nodes {
+			if !a.Ignored && a.BackendDOMNodeID != 0 {
+				ids = append(ids, a.BackendDOMNodeID)
+			}
+		}
+		if len(ids) == 0 {
+			return nil, nil
+		}
+		pushed, err := cdp.Call(ctx, t, dom.PushNodesByBackendIDsToFrontend, dom.PushNodesByBackendIDsToFrontendParams{BackendNodeIDs: ids})
+		return pushed.NodeIDs, err
+	})
+}
+
+// withRole runs action on the control of role and name inside scope,
+// waiting a bounded time for it to appear.
+func withRole(t *testing.T, ctx context.Context, scope, role, name string, action func(opts ...chromedp.QueryOption) chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(wctx, action(byRole(scope, role, name), chromedp.NodeVisible)); err != nil {
+		t.Fatalf("%s named %q in %s: %v; the page shows:\n%s", role, name, scope, err, textOf(ctx, "body"))
+	}
+}
+
+func clickRole(t *testing.T, ctx context.Context, scope, role, name string) {
+	t.Helper()
+	withRole(t, ctx, scope, role, name, func(opts ...chromedp.QueryOption) chromedp.Action[chromedp.Void] {
+		return chromedp.Click("", opts...)
+	})
+}
+
+func typeRole(t *testing.T, ctx context.Context, scope, role, name, text string) {
+	t.Helper()
+	withRole(t, ctx, scope, role, name, func(opts ...chromedp.QueryOption) chromedp.Action[chromedp.Void] {
+		return chromedp.SendKeys("", text, opts...)
+	})
+}
+
+// webLogin returns a one-time login URL for the operator of dir's daemon,
+// from `fleetstate web`.
+func webLogin(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command(binary, "web", "--dir", dir).Output()
+	if err != nil {
+		t.Fatalf("fleetstate web: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// replay sends an action of the dashboard as a plain HTTP request with
+// the headers given, and returns its status.
+func replay(t *testing.T, base, path, body string, headers map[string]string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/dashboard/"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestDashboardActsInChromium steers a fleet from a real browser: the
+// operator answers a member's question, cancels a queued ticket, sends a
+// task and dismisses its finished ticket, each through the page's named
+// controls, and each is checked from the member's or the lead's side
+// through MCP. The same actions replayed from another origin, or without
+// the login, change nothing. At a phone's width the page still fits, and
+// its controls still work. A lead's login gets controls on its own
+// tickets only.
+func TestDashboardActsInChromium(t *testing.T) {
+	ctx := browserTab(t)
+	f := newFleet(t)
+	call := context.Background()
+	base := strings.TrimSuffix(f.d.url, "/mcp")
+	if err := chromedp.Do(ctx, chromedp.Navigate(webLogin(t, f.dir))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#conn", "live")
+	waitText(t, ctx, "#members", "m1", "m2")
+	waitText(t, ctx, "#actor", "operator")
+
+	// Answer: the member's fleet_ask returns what was typed in the box.
+	o := ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "count the files in cmd/", "wait": false})
+	ticket, _ := o["ticket"].(string)
+	ok(call, t, f.m1, "fleet_next", map[string]any{"wait_s": 10})
+	asked := async(call, t, f.m1, "fleet_ask", map[string]any{"question": "including the tests?", "default": "no"})
+	row := fmt.Sprintf("#tickets tr[data-ticket=%q]", ticket)
+	waitText(t, ctx, row, "question", "including the tests?")
+	// Events that come while an answer is typed leave its box, its text
+	// and its focus alone.
+	typeRole(t, ctx, row, "textbox", "Answer", "yes, ")
+	o = ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m2", "content": "an interruption", "wait": false})
+	ok(call, t, f.lead, "fleet_cancel", map[string]any{"ticket": o["ticket"]})
+	waitText(t, ctx, fmt.Sprintf("#tickets tr[data-ticket=%q]", o["ticket"]), "cancelled")
+	focused := `(() => { const e = document.activeElement; return !!e && e.getAttribute('aria-label') === 'Answer' && e.value === 'yes, '; })()`
+	if still, err := chromedp.Run(ctx, chromedp.Evaluate[bool](focused)); err != nil || !still {
+		t.Fatalf("an event took the answer being typed away from its box (%v)", err)
+	}
+	typeRole(t, ctx, row, "textbox", "Answer", "tests too")
+	clickRole(t, ctx, row, "button", "Answer")
+	if a := recvWithin(t, asked, 10*time.Second); a["answer"] != "yes, tests too" {
+		t.Fatalf("the member's fleet_ask = %v; want the answer typed in the page", a)
+	}
+	ok(call, t, f.m1, "fleet_reply", map[string]any{"content": "31 files, 12 of them tests"})
+	if p := ok(call, t, f.lead, "fleet_poll", map[string]any{"ticket": ticket}); p["outcome"] != "reply" || p["content"] != "31 files, 12 of them tests" {
+		t.Fatalf("the lead's poll after the answer = %v; want the member's reply", p)
+	}
+	// The ticket shows its outcome's text, not only its kind.
+	waitText(t, ctx, row, "reply", "31 files, 12 of them tests")
+
+	// Cancel: m2 has not asked for work, so the ticket waits queued; once
+	// cancelled, the lead's poll says so and m2 never gets it.
+	o = ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m2", "content": "never to be done", "wait": false})
+	queued, _ := o["ticket"].(string)
+	qrow := fmt.Sprintf("#tickets tr[data-ticket=%q]", queued)
+	waitText(t, ctx, qrow, "queued")
+	clickRole(t, ctx, qrow, "button", "Cancel")
+	waitText(t, ctx, qrow, "cancelled")
+	if p := ok(call, t, f.lead, "fleet_poll", map[string]any{"ticket": queued}); p["outcome"] != "failed" || p["reason"] != "cancelled" {
+		t.Fatalf("the lead's poll after the cancel = %v; want failed (cancelled)", p)
+	}
+	if n := ok(call, t, f.m2, "fleet_next", map[string]any{"wait_s": 0.2}); n["outcome"] != "none" {
+		t.Fatalf("m2's fleet_next after the cancel = %v; want none", n)
+	}
+
+	// Send: a task from the form reaches the member, from the operator.
+	if err := chromedp.Do(ctx, chromedp.SetValue("", "m2", byRole("#send", "combobox", "Member"))); err != nil {
+		t.Fatalf("the Member list: %v", err)
+	}
+	typeRole(t, ctx, "#send", "textbox", "Brief", "update the README's install line")
+	clickRole(t, ctx, "#send", "button", "Send")
+	msg := ok(call, t, f.m2, "fleet_next", map[string]any{"wait_s": 10})
+	if msg["content"] != "update the README's install line" || msg["from"] != mcpadapter.OperatorAgent {
+		t.Fatalf("m2's fleet_next after the send = %v; want the brief, from %s", msg, mcpadapter.OperatorAgent)
+	}
+	waitText(t, ctx, "#act-status", "sent to m2")
+
+	// Dismiss: once done, the operator's own ticket can be acked away, so
+	// that the operator's sends do not pile up; nobody else's can.
+	ok(call, t, f.m2, "fleet_reply", map[string]any{"content": "README updated"})
+	waitText(t, ctx, "#tickets", "README updated")
+	clickRole(t, ctx, "#tickets", "button", "Dismiss")
+	waitText(t, ctx, "#act-status", "dismissed")
+	gone := `!document.querySelector('#tickets').innerText.includes("update the README's install line")`
+	gctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(gctx, chromedp.Poll[bool](gone, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		t.Fatalf("the dismissed ticket stays (%v):\n%s", err, textOf(ctx, "#tickets"))
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#tickets button.dismiss').length`)); err != nil || n != 0 {
+		t.Fatalf("%d Dismiss buttons left (%v); want none: the other done tickets are the lead's", n, err)
+	}
+
+	// Replays: the login's own cookie and CSRF token, taken out of the
+	// browser, are refused from another origin, and the token without
+	// the cookie is refused too. The ticket stays queued, and m1 gets it.
+	cookies, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) (*network.GetCookiesResult, error) {
+		r, err := cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/dashboard/"}})
+		return &r, err
+	})
+	if err != nil || len(cookies.Cookies) != 1 {
+		t.Fatalf("the browser's cookies: %v, %v", cookies, err)
+	}
+	cookie := cookies.Cookies[0].Name + "=" + cookies.Cookies[0].Value
+	csrf, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('meta[name="csrf-token"]').content`))
+	if err != nil || len(csrf) < 40 {
+		t.Fatalf("the page's CSRF token: %q, %v", csrf, err)
+	}
+	o = ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "keep me queued", "wait": false})
+	keep, _ := o["ticket"].(string)
+	good := map[string]string{"Content-Type": "application/json", "Cookie": cookie, mcpadapter.CSRFHeader: csrf, "Origin": base}
+	with := func(k, v string) map[string]string {
+		h := maps.Clone(good)
+		if v == "" {
+			delete(h, k)
+		} else {
+			h[k] = v
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		want    int
+	}{
+		{"another site", with("Origin", "http://evil.example"), http.StatusForbidden},
+		{"another local origin", with("Origin", "http://127.0.0.1:1"), http.StatusForbidden},
+		{"no Origin", with("Origin", ""), http.StatusForbidden},
+		{"no login", with("Cookie", ""), http.StatusUnauthorized},
+	} {
+		if got := replay(t, base, "cancel", `{"ticket":"`+keep+`"}`, tc.headers); got != tc.want {
+			t.Errorf("a cancel replayed from %s: %d; want %d", tc.name, got, tc.want)
+		}
+		if got := replay(t, base, "send", `{"to":"m1","brief":"forged"}`, tc.headers); got != tc.want {
+			t.Errorf("a send replayed from %s: %d; want %d", tc.name, got, tc.want)
+		}
+	}
+	if p := ok(call, t, f.lead, "fleet_poll", map[string]any{"ticket": keep}); p["state"] != "queued" {
+		t.Fatalf("the ticket after the refused replays = %v; want still queued", p)
+	}
+	if msg := ok(call, t, f.m1, "fleet_next", map[string]any{"wait_s": 10}); msg["content"] != "keep me queued" {
+		t.Fatalf("m1's next message = %v; want the ticket the replays could not cancel", msg)
+	}
+	ok(call, t, f.m1, "fleet_reply", map[string]any{"content": "kept"})
+	if n := ok(call, t, f.m1, "fleet_next", map[string]any{"wait_s": 0.2}); n["outcome"] != "none" {
+		t.Fatalf("m1's fleet_next after the replays = %v; want none: no forged send", n)
+	}
+
+	// A phone's width: nothing scrolls sideways, and the question's
+	// controls are on screen and work.
+	o = ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "check the phone layout", "wait": false})
+	phoneTicket, _ := o["ticket"].(string)
+	ok(call, t, f.m1, "fleet_next", map[string]any{"wait_s": 10})
+	asked = async(call, t, f.m1, "fleet_ask", map[string]any{"question": "may I rename " + strings.Repeat("internal/fleetwatch/", 6) + "?", "default": "no"})
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#conn", "live")
+	prow := fmt.Sprintf("#tickets tr[data-ticket=%q]", phoneTicket)
+	waitText(t, ctx, prow, "may I rename")
+	waitText(t, ctx, "#turns", "check the phone layout", "count the files in cmd/")
+	fits := `(() => {
+		const w = document.documentElement.clientWidth;
+		const out = [...document.querySelectorAll('button, input, select, textarea')]
+			.filter((e) => e.offsetParent && e.getBoundingClientRect().right > w + 0.5);
+		return window.innerWidth === 390 && document.documentElement.scrollWidth <= w && out.length === 0;
+	})()`
+	if fit, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fits)); err != nil || !fit {
+		sizes, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.innerWidth + " wide, scrolls " + document.documentElement.scrollWidth`))
+		t.Fatalf("at 390 px the page does not fit (%v): %s", err, sizes)
+	}
+	typeRole(t, ctx, prow, "textbox", "Answer", "yes")
+	clickRole(t, ctx, prow, "button", "Answer")
+	if a := recvWithin(t, asked, 10*time.Second); a["answer"] != "yes" {
+		t.Fatalf("fleet_ask answered at a phone's width = %v", a)
+	}
+	ok(call, t, f.m1, "fleet_reply", map[string]any{"content": "renamed"})
+
+	// A lead's login: controls on its own tickets only. The operator's
+	// queued send has no Cancel; the lead's own has one, and it works.
+	typeRole(t, ctx, "#send", "textbox", "Brief", "the operator's queued task")
+	clickRole(t, ctx, "#send", "button", "Send")
+	waitText(t, ctx, "#tickets", "the operator's queued task")
+	o = ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m2", "content": "the lead's queued task", "wait": false})
+	own, _ := o["ticket"].(string)
+	cmd := exec.Command(binary, "web", "--url", f.d.url)
+	cmd.Env = append(os.Environ(), "FLEET_TOKEN="+f.tokens["lead"])
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("fleetstate web --url with the lead's token: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(strings.TrimSpace(string(out)))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#actor", "as lead lead")
+	waitText(t, ctx, "#tickets", "the operator's queued task", "the lead's queued task")
+	buttons := `[...document.querySelectorAll('#tickets tr')].filter((r) => r.innerText.includes(%q)).map((r) => r.querySelectorAll('button').length).join()`
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(buttons, "the operator's queued task"))); err != nil || n != "0" {
+		t.Fatalf("the lead's page has %q buttons on the operator's ticket (%v); want none", n, err)
+	}
+	clickRole(t, ctx, fmt.Sprintf("#tickets tr[data-ticket=%q]", own), "button", "Cancel")
+	if p := ok(call, t, f.lead, "fleet_poll", map[string]any{"ticket": own, "wait_s": 10}); p["reason"] != "cancelled" {
+		t.Fatalf("the lead's poll after its login's cancel = %v; want cancelled", p)
 	}
 }

@@ -3,6 +3,12 @@
 // turns come from the daemon once per snapshot (it keeps the questions and
 // answers asked before the page opened) and are kept up by the events
 // that follow. Everything untrusted is set as text, never as HTML.
+//
+// The page acts too: an answer to a question, a cancel of a ticket, a
+// detached send and the dismissal (ack) of a finished ticket the login
+// sent are POSTs to the daemon with the login's CSRF token (from
+// the page's csrf-token meta element) in a header. A lead's login gets the
+// controls on its own tickets only; the operator's, on every ticket.
 'use strict';
 (function () {
   // The same bounds as the daemon's transcripts.
@@ -16,8 +22,15 @@
   let trSeq = 0;             // the sequence number the transcripts hold
   let pending = null;        // events that came while the transcripts load
   let source = null;
+  const perms = new Map();   // permission request ID -> request, pending only
+  const ticketRows = new Map(); // ticket key -> {tr, tds, actKey}
+  const drafts = new Map();  // turn ID -> answer being typed
 
   const $ = (id) => document.getElementById(id);
+  const meta = (name) => (document.querySelector('meta[name="' + name + '"]') || { content: '' }).content;
+  const csrf = meta('csrf-token');
+  const myLead = meta('fleetstate-lead'); // empty for the operator
+  const sender = meta('fleetstate-sender'); // the lead name this login sends as
 
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
@@ -78,6 +91,8 @@
     for (const m of snap.members || []) members.set(m.name, m);
     tickets.clear();
     for (const t of snap.tickets || []) tickets.set(ticketKey(t), t);
+    perms.clear();
+    for (const p of snap.permissions || []) if (!p.decision) perms.set(p.id, p);
     setConn('live', 'live');
     pending = [];
     fetch('/dashboard/transcripts?after=' + snap.seq, { credentials: 'same-origin', cache: 'no-store' })
@@ -156,6 +171,13 @@
       case 'member_removed':
         members.delete(e.member);
         break;
+      case 'permission_requested':
+        if (e.permission) perms.set(e.permission.id, e.permission);
+        break;
+      case 'permission_decided':
+      case 'permission_expired':
+        if (e.permission) perms.delete(e.permission.id);
+        break;
     }
   }
 
@@ -193,6 +215,8 @@
   function render() {
     renderMembers();
     renderTickets();
+    renderRequests();
+    renderSendForm();
     renderTurns();
     renderEvents();
   }
@@ -202,32 +226,191 @@
     const rows = [];
     for (const m of [...members.values()].sort((a, b) => a.name < b.name ? -1 : 1)) {
       rows.push(el('tr', { 'data-member': m.name },
-        el('td', {}, m.name),
-        el('td', { class: 'status-' + (m.status || '') }, m.status || '?'),
-        el('td', {}, m.ready ? 'ready' : 'not ready'),
-        el('td', {}, m.queued || 0),
-        el('td', { class: 'mono' }, m.open_turn || ''),
-        el('td', { class: 'age', 'data-since': m.open_turn ? m.open_since : '' }, m.open_turn ? age(m.open_since) : '')));
+        el('td', { 'data-label': 'member' }, m.name),
+        el('td', { 'data-label': 'status', class: 'status-' + (m.status || '') }, m.status || '?'),
+        el('td', { 'data-label': 'ready' }, m.ready ? 'ready' : 'not ready'),
+        el('td', { 'data-label': 'queued' }, m.queued || 0),
+        el('td', { 'data-label': 'open turn', class: 'mono' }, m.open_turn || ''),
+        el('td', { 'data-label': 'age', class: 'age', 'data-since': m.open_turn ? m.open_since : '' }, m.open_turn ? age(m.open_since) : '')));
     }
     if (!rows.length) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: 6 }, 'no members')));
     body.replaceChildren(...rows);
   }
 
+  // mayAct reports whether this login may act on ticket t.
+  function mayAct(t) { return !myLead || t.lead === myLead; }
+
+  function outcomeText(t) {
+    if (t.state === 'question') return 'question: ' + clip(t.content, 200);
+    let s = (t.outcome || '') + (t.reason ? ' (' + t.reason + ')' : '');
+    if (t.state === 'done' && t.content) s += ': ' + clip(t.content, 200);
+    return s;
+  }
+
+  // The rows of the tickets are kept, not rebuilt, so that an answer
+  // being typed keeps its text and its focus while events come in.
+  const ticketLabels = ['ticket', 'member', 'lead', 'brief', 'state', 'outcome', 'act'];
+
   function renderTickets() {
     const body = $('tickets').tBodies[0];
-    const rows = [];
+    const want = [];
     for (const t of tickets.values()) {
-      const outcome = (t.outcome || '') + (t.reason ? ' (' + t.reason + ')' : '');
-      rows.push(el('tr', { 'data-ticket': ticketKey(t) },
-        el('td', { class: 'mono' }, t.ticket || ''),
-        el('td', {}, t.from || ''),
-        el('td', {}, t.lead || ''),
-        el('td', {}, clip(t.brief, 120)),
-        el('td', { class: 'state-' + (t.state || '') }, t.state || ''),
-        el('td', { class: 'outcome-' + (t.outcome || '') }, outcome)));
+      const key = ticketKey(t);
+      let r = ticketRows.get(key);
+      if (!r) {
+        const tds = ticketLabels.map((l) => el('td', { 'data-label': l }));
+        r = { tr: el('tr', { 'data-ticket': key }, ...tds), tds, actKey: null };
+        tds[0].className = 'mono';
+        tds[6].className = 'actions';
+        ticketRows.set(key, r);
+      }
+      const texts = [t.ticket || '', t.from || '', t.lead || '', clip(t.brief, 120), t.state || '', outcomeText(t)];
+      texts.forEach((x, i) => { if (r.tds[i].textContent !== x) r.tds[i].textContent = x; });
+      r.tds[4].className = 'state-' + (t.state || '');
+      r.tds[5].className = 'outcome-' + (t.outcome || '');
+      const open = t.state === 'queued' || t.state === 'working' || t.state === 'question';
+      const acts = [];
+      if (mayAct(t) && t.state === 'question') acts.push('answer:' + t.turn_id);
+      if (mayAct(t) && open) acts.push('cancel');
+      if (t.state === 'done' && sender && t.lead === sender && t.ticket) acts.push('dismiss');
+      const actKey = acts.join(' ');
+      if (r.actKey !== actKey) {
+        r.actKey = actKey;
+        if (t.state !== 'question') drafts.delete(t.turn_id);
+        r.tds[6].replaceChildren(...actions(t, actKey));
+      }
+      want.push(r.tr);
     }
-    if (!rows.length) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: 6 }, 'no tickets')));
-    body.replaceChildren(...rows);
+    for (const [key, r] of ticketRows) if (!tickets.has(key)) { ticketRows.delete(key); r.tr.remove(); }
+    for (const turn of drafts.keys()) if (![...tickets.values()].some((t) => t.turn_id === turn)) drafts.delete(turn);
+    if (!want.length) want.push(emptyRow(body, 7, 'no tickets'));
+    reconcile(body, want);
+  }
+
+  // actions returns the controls of ticket t: an answer box for its
+  // question, a Cancel button while it is unfinished, a Dismiss button
+  // (an ack) once a ticket this login sent has finished.
+  function actions(t, actKey) {
+    const out = [];
+    const has = (a) => actKey.split(' ').some((k) => k === a || k.startsWith(a + ':'));
+    if (has('answer')) {
+      const turn = t.turn_id;
+      const box = el('input', { type: 'text', 'aria-label': 'Answer', class: 'answer', autocomplete: 'off' });
+      box.value = drafts.get(turn) || '';
+      box.addEventListener('input', () => drafts.set(turn, box.value));
+      const b = el('button', { type: 'button', class: 'answer' }, 'Answer');
+      const send = async () => {
+        if (!box.value) { status('type an answer first', 'bad'); box.focus(); return; }
+        if (await act('answer', { turn_id: turn, answer: box.value }, b, 'answered ' + turn)) {
+          drafts.delete(turn);
+          box.value = '';
+        }
+      };
+      b.addEventListener('click', send);
+      box.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); send(); } });
+      out.push(el('span', { class: 'answer-box' }, box, b));
+    }
+    if (has('cancel')) {
+      const key = ticketKey(t);
+      const b = el('button', { type: 'button', class: 'cancel' }, 'Cancel');
+      b.addEventListener('click', () => act('cancel', { ticket: key }, b, 'cancelled ' + key));
+      out.push(b);
+    }
+    if (has('dismiss')) {
+      const b = el('button', { type: 'button', class: 'dismiss' }, 'Dismiss');
+      b.addEventListener('click', () => act('ack', { ticket: t.ticket }, b, 'dismissed ' + t.ticket));
+      out.push(b);
+    }
+    return out;
+  }
+
+  const emptyRows = new Map();
+  function emptyRow(body, cols, text) {
+    let tr = emptyRows.get(body);
+    if (!tr) { tr = el('tr', { class: 'empty' }, el('td', { colspan: cols }, text)); emptyRows.set(body, tr); }
+    return tr;
+  }
+
+  // reconcile makes body's rows want, in order, moving only what moved.
+  function reconcile(body, want) {
+    const keep = new Set(want);
+    for (const tr of [...body.rows]) if (!keep.has(tr)) tr.remove();
+    want.forEach((tr, i) => { if (body.rows[i] !== tr) body.insertBefore(tr, body.rows[i] || null); });
+  }
+
+  // renderRequests shows the pending permission requests, in a section
+  // that is hidden while there are none. Their Allow and Deny controls
+  // belong in each row's actions cell.
+  function renderRequests() {
+    const section = $('requests-section');
+    if (!section) return;
+    section.hidden = perms.size === 0;
+    const rows = [];
+    for (const p of perms.values()) {
+      rows.push(el('tr', { 'data-request': p.id },
+        el('td', { 'data-label': 'member' }, p.member || ''),
+        el('td', { 'data-label': 'tool' }, p.tool || ''),
+        el('td', { 'data-label': 'input', class: 'mono' }, clip(p.input, 300)),
+        el('td', { 'data-label': 'cwd', class: 'mono' }, p.cwd || ''),
+        el('td', { 'data-label': 'age', class: 'age', 'data-since': p.asked || '' }, age(p.asked)),
+        el('td', { 'data-label': 'act', class: 'actions' })));
+    }
+    $('requests').tBodies[0].replaceChildren(...rows);
+  }
+
+  // renderSendForm keeps the Member list to the members, keeping the
+  // choice made.
+  function renderSendForm() {
+    const sel = $('send-member');
+    if (!sel) return;
+    const names = [...members.keys()].sort();
+    if ([...sel.options].map((o) => o.value).join('\n') === names.join('\n')) return;
+    const chosen = sel.value;
+    sel.replaceChildren(...names.map((n) => el('option', { value: n }, n)));
+    if (names.includes(chosen)) sel.value = chosen;
+  }
+
+  function status(text, cls) {
+    const s = $('act-status');
+    s.textContent = text;
+    s.className = 'act-status ' + (cls || '');
+  }
+
+  // act POSTs an action and says how it went; it reports success.
+  async function act(path, body, button, done) {
+    button.disabled = true;
+    try {
+      const r = await fetch('/dashboard/' + path, {
+        method: 'POST', credentials: 'same-origin', cache: 'no-store',
+        headers: { 'Content-Type': 'application/json', 'X-Fleetstate-CSRF': csrf },
+        body: JSON.stringify(body),
+      });
+      const text = await r.text();
+      if (!r.ok) {
+        let msg = text.trim();
+        try { msg = JSON.parse(text).message || msg; } catch (e) { /* plain text */ }
+        status(path + ' failed: ' + msg, 'bad');
+        return false;
+      }
+      status(done, 'good');
+      return true;
+    } catch (e) {
+      status(path + ' failed: ' + e, 'bad');
+      return false;
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  const form = $('send');
+  if (form) {
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const to = $('send-member').value, brief = $('send-brief').value;
+      if (!to || !brief) { status('choose a member and write a brief', 'bad'); return; }
+      const b = $('send-button');
+      if (await act('send', { to: to, brief: brief }, b, 'sent to ' + to)) $('send-brief').value = '';
+    });
   }
 
   const who = { brief: 'brief', question: 'question', answer: 'answer', withdrawn: 'no answer', cancelled: 'cancelled', outcome: 'outcome' };

@@ -1,0 +1,346 @@
+package mcpadapter_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+)
+
+// csrfMeta finds the login's CSRF token in the dashboard's page.
+var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
+
+// csrfOf returns the CSRF token of c's login, from the page.
+func (x *dash) csrfOf(c *http.Client) string {
+	x.t.Helper()
+	resp, body := get(x.t, c, x.srv.URL+mcpadapter.DashboardPath)
+	m := csrfMeta.FindStringSubmatch(body)
+	if resp.StatusCode != http.StatusOK || m == nil || len(m[1]) < 40 {
+		x.t.Fatalf("page: %s, no CSRF token in it:\n%s", resp.Status, body)
+	}
+	return m[1]
+}
+
+// leadLogin logs c in with the token of lead.
+func (x *dash) leadLogin(c *http.Client, token string) *http.Client {
+	x.t.Helper()
+	login, status := x.code(token)
+	if status != http.StatusOK {
+		x.t.Fatalf("code: %d", status)
+	}
+	if resp := x.login(c, login); resp.StatusCode != http.StatusSeeOther {
+		x.t.Fatalf("login: %s", resp.Status)
+	}
+	return c
+}
+
+// action posts body to the action path as the page does, with edit
+// changing the request first; it returns the status and the body.
+func (x *dash) action(c *http.Client, csrf, path, body string, edit func(*http.Request)) (int, string) {
+	x.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, x.srv.URL+mcpadapter.DashboardPath+path, strings.NewReader(body))
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", x.srv.URL)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set(mcpadapter.CSRFHeader, csrf)
+	if edit != nil {
+		edit(req)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// queued sends a detached task from lead to scout and returns its ticket.
+func (x *dash) queued(lead, brief string) string {
+	x.t.Helper()
+	if err := x.rv.SetReady("scout", true); err != nil {
+		x.t.Fatal(err)
+	}
+	o, err := x.rv.SendDetached(lead, "scout", brief)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	return o.Ticket
+}
+
+// state returns where lead's ticket stands.
+func (x *dash) state(lead, ticket string) fleetstate.Outcome {
+	x.t.Helper()
+	o, err := x.rv.Poll(context.Background(), lead, ticket, 0)
+	if err != nil {
+		x.t.Fatalf("poll %s: %v", ticket, err)
+	}
+	return o
+}
+
+// asking makes scout take its next message and ask a question in it, and
+// returns the turn and a channel with what Ask returns.
+func (x *dash) asking(lead, ticket, question string) (string, <-chan string) {
+	x.t.Helper()
+	ctx := context.Background()
+	msg, ok, err := x.rv.Next(ctx, "scout", time.Second)
+	if !ok || err != nil {
+		x.t.Fatalf("Next: %v %v", ok, err)
+	}
+	asked := make(chan string, 1)
+	go func() {
+		text, _, err := x.rv.Ask(ctx, "scout", question, "")
+		if err != nil {
+			text = "error: " + err.Error()
+		}
+		asked <- text
+	}()
+	if !fleettest.Until(5*time.Second, 5*time.Millisecond, func() bool { return x.state(lead, ticket).State == fleetstate.TicketQuestion }) {
+		x.t.Fatal("the question never showed on the ticket")
+	}
+	return msg.TurnID, asked
+}
+
+func TestDashboardAnswer(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	csrf := x.csrfOf(c)
+	ticket := x.queued("lead", "count the TODOs")
+	turn, asked := x.asking("lead", ticket, "in which package?")
+
+	status, body := x.action(c, csrf, "answer", `{"turn_id":"`+turn+`","answer":"the root one"}`, nil)
+	if status != http.StatusOK {
+		t.Fatalf("answer: %d %s", status, body)
+	}
+	select {
+	case got := <-asked:
+		if got != "the root one" {
+			t.Fatalf("Ask returned %q; want the answer typed", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Ask never returned")
+	}
+	if o := x.state("lead", ticket); o.State != fleetstate.TicketWorking {
+		t.Errorf("after the answer the lead's ticket is %+v; want working", o)
+	}
+	// The question is answered: a second answer is refused.
+	if status, body := x.action(c, csrf, "answer", `{"turn_id":"`+turn+`","answer":"again"}`, nil); status != http.StatusConflict {
+		t.Errorf("second answer: %d %s; want 409", status, body)
+	}
+}
+
+func TestDashboardCancel(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	csrf := x.csrfOf(c)
+	ticket := x.queued("lead", "never to be done")
+	status, body := x.action(c, csrf, "cancel", `{"ticket":"`+ticket+`"}`, nil)
+	if status != http.StatusOK || !strings.Contains(body, `"cancelled"`) {
+		t.Fatalf("cancel: %d %s", status, body)
+	}
+	if o := x.state("lead", ticket); o.Kind != fleetstate.OutcomeFailed || o.Reason != fleetstate.ReasonCancelled {
+		t.Errorf("the lead's ticket after the cancel: %+v; want failed (cancelled)", o)
+	}
+	if msg, ok, err := x.rv.Next(context.Background(), "scout", 50*time.Millisecond); ok || err != nil {
+		t.Errorf("the member got %+v, %v after the cancel; want nothing", msg, err)
+	}
+}
+
+func TestDashboardSend(t *testing.T) {
+	x := newDash(t)
+	for _, tc := range []struct {
+		name, from string
+		login      func(*http.Client) *http.Client
+	}{
+		{"operator", mcpadapter.OperatorAgent, x.loggedIn},
+		{"lead", "lead", func(c *http.Client) *http.Client { return x.leadLogin(c, x.leadTok) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.login(browser(t))
+			status, body := x.action(c, x.csrfOf(c), "send", `{"to":"scout","brief":"sweep the floor, `+tc.name+`"}`, nil)
+			if status != http.StatusOK || !strings.Contains(body, `"ticket"`) {
+				t.Fatalf("send: %d %s", status, body)
+			}
+			msg, ok, err := x.rv.Next(context.Background(), "scout", time.Second)
+			if !ok || err != nil || msg.From != tc.from || msg.Content != "sweep the floor, "+tc.name {
+				t.Fatalf("the member got %+v, %v, %v; want the brief from %s", msg, ok, err, tc.from)
+			}
+		})
+	}
+	c := x.loggedIn(browser(t))
+	for name, body := range map[string]string{
+		"unknown member": `{"to":"nobody","brief":"x"}`,
+		"empty brief":    `{"to":"scout","brief":""}`,
+		"unknown field":  `{"to":"scout","brief":"x","lead":"lead"}`,
+		"not JSON":       `to=scout&brief=x`,
+	} {
+		if status, out := x.action(c, x.csrfOf(c), "send", body, nil); status < 400 || status >= 500 {
+			t.Errorf("%s: %d %s; want a 4xx refusal", name, status, out)
+		}
+	}
+	if snap := x.rv.Snapshot(); len(snap.Tickets) != 2 {
+		t.Errorf("%d tickets after the refused sends; want the 2 sent", len(snap.Tickets))
+	}
+}
+
+// Every way an action may lack what it needs is refused, and changes
+// nothing: the queued ticket stays queued.
+func TestDashboardActionRefused(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	csrf := x.csrfOf(c)
+	other := x.loggedIn(browser(t))
+	otherCSRF := x.csrfOf(other)
+	if otherCSRF == csrf {
+		t.Fatal("two logins have the same CSRF token")
+	}
+	ticket := x.queued("lead", "keep me queued")
+	cancel := `{"ticket":"` + ticket + `"}`
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		csrf   string
+		edit   func(*http.Request)
+		want   int
+	}{
+		{"no cookie", browser(t), csrf, nil, http.StatusUnauthorized},
+		{"no CSRF token", c, "", nil, http.StatusForbidden},
+		{"wrong CSRF token", c, csrf[:len(csrf)-1] + "x", nil, http.StatusForbidden},
+		{"another login's CSRF token", c, otherCSRF, nil, http.StatusForbidden},
+		{"foreign Origin", c, csrf, func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, http.StatusForbidden},
+		{"another local Origin", c, csrf, func(r *http.Request) { r.Header.Set("Origin", "http://127.0.0.1:1") }, http.StatusForbidden},
+		{"null Origin", c, csrf, func(r *http.Request) { r.Header.Set("Origin", "null") }, http.StatusForbidden},
+		{"cross-site fetch", c, csrf, func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, http.StatusForbidden},
+		{"no Origin, no Sec-Fetch-Site", c, csrf, func(r *http.Request) {
+			r.Header.Del("Origin")
+			r.Header.Del("Sec-Fetch-Site")
+		}, http.StatusForbidden},
+		{"form body", c, csrf, func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }, http.StatusUnsupportedMediaType},
+		{"GET", c, csrf, func(r *http.Request) { r.Method = http.MethodGet }, http.StatusMethodNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if status, body := x.action(tc.client, tc.csrf, "cancel", cancel, tc.edit); status != tc.want {
+				t.Fatalf("cancel: %d %s; want %d", status, body, tc.want)
+			}
+			if o := x.state("lead", ticket); o.State != fleetstate.TicketQueued {
+				t.Fatalf("the ticket after a refused cancel: %+v; want queued", o)
+			}
+		})
+	}
+	// Without an Origin, a browser's same-origin fetch is let through.
+	status, body := x.action(c, csrf, "cancel", cancel, func(r *http.Request) { r.Header.Del("Origin") })
+	if status != http.StatusOK {
+		t.Fatalf("same-origin cancel without an Origin: %d %s", status, body)
+	}
+}
+
+// A lead's login acts on its own tickets only; the operator's on every
+// lead's, as that lead.
+func TestDashboardLeadActsOnOwnTickets(t *testing.T) {
+	x := newDash(t)
+	if _, err := x.tokens.Add("other", mcpadapter.RoleLead); err != nil {
+		t.Fatal(err)
+	}
+	c := x.leadLogin(browser(t), x.leadTok)
+	csrf := x.csrfOf(c)
+	if _, body := get(t, c, x.srv.URL+mcpadapter.DashboardPath); !strings.Contains(body, "as lead lead") {
+		t.Errorf("the lead's page does not say who acts:\n%s", body)
+	}
+
+	theirs := x.queued("other", "the other lead's task")
+	turn, asked := x.asking("other", theirs, "which one?")
+	if status, body := x.action(c, csrf, "answer", `{"turn_id":"`+turn+`","answer":"mine"}`, nil); status != http.StatusForbidden {
+		t.Errorf("a lead answering another lead's question: %d %s; want 403", status, body)
+	}
+	if status, body := x.action(c, csrf, "cancel", `{"ticket":"`+theirs+`"}`, nil); status != http.StatusForbidden {
+		t.Errorf("a lead cancelling another lead's ticket: %d %s; want 403", status, body)
+	}
+	if o := x.state("other", theirs); o.State != fleetstate.TicketQuestion {
+		t.Fatalf("the other lead's ticket after the refusals: %+v; want its question still waiting", o)
+	}
+
+	// The operator answers it, as the other lead.
+	op := x.loggedIn(browser(t))
+	if status, body := x.action(op, x.csrfOf(op), "answer", `{"turn_id":"`+turn+`","answer":"the operator's"}`, nil); status != http.StatusOK {
+		t.Fatalf("the operator's answer: %d %s", status, body)
+	}
+	if got := <-asked; got != "the operator's" {
+		t.Fatalf("Ask = %q", got)
+	}
+	if err := x.rv.Reply("scout", "done"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Its own ticket, the lead may cancel.
+	mine := x.queued("lead", "my task")
+	if status, body := x.action(c, csrf, "cancel", `{"ticket":"`+mine+`"}`, nil); status != http.StatusOK {
+		t.Fatalf("a lead cancelling its own ticket: %d %s", status, body)
+	}
+	if o := x.state("lead", mine); o.Reason != fleetstate.ReasonCancelled {
+		t.Errorf("the lead's own ticket: %+v; want cancelled", o)
+	}
+}
+
+// Dismiss acks a finished ticket the login itself sent, and no other.
+func TestDashboardAck(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	csrf := x.csrfOf(c)
+	if !strings.Contains(func() string { _, b := get(t, c, x.srv.URL+mcpadapter.DashboardPath); return b }(),
+		`<meta name="fleetstate-sender" content="`+mcpadapter.OperatorAgent+`">`) {
+		t.Error("the operator's page does not name the lead it sends as")
+	}
+	ctx := context.Background()
+	done := func(lead, brief string) string {
+		ticket := x.queued(lead, brief)
+		if _, ok, err := x.rv.Next(ctx, "scout", time.Second); !ok || err != nil {
+			t.Fatalf("Next: %v %v", ok, err)
+		}
+		if err := x.rv.Reply("scout", "done: "+brief); err != nil {
+			t.Fatal(err)
+		}
+		return ticket
+	}
+	mine := done(mcpadapter.OperatorAgent, "the operator's task")
+	theirs := done("lead", "the lead's task")
+	open := x.queued(mcpadapter.OperatorAgent, "still queued")
+
+	if status, body := x.action(c, csrf, "ack", `{"ticket":"`+theirs+`"}`, nil); status != http.StatusForbidden {
+		t.Errorf("the operator acking a lead's ticket: %d %s; want 403", status, body)
+	}
+	if o := x.state("lead", theirs); o.Kind != fleetstate.OutcomeReply {
+		t.Errorf("the lead's ticket after the refused ack: %+v; want its reply held", o)
+	}
+	if status, body := x.action(c, csrf, "ack", `{"ticket":"`+open+`"}`, nil); status != http.StatusConflict {
+		t.Errorf("acking a queued ticket: %d %s; want 409", status, body)
+	}
+	if status, body := x.action(c, csrf, "ack", `{"ticket":"`+mine+`"}`, nil); status != http.StatusOK {
+		t.Fatalf("the operator acking its own finished ticket: %d %s", status, body)
+	}
+	if _, err := x.rv.Poll(ctx, mcpadapter.OperatorAgent, mine, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
+		t.Errorf("the acked ticket still polls: %v", err)
+	}
+}
+
+// A body over the bound is refused before it is read whole.
+func TestDashboardActionBodyBounded(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	body := `{"to":"scout","brief":"` + strings.Repeat("a", 1<<20) + `"}`
+	if status, out := x.action(c, x.csrfOf(c), "send", body, nil); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a send of over 1 MiB: %d %.200s; want 413", status, out)
+	}
+	if n := len(x.rv.Snapshot().Tickets); n != 0 {
+		t.Fatalf("%d tickets after the refused send; want none", n)
+	}
+}
