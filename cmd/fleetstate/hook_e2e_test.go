@@ -76,6 +76,7 @@ func writeHookFleetFile(t *testing.T) string {
 
 // hookRun is a running `fleetstate hook permission`.
 type hookRun struct {
+	kill   func() // kills the hook and waits for it
 	done   chan struct{}
 	stdout bytes.Buffer
 	stderr bytes.Buffer
@@ -99,10 +100,11 @@ func runHook(t *testing.T, fleetURL, token, command string, timeout time.Duratio
 		h.err = cmd.Wait()
 		close(h.done)
 	}()
-	t.Cleanup(func() {
+	h.kill = func() {
 		_ = cmd.Process.Kill()
-		<-h.done
-	})
+		<-h.done // its output is whole, and read by nobody else
+	}
+	t.Cleanup(h.kill)
 	return h
 }
 
@@ -112,6 +114,7 @@ func (h *hookRun) output(t *testing.T, within time.Duration) string {
 	select {
 	case <-h.done:
 	case <-time.After(within):
+		h.kill()
 		t.Fatalf("the hook did not exit within %v; stderr: %s", within, h.stderr.String())
 	}
 	if h.err != nil {

@@ -294,3 +294,42 @@ func TestWatchKeysActInTmux(t *testing.T) {
 		t.Fatalf("the watch exited with status %s; want 0:\n%s", status, p.screen())
 	}
 }
+
+// TestWatchDecidesPermissionsInTmux: a member's agent asks through its
+// PermissionRequest hook (the real `fleetstate hook permission`); the
+// request shows in the watch, which acts as the operator (--dir); y on it
+// allows, and the hook prints the allow; n on the next denies.
+func TestWatchDecidesPermissionsInTmux(t *testing.T) {
+	dir := t.TempDir()
+	tokens := addTokens(t, dir, map[string]string{"scout": "member"})
+	d := startDaemon(t, dir)
+	p := startWatch(t, nil, "--dir", dir)
+	p.waitFor("the snapshot", `live[\s\S]*MEMBERS`)
+	keys := func(k ...string) { p.tmux(append([]string{"send-keys", "-t", "w"}, k...)...) }
+
+	for _, c := range []struct{ key, command, want string }{
+		{"y", "go test ./...", `"behavior":"allow"`},
+		{"n", "rm -rf build", `"behavior":"deny"`},
+	} {
+		h := runHook(t, d.url, tokens["scout"], c.command, time.Minute)
+		p.waitFor("the request", `PERMISSION REQUESTS \(1\)[\s\S]*scout\s+Bash\s+"`+regexp.QuoteMeta(c.command))
+		for range 4 { // tab moves through members, tickets, questions, requests
+			if strings.Contains(p.screen(), "tab section (requests)") {
+				break
+			}
+			keys("Tab")
+			time.Sleep(200 * time.Millisecond)
+		}
+		p.waitFor("the requests selected", `tab section \(requests\)`)
+		keys(c.key)
+		select {
+		case <-h.done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the hook had no decision 20s after %s in the watch:\n%s", c.key, p.screen())
+		}
+		if got := h.output(t, time.Second); !strings.Contains(got, c.want) {
+			t.Fatalf("the hook after %s in the watch printed %q; want %s", c.key, got, c.want)
+		}
+		p.waitFor("the request gone", `PERMISSION REQUESTS \(0\)`)
+	}
+}

@@ -97,17 +97,39 @@ func (a MCPActions) Send(ctx context.Context, member, brief string) (string, err
 	return o.Ticket, err
 }
 
-var _ Actions = MCPActions{}
+// Decide allows or denies the permission request id (fleet_approve): the
+// daemon lets the operator decide, and a lead where the fleet file says
+// leads decide.
+func (a MCPActions) Decide(ctx context.Context, id string, allow bool, message string) error {
+	c, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	args := map[string]any{"id": id, "behavior": "deny"}
+	if allow {
+		args["behavior"] = "allow"
+	}
+	if message != "" {
+		args["message"] = message
+	}
+	return c.Call(ctx, "fleet_approve", args, nil)
+}
+
+var (
+	_ Actions = MCPActions{}
+	_ Decider = MCPActions{}
+)
 
 // Request is a pending permission request as a snapshot carries it, in
-// its "requests" list: a member's agent asks whether it may use a tool.
+// its "permissions" list: a member's agent asks whether it may use a tool.
 type Request struct {
 	ID      string    `json:"id"`
 	Member  string    `json:"member"`
 	Tool    string    `json:"tool"`
 	Input   string    `json:"input"`
 	Cwd     string    `json:"cwd"`
-	Created time.Time `json:"created"`
+	Created time.Time `json:"asked"`
 }
 
 // question is a ticket's question waiting for an answer.

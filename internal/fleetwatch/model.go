@@ -12,7 +12,9 @@ package fleetwatch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -237,6 +239,14 @@ func (m *Model) apply(e fleetstate.Event) {
 		}
 	}
 	switch e.Kind {
+	case fleetstate.EventPermissionRequested:
+		if p := e.Permission; p != nil && !slices.ContainsFunc(m.requests, func(r Request) bool { return r.ID == p.ID }) {
+			m.requests = append(m.requests, Request{ID: p.ID, Member: p.Member, Tool: p.Tool, Input: p.Input, Cwd: p.Cwd, Created: p.Asked})
+		}
+	case fleetstate.EventPermissionDecided, fleetstate.EventPermissionExpired:
+		if p := e.Permission; p != nil {
+			m.requests = slices.DeleteFunc(m.requests, func(r Request) bool { return r.ID == p.ID })
+		}
 	case fleetstate.EventMemberAdded:
 		if mem == nil {
 			m.members = append(m.members, fleetstate.MemberInfo{Name: e.Member})
@@ -548,7 +558,7 @@ func (m Model) Render() string {
 		} else {
 			rows := [][]string{{"MEMBER", "TOOL", "INPUT", "CWD", "AGE"}}
 			for _, r := range m.requests {
-				rows = append(rows, []string{r.Member, r.Tool, quote(r.Input), r.Cwd, age(m.now.Sub(r.Created))})
+				rows = append(rows, []string{r.Member, r.Tool, quote(mainInput(r.Input)), r.Cwd, age(m.now.Sub(r.Created))})
 			}
 			top = append(top, m.mark(secRequests, table(rows, map[int]bool{}))...)
 		}
@@ -633,4 +643,20 @@ func table(rows [][]string, styled map[int]bool) []string {
 		out = append(out, strings.TrimRight(b.String(), " "))
 	}
 	return out
+}
+
+// mainInput returns what a person reads first of a tool's input, given as
+// JSON text: the command, the file or the URL where the input names one,
+// else the input as it is.
+func mainInput(input string) string {
+	var in map[string]any
+	if json.Unmarshal([]byte(input), &in) != nil {
+		return input
+	}
+	for _, k := range []string{"command", "file_path", "notebook_path", "url"} {
+		if v, ok := in[k].(string); ok {
+			return v
+		}
+	}
+	return input
 }

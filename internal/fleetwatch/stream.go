@@ -168,7 +168,7 @@ func (s *Stream) read(c *conn, send func(tea.Msg) bool) (uint64, error) {
 		case "snapshot":
 			var snap struct {
 				mcpadapter.StreamSnapshot
-				Requests []Request `json:"requests"`
+				Requests []Request `json:"permissions"`
 			}
 			if err := json.Unmarshal([]byte(data), &snap); err != nil {
 				return 0, fmt.Errorf("a snapshot that does not decode: %v", err)
