@@ -57,10 +57,11 @@ const (
 )
 
 // notifies reports whether e is one that people want to hear of: a member
-// asks a question, turns BLOCKED, a detached ticket finishes, a turn fails.
+// asks a question or a permission, turns BLOCKED, a detached ticket
+// finishes, a turn fails.
 func notifies(e fleetstate.Event) bool {
 	switch e.Kind {
-	case fleetstate.EventAsked:
+	case fleetstate.EventAsked, fleetstate.EventPermissionRequested:
 		return true
 	case fleetstate.EventStatus:
 		return e.Status == fleetstate.StatusBlocked.String()

@@ -17,6 +17,8 @@ func TestNotifies(t *testing.T) {
 		want bool
 	}{
 		{"question", fleetstate.Event{Kind: fleetstate.EventAsked}, true},
+		{"permission request", fleetstate.Event{Kind: fleetstate.EventPermissionRequested}, true},
+		{"permission decided", fleetstate.Event{Kind: fleetstate.EventPermissionDecided}, false},
 		{"blocked", fleetstate.Event{Kind: fleetstate.EventStatus, Status: "BLOCKED"}, true},
 		{"working", fleetstate.Event{Kind: fleetstate.EventStatus, Status: "WORKING"}, false},
 		{"detached ticket done", fleetstate.Event{Kind: fleetstate.EventOutcome, Outcome: reply, Held: true}, true},
