@@ -1,12 +1,12 @@
 package daemon
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/agent"
 )
 
 // Approvals is what the fleet file says of the members' permission
@@ -85,34 +85,7 @@ func (r rule) matches(tool, input string) bool {
 	if r.tool != tool {
 		return false
 	}
-	return r.all || glob(r.pattern, mainInput(tool, input))
-}
-
-// mainInput returns what a rule's pattern is matched against: the tool's
-// main field where it has one, else the whole input.
-func mainInput(tool, input string) string {
-	var field string
-	switch tool {
-	case "Bash":
-		field = "command"
-	case "Read", "Edit", "MultiEdit", "Write":
-		field = "file_path"
-	case "NotebookEdit":
-		field = "notebook_path"
-	case "WebFetch":
-		field = "url"
-	default:
-		return input
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal([]byte(input), &m) != nil {
-		return input
-	}
-	var s string
-	if json.Unmarshal(m[field], &s) != nil {
-		return input
-	}
-	return s
+	return r.all || glob(r.pattern, agent.MainInput(tool, input))
 }
 
 // glob reports whether pattern matches s whole, * matching any run of

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -451,5 +452,61 @@ func TestCLIErrors(t *testing.T) {
 	// None of the mistakes changed the queued ticket.
 	if o, err := f.op.Poll(t.Context(), sent.Ticket, 0); err != nil || o.State != fleetstate.TicketQueued {
 		t.Errorf("the queued ticket after the mistakes: %+v, %v; want queued", o, err)
+	}
+}
+
+// TestCLIRequestsApproveDeny: a member's agent raises permission requests
+// through the real hook; `requests` lists them (the command, not the
+// input's JSON; --json the whole request), `approve` allows one (the hook
+// prints the allow) and `deny --message` denies the other (the hook
+// prints the denial with the message). A decided request is refused.
+func TestCLIRequestsApproveDeny(t *testing.T) {
+	f := newCLIFleet(t)
+	allowed := runHook(t, f.d.url, f.tokens["m1"], "go test ./...", time.Minute)
+	denied := runHook(t, f.d.url, f.tokens["m2"], "rm -rf build", time.Minute)
+
+	var list struct {
+		Permissions []fleetstate.PermissionRequest `json:"permissions"`
+	}
+	if !fleettest.Until(15*time.Second, 20*time.Millisecond, func() bool {
+		jsonDoc(t, f.ok(t, "requests", "--json"), &list)
+		return len(list.Permissions) == 2
+	}) {
+		t.Fatalf("requests --json = %+v; want the two requests", list.Permissions)
+	}
+	ids := map[string]string{}
+	for _, p := range list.Permissions {
+		ids[p.Member] = p.ID
+		if p.Tool != "Bash" || p.Cwd != "/src" {
+			t.Errorf("request %+v; want Bash in /src", p)
+		}
+	}
+	if out := f.ok(t, "requests"); !strings.Contains(out, "go test ./...") || !strings.Contains(out, "rm -rf build") ||
+		!strings.Contains(out, ids["m1"]) || strings.Contains(out, `{"command"`) {
+		t.Errorf("requests:\n%s\nwant each request's ID and command", out)
+	}
+
+	if out := f.ok(t, "approve", ids["m1"]); !strings.Contains(out, "approved "+ids["m1"]) {
+		t.Errorf("approve printed %q", out)
+	}
+	if got := allowed.output(t, 30*time.Second); got != allowOut {
+		t.Errorf("the hook after approve printed %q; want %q", got, allowOut)
+	}
+	var ok struct{ OK bool }
+	jsonDoc(t, f.ok(t, "deny", ids["m2"], "--message", "not the shared build folder", "--json"), &ok)
+	if !ok.OK {
+		t.Errorf("deny --json: ok false")
+	}
+	if got, want := denied.output(t, 30*time.Second), strings.Replace(denyOut, "%s", "not the shared build folder", 1); got != want {
+		t.Errorf("the hook after deny printed %q; want %q", got, want)
+	}
+
+	r := leadCLI(t, nil, "", "approve", ids["m1"], "--dir", f.dir)
+	if r.code == 0 || !strings.Contains(r.stderr, string(fleetstate.CodeUnknownRequest)) && !strings.Contains(r.stderr, string(fleetstate.CodeRequestDecided)) {
+		t.Errorf("approve of a decided request: exit %d, %q; want refused with its code", r.code, r.stderr)
+	}
+	jsonDoc(t, f.ok(t, "requests", "--json"), &list)
+	if len(list.Permissions) != 0 {
+		t.Errorf("requests after both were decided = %+v; want none", list.Permissions)
 	}
 }

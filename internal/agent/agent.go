@@ -6,6 +6,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"strings"
 	"unicode"
 )
@@ -114,4 +115,34 @@ func normalizeLine(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// MainInput returns what a person, and an approval rule, reads first of
+// a Claude Code tool's input, given as JSON text: the command of Bash,
+// the file of Read, Edit, MultiEdit and Write, the notebook of
+// NotebookEdit, the URL of WebFetch; for any other tool, or an input
+// without that field, the input as it is.
+func MainInput(tool, input string) string {
+	var field string
+	switch tool {
+	case "Bash":
+		field = "command"
+	case "Read", "Edit", "MultiEdit", "Write":
+		field = "file_path"
+	case "NotebookEdit":
+		field = "notebook_path"
+	case "WebFetch":
+		field = "url"
+	default:
+		return input
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(input), &m) != nil {
+		return input
+	}
+	var s string
+	if json.Unmarshal(m[field], &s) != nil {
+		return input
+	}
+	return s
 }

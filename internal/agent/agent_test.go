@@ -51,3 +51,22 @@ func TestEchoesBrief(t *testing.T) {
 		})
 	}
 }
+
+// TestMainInput: the field a person and an approval rule read first of a
+// tool's input, or the input whole.
+func TestMainInput(t *testing.T) {
+	for _, c := range []struct{ tool, input, want string }{
+		{"Bash", `{"command":"go test ./...","timeout":5}`, "go test ./..."},
+		{"Edit", `{"file_path":"a.go","old_string":"x"}`, "a.go"},
+		{"NotebookEdit", `{"notebook_path":"n.ipynb"}`, "n.ipynb"},
+		{"WebFetch", `{"url":"https://example.com"}`, "https://example.com"},
+		{"Grep", `{"pattern":"x"}`, `{"pattern":"x"}`},
+		{"Bash", `{"cmd":"ls"}`, `{"cmd":"ls"}`},
+		{"Bash", `not json`, `not json`},
+		{"Bash", `{"command":7}`, `{"command":7}`},
+	} {
+		if got := MainInput(c.tool, c.input); got != c.want {
+			t.Errorf("MainInput(%s, %s) = %q; want %q", c.tool, c.input, got, c.want)
+		}
+	}
+}

@@ -12,7 +12,6 @@ package fleetwatch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -24,6 +23,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/agent"
 )
 
 // Bounds of what the view keeps and shows.
@@ -558,7 +558,7 @@ func (m Model) Render() string {
 		} else {
 			rows := [][]string{{"MEMBER", "TOOL", "INPUT", "CWD", "AGE"}}
 			for _, r := range m.requests {
-				rows = append(rows, []string{r.Member, r.Tool, quote(mainInput(r.Input)), r.Cwd, age(m.now.Sub(r.Created))})
+				rows = append(rows, []string{r.Member, r.Tool, quote(agent.MainInput(r.Tool, r.Input)), r.Cwd, age(m.now.Sub(r.Created))})
 			}
 			top = append(top, m.mark(secRequests, table(rows, map[int]bool{}))...)
 		}
@@ -643,20 +643,4 @@ func table(rows [][]string, styled map[int]bool) []string {
 		out = append(out, strings.TrimRight(b.String(), " "))
 	}
 	return out
-}
-
-// mainInput returns what a person reads first of a tool's input, given as
-// JSON text: the command, the file or the URL where the input names one,
-// else the input as it is.
-func mainInput(input string) string {
-	var in map[string]any
-	if json.Unmarshal([]byte(input), &in) != nil {
-		return input
-	}
-	for _, k := range []string{"command", "file_path", "notebook_path", "url"} {
-		if v, ok := in[k].(string); ok {
-			return v
-		}
-	}
-	return input
 }

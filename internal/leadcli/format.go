@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/agent"
 )
 
 // FormatOutcome is the human form of an outcome: a line that says what
@@ -143,4 +144,21 @@ func clean(s string) string {
 func unsafeRune(r rune) bool {
 	return r != '\n' && r != '\t' && (unicode.IsControl(r) || r == unicode.ReplacementChar ||
 		r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r))
+}
+
+// FormatRequests formats the pending permission requests as a table, the
+// command (or file, or URL) of each rather than its input's JSON.
+func FormatRequests(ps []fleetstate.PermissionRequest, now time.Time) string {
+	if len(ps) == 0 {
+		return "no permission requests waiting\n"
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tMEMBER\tTOOL\tINPUT\tCWD\tAGE")
+	for _, p := range ps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(p.ID), clean(p.Member), clean(p.Tool),
+			clean(agent.MainInput(p.Tool, p.Input)), clean(p.Cwd), age(now.Sub(p.Asked)))
+	}
+	tw.Flush()
+	return b.String()
 }

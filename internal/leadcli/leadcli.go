@@ -121,6 +121,7 @@ type opts struct {
 	json, keep bool
 	wait       bool          // send: block for the outcome
 	pollWait   time.Duration // poll: wait for news
+	message    string        // deny: why, for the member
 }
 
 // command is one row of the table.
@@ -308,6 +309,69 @@ func table() []command {
 				fmt.Fprint(r.stdout, FormatMembers(ms, time.Now()))
 				return nil
 			},
+		},
+		{
+			Command: Command{Name: "requests", Summary: "list the members' pending permission requests",
+				Usage:   "fleetstate requests [--json] [--dir DIR | --url URL]",
+				About:   "Lists the permission requests the members' agents raised and nobody decided yet: each one's ID, member, tool, the command or input, and its age. The operator sees them, and a lead where the fleet file lets leads decide; decide with fleetstate approve or deny.",
+				Example: "fleetstate requests"},
+			args: "no arguments", min: 0, max: 0,
+			run: func(ctx context.Context, r *runner, _ []string) error {
+				var out struct {
+					Permissions []fleetstate.PermissionRequest `json:"permissions"`
+				}
+				if err := r.c.Call(ctx, "fleet_members", nil, &out); err != nil {
+					return err
+				}
+				if out.Permissions == nil {
+					out.Permissions = []fleetstate.PermissionRequest{}
+				}
+				if r.opts.json {
+					return r.printJSON(map[string]any{"permissions": out.Permissions})
+				}
+				fmt.Fprint(r.stdout, FormatRequests(out.Permissions, time.Now()))
+				return nil
+			},
+		},
+		decideCommand("approve", "allow a member's pending permission request",
+			"Allows the permission request ID (fleetstate requests lists them): the member's agent goes on with the tool.",
+			"fleetstate approve perm-01J9Z6"),
+		decideCommand("deny", "deny a member's pending permission request, with a message",
+			"Denies the permission request ID (fleetstate requests lists them); --message says why, and the member's agent reads it.",
+			`fleetstate deny perm-01J9Z6 --message "not on the shared build folder"`),
+	}
+}
+
+// decideCommand is approve or deny: fleet_approve of a permission request.
+func decideCommand(name, summary, about, example string) command {
+	allow := name == "approve"
+	usage := "fleetstate " + name + " ID [--json] [--dir DIR | --url URL]"
+	if !allow {
+		usage = "fleetstate deny ID [--message M] [--json] [--dir DIR | --url URL]"
+	}
+	return command{
+		Command: Command{Name: name, Summary: summary, Usage: usage, About: about, Example: example},
+		args:    "ID", min: 1, max: 1,
+		flags: func(fs *flag.FlagSet, o *opts) {
+			if !allow {
+				fs.StringVar(&o.message, "message", "", "why it is denied, for the member")
+			}
+		},
+		run: func(ctx context.Context, r *runner, args []string) error {
+			a := map[string]any{"id": args[0], "behavior": string(fleetstate.BehaviorDeny)}
+			if allow {
+				a["behavior"] = string(fleetstate.BehaviorAllow)
+			} else if r.opts.message != "" {
+				a["message"] = r.opts.message
+			}
+			if err := r.c.Call(ctx, "fleet_approve", a, nil); err != nil {
+				return err
+			}
+			if r.opts.json {
+				return r.printJSON(map[string]bool{"ok": true})
+			}
+			fmt.Fprintf(r.stdout, "%sed %s\n", map[bool]string{true: "approv", false: "deni"}[allow], args[0])
+			return nil
 		},
 	}
 }
