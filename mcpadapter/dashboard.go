@@ -196,7 +196,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.servePage(w, r)
 	case p == DashboardPath+"transcripts":
 		d.serveTranscripts(w, r)
-	case p == DashboardPath+"answer", p == DashboardPath+"cancel", p == DashboardPath+"send", p == DashboardPath+"ack":
+	case p == DashboardPath+"answer", p == DashboardPath+"cancel", p == DashboardPath+"send", p == DashboardPath+"ack", p == DashboardPath+"decide":
 		d.serveAction(w, r, strings.TrimPrefix(p, DashboardPath))
 	case strings.HasPrefix(p, DashboardPath+"static/") && r.Method == http.MethodGet:
 		d.files.ServeHTTP(w, r)

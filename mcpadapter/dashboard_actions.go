@@ -16,6 +16,7 @@ import (
 // person logged in, and recorded as events like any other call's:
 //
 //	POST /dashboard/answer {"turn_id", "answer"} → Rendezvous.Answer
+//	POST /dashboard/decide {"id", "behavior", "message"} → Rendezvous.DecidePermission (the operator only)
 //	POST /dashboard/cancel {"ticket"}            → Rendezvous.Cancel
 //	POST /dashboard/send   {"to", "brief"}       → Rendezvous.SendDetached
 //	POST /dashboard/ack    {"ticket"}            → Rendezvous.Ack
@@ -101,6 +102,10 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		Ticket string `json:"ticket"`
 		To     string `json:"to"`
 		Brief  string `json:"brief"`
+		// decide
+		ID       string `json:"id"`
+		Behavior string `json:"behavior"`
+		Message  string `json:"message"`
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
@@ -123,6 +128,8 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		o, err = d.rv.SendDetached(a.sender(), args.To, args.Brief)
 	case "ack":
 		o, err = d.ack(a, args.Ticket)
+	case "decide":
+		o, err = d.decide(a, args.ID, args.Behavior, args.Message)
 	}
 	if err != nil {
 		writeActionError(w, err)
@@ -130,6 +137,20 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(o)
+}
+
+// decide allows or denies the permission request id. Only the operator's
+// login decides here: a lead decides where the fleet file lets it, with
+// its own token (fleet_approve).
+func (d *Dashboard) decide(a actor, id, behavior, message string) (any, error) {
+	if !a.operator() {
+		return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "decide",
+			Err: errors.New("only the operator decides permission requests from the dashboard")}
+	}
+	if err := d.rv.DecidePermission(OperatorAgent, id, fleetstate.Decision{Behavior: fleetstate.Behavior(behavior), Message: message}); err != nil {
+		return nil, err
+	}
+	return map[string]bool{"ok": true}, nil
 }
 
 // answer answers the question of turn turnID as the lead that opened the

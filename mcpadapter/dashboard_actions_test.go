@@ -344,3 +344,71 @@ func TestDashboardActionBodyBounded(t *testing.T) {
 		t.Fatalf("%d tickets after the refused send; want none", n)
 	}
 }
+
+// TestDashboardDecide: the operator's login allows one permission request
+// and denies another with a message, and the member's RequestPermission
+// returns each decision; a lead's login, and a request without the CSRF
+// token, are refused and decide nothing; a decided request is refused.
+func TestDashboardDecide(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	csrf := x.csrfOf(c)
+	ask := func(cmd string) (string, <-chan fleetstate.Decision) {
+		ch := make(chan fleetstate.Decision, 1)
+		go func() {
+			d, _, _ := x.rv.RequestPermission(context.Background(), "scout",
+				fleetstate.PermissionRequest{Tool: "Bash", Input: `{"command":"` + cmd + `"}`, Timeout: time.Minute})
+			ch <- d
+		}()
+		var id string
+		if !fleettest.Until(5*time.Second, 5*time.Millisecond, func() bool {
+			for _, p := range x.rv.PermissionRequests() {
+				if strings.Contains(p.Input, cmd) {
+					id = p.ID
+				}
+			}
+			return id != ""
+		}) {
+			t.Fatalf("the request for %s never showed", cmd)
+		}
+		return id, ch
+	}
+	decided := func(ch <-chan fleetstate.Decision) fleetstate.Decision {
+		select {
+		case d := <-ch:
+			return d
+		case <-time.After(5 * time.Second):
+			t.Fatal("RequestPermission never returned")
+		}
+		return fleetstate.Decision{}
+	}
+
+	id, ch := ask("go test ./...")
+	lead := x.leadLogin(browser(t), x.leadTok)
+	if status, body := x.action(lead, x.csrfOf(lead), "decide", `{"id":"`+id+`","behavior":"allow"}`, nil); status != http.StatusForbidden {
+		t.Errorf("a lead's login deciding: %d %s; want 403", status, body)
+	}
+	if status, _ := x.action(c, "", "decide", `{"id":"`+id+`","behavior":"allow"}`, nil); status != http.StatusForbidden {
+		t.Errorf("deciding without the CSRF token: %d; want 403", status)
+	}
+	if n := len(x.rv.PermissionRequests()); n != 1 {
+		t.Fatalf("pending after the refusals: %d; want the request still pending", n)
+	}
+	if status, body := x.action(c, csrf, "decide", `{"id":"`+id+`","behavior":"allow"}`, nil); status != http.StatusOK {
+		t.Fatalf("allow: %d %s", status, body)
+	}
+	if d := decided(ch); d.Behavior != fleetstate.BehaviorAllow {
+		t.Errorf("the member got %+v; want allow", d)
+	}
+	if status, _ := x.action(c, csrf, "decide", `{"id":"`+id+`","behavior":"deny"}`, nil); status < 400 {
+		t.Errorf("deciding a decided request: %d; want refused", status)
+	}
+
+	id, ch = ask("rm -rf build")
+	if status, body := x.action(c, csrf, "decide", `{"id":"`+id+`","behavior":"deny","message":"shared folder"}`, nil); status != http.StatusOK {
+		t.Fatalf("deny: %d %s", status, body)
+	}
+	if d := decided(ch); d.Behavior != fleetstate.BehaviorDeny || d.Message != "shared folder" {
+		t.Errorf("the member got %+v; want deny, shared folder", d)
+	}
+}

@@ -172,6 +172,10 @@ func TestDashboardInChromium(t *testing.T) {
 	ok(call, t, f.m2, "fleet_next", map[string]any{"wait_s": 10})
 	waitText(t, ctx, "#members", "m2")
 	waitText(t, ctx, "#tickets", "update the README's install line", "working")
+	// And m2's agent asks to run a command, for the picture: a pending
+	// permission request with its Allow and Deny.
+	runHook(t, f.d.url, f.tokens["m2"], "npm install --save-dev markdownlint", time.Minute)
+	waitText(t, ctx, "#requests", "m2", "npm install")
 
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -409,6 +413,25 @@ func TestDashboardActsInChromium(t *testing.T) {
 	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#tickets button.dismiss').length`)); err != nil || n != 0 {
 		t.Fatalf("%d Dismiss buttons left (%v); want none: the other done tickets are the lead's", n, err)
 	}
+
+	// Allow and Deny: the members' agents ask through the real
+	// PermissionRequest hook; the page shows each request's command,
+	// Allow lets the first go on, Deny with a message refuses the second.
+	allowed := runHook(t, f.d.url, f.tokens["m1"], "go test ./...", time.Minute)
+	waitText(t, ctx, "#requests", "m1", "go test ./...")
+	clickRole(t, ctx, "#requests", "button", "Allow")
+	if got := allowed.output(t, 20*time.Second); got != allowOut {
+		t.Fatalf("the hook after Allow printed %q; want %q", got, allowOut)
+	}
+	waitText(t, ctx, "#act-status", "allowed")
+	denied := runHook(t, f.d.url, f.tokens["m2"], "rm -rf build", time.Minute)
+	waitText(t, ctx, "#requests", "m2", "rm -rf build")
+	typeRole(t, ctx, "#requests", "textbox", "Deny message", "the build folder is shared")
+	clickRole(t, ctx, "#requests", "button", "Deny")
+	if got, want := denied.output(t, 20*time.Second), strings.Replace(denyOut, "%s", "the build folder is shared", 1); got != want {
+		t.Fatalf("the hook after Deny printed %q; want %q", got, want)
+	}
+	waitText(t, ctx, "#act-status", "denied")
 
 	// Replays: the login's own cookie and CSRF token, taken out of the
 	// browser, are refused from another origin, and the token without

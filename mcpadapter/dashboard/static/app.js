@@ -339,23 +339,50 @@
   }
 
   // renderRequests shows the pending permission requests, in a section
-  // that is hidden while there are none. Their Allow and Deny controls
-  // belong in each row's actions cell.
+  // that is hidden while there are none, each with Allow, and Deny with
+  // an optional message (for the operator's login: the daemon refuses
+  // the others). A row being typed in is kept, not rebuilt.
+  const reqRows = new Map(); // request ID -> its row
   function renderRequests() {
     const section = $('requests-section');
     if (!section) return;
     section.hidden = perms.size === 0;
+    for (const id of [...reqRows.keys()]) if (!perms.has(id)) reqRows.delete(id);
     const rows = [];
     for (const p of perms.values()) {
-      rows.push(el('tr', { 'data-request': p.id },
-        el('td', { 'data-label': 'member' }, p.member || ''),
-        el('td', { 'data-label': 'tool' }, p.tool || ''),
-        el('td', { 'data-label': 'input', class: 'mono' }, clip(p.input, 300)),
-        el('td', { 'data-label': 'cwd', class: 'mono' }, p.cwd || ''),
-        el('td', { 'data-label': 'age', class: 'age', 'data-since': p.asked || '' }, age(p.asked)),
-        el('td', { 'data-label': 'act', class: 'actions' })));
+      let tr = reqRows.get(p.id);
+      if (!tr) {
+        tr = el('tr', { 'data-request': p.id },
+          el('td', { 'data-label': 'member' }, p.member || ''),
+          el('td', { 'data-label': 'tool' }, p.tool || ''),
+          el('td', { 'data-label': 'input', class: 'mono' }, clip(mainInput(p), 300)),
+          el('td', { 'data-label': 'cwd', class: 'mono' }, p.cwd || ''),
+          el('td', { 'data-label': 'age', class: 'age', 'data-since': p.asked || '' }, age(p.asked)),
+          el('td', { 'data-label': 'act', class: 'actions' }, ...decideControls(p)));
+        reqRows.set(p.id, tr);
+      }
+      rows.push(tr);
     }
     $('requests').tBodies[0].replaceChildren(...rows);
+  }
+
+  // mainInput is what a person reads first of a request: the command,
+  // the file or the URL where its input names one.
+  function mainInput(p) {
+    try {
+      const inp = JSON.parse(p.input || '');
+      for (const k of ['command', 'file_path', 'notebook_path', 'url']) if (typeof inp[k] === 'string') return inp[k];
+    } catch (e) { /* not JSON: as it is */ }
+    return p.input || '';
+  }
+
+  function decideControls(p) {
+    const allow = el('button', { type: 'button', class: 'allow' }, 'Allow');
+    allow.addEventListener('click', () => act('decide', { id: p.id, behavior: 'allow' }, allow, 'allowed ' + p.id));
+    const msg = el('input', { type: 'text', 'aria-label': 'Deny message', class: 'deny-message', autocomplete: 'off', placeholder: 'why (optional)' });
+    const deny = el('button', { type: 'button', class: 'deny' }, 'Deny');
+    deny.addEventListener('click', () => act('decide', { id: p.id, behavior: 'deny', message: msg.value }, deny, 'denied ' + p.id));
+    return [allow, el('span', { class: 'answer-box' }, msg, deny)];
   }
 
   // renderSendForm keeps the Member list to the members, keeping the
