@@ -375,7 +375,8 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		notifySub, _ := st.rv.Subscribe(256)
 		fh.readers.Go(func() { notify(ctx, d.log, d.cfg.Notify, d.cfg.notifyBound, notifySub) })
 	}
-	fh.dash = mcpadapter.NewDashboard(st.rv, &mcpadapter.DashboardOptions{Operator: operator, Tokens: st.tokens, Version: d.cfg.Version})
+	fh.dash = mcpadapter.NewDashboard(st.rv, &mcpadapter.DashboardOptions{Operator: operator, Tokens: st.tokens, Version: d.cfg.Version,
+		LeadsDecide: st.leadsDecide.Load})
 	fh.mux = http.NewServeMux()
 	fh.mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator,
 		Authorize: fh.dash.Authorized, Membership: members}))

@@ -91,6 +91,10 @@ type DashboardOptions struct {
 	SessionTTL time.Duration
 	// Version is shown in the page's footer.
 	Version string
+	// LeadsDecide, if set and true, lets a lead's login decide the
+	// members' permission requests, as the fleet file's approvals say;
+	// the operator's login always may.
+	LeadsDecide func() bool
 }
 
 // Dashboard serves the fleet's web page and its login. Use [NewDashboard];

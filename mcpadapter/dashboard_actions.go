@@ -16,7 +16,7 @@ import (
 // person logged in, and recorded as events like any other call's:
 //
 //	POST /dashboard/answer {"turn_id", "answer"} → Rendezvous.Answer
-//	POST /dashboard/decide {"id", "behavior", "message"} → Rendezvous.DecidePermission (the operator only)
+//	POST /dashboard/decide {"id", "behavior", "message"} → Rendezvous.DecidePermission
 //	POST /dashboard/cancel {"ticket"}            → Rendezvous.Cancel
 //	POST /dashboard/send   {"to", "brief"}       → Rendezvous.SendDetached
 //	POST /dashboard/ack    {"ticket"}            → Rendezvous.Ack
@@ -139,15 +139,15 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 	_ = json.NewEncoder(w).Encode(o)
 }
 
-// decide allows or denies the permission request id. Only the operator's
-// login decides here: a lead decides where the fleet file lets it, with
-// its own token (fleet_approve).
+// decide allows or denies the permission request id: the operator's
+// login, and a lead's where the fleet file lets leads decide
+// (DashboardOptions.LeadsDecide).
 func (d *Dashboard) decide(a actor, id, behavior, message string) (any, error) {
-	if !a.operator() {
+	if !a.operator() && (d.o.LeadsDecide == nil || !d.o.LeadsDecide()) {
 		return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "decide",
-			Err: errors.New("only the operator decides permission requests from the dashboard")}
+			Err: errors.New("the fleet file does not let leads decide permission requests")}
 	}
-	if err := d.rv.DecidePermission(OperatorAgent, id, fleetstate.Decision{Behavior: fleetstate.Behavior(behavior), Message: message}); err != nil {
+	if err := d.rv.DecidePermission(a.sender(), id, fleetstate.Decision{Behavior: fleetstate.Behavior(behavior), Message: message}); err != nil {
 		return nil, err
 	}
 	return map[string]bool{"ok": true}, nil

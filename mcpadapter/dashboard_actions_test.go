@@ -411,4 +411,15 @@ func TestDashboardDecide(t *testing.T) {
 	if d := decided(ch); d.Behavior != fleetstate.BehaviorDeny || d.Message != "shared folder" {
 		t.Errorf("the member got %+v; want deny, shared folder", d)
 	}
+
+	// Where the fleet file lets leads decide, a lead's login may, and the
+	// decision is the lead's.
+	x.leadsDecide.Store(true)
+	id, ch = ask("git status")
+	if status, body := x.action(lead, x.csrfOf(lead), "decide", `{"id":"`+id+`","behavior":"allow"}`, nil); status != http.StatusOK {
+		t.Fatalf("a lead's login deciding where leads may: %d %s", status, body)
+	}
+	if d := decided(ch); d.Behavior != fleetstate.BehaviorAllow || d.By != "lead" {
+		t.Errorf("the member got %+v; want allow, by lead", d)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ type dash struct {
 
 	mu  sync.Mutex
 	now time.Time
+	// leadsDecide is the fleet file's word on leads deciding permission
+	// requests.
+	leadsDecide atomic.Bool
 }
 
 func newDash(t *testing.T) *dash {
@@ -60,7 +64,8 @@ func newDash(t *testing.T) *dash {
 	if err := rv.AddMember("scout", nil); err != nil {
 		t.Fatal(err)
 	}
-	x.d = mcpadapter.NewDashboard(rv, &mcpadapter.DashboardOptions{Operator: testOperator, Tokens: tokens, Version: "test"})
+	x.d = mcpadapter.NewDashboard(rv, &mcpadapter.DashboardOptions{Operator: testOperator, Tokens: tokens, Version: "test",
+		LeadsDecide: x.leadsDecide.Load})
 	mcpadapter.SetDashboardClock(x.d, func() time.Time {
 		x.mu.Lock()
 		defer x.mu.Unlock()
