@@ -164,6 +164,18 @@ func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
 // or its window passed) is [ErrNoPendingQuestion]; a turn another lead
 // opened is [ErrNotPermitted].
 func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (Outcome, error) {
+	return r.answer(ctx, lead, turnID, content, false)
+}
+
+// AnswerFor is Answer done for lead by someone else, such as a person at
+// a dashboard: it does not wait for the turn's next outcome, which goes
+// to lead's ticket as news, and it is not a call of lead, so what lead's
+// earlier calls returned stays held. It returns where the turn stands.
+func (r *Rendezvous) AnswerFor(lead, turnID, content string) (Outcome, error) {
+	return r.answer(context.Background(), lead, turnID, content, true)
+}
+
+func (r *Rendezvous) answer(ctx context.Context, lead, turnID, content string, forLead bool) (Outcome, error) {
 	const op = "answer"
 	if err := r.checkContent(op, content); err != nil {
 		return Outcome{}, err
@@ -173,7 +185,9 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 		r.unlockW()
 		return Outcome{}, &Error{Code: CodeClosed, Op: op}
 	}
-	r.releaseHanded(lead)
+	if !forLead {
+		r.releaseHanded(lead)
+	}
 	t := r.turns[turnID]
 	if t == nil || t.State == TicketDone {
 		r.unlockW()
@@ -199,6 +213,11 @@ func (r *Rendezvous) Answer(ctx context.Context, lead, turnID, content string) (
 	t.State, t.Question = TicketWorking, ""
 	r.j.save(t)
 	r.publishTurn(EventAnswered, t, content)
+	if forLead {
+		r.changed(t.Lead)
+		defer r.unlockW()
+		return t.view(), nil
+	}
 	var w *waiter
 	if t.waiter == nil {
 		w = r.getWaiter()
@@ -417,14 +436,25 @@ func (r *Rendezvous) Ack(lead, ticket string) error {
 // outcome, which, like any outcome a call returns, stays held until the
 // lead's next call or its Ack; cancelling a turn that has already ended
 // changes nothing and returns how it ended.
-func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) {
+func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) { return r.cancelTurn(lead, id, false) }
+
+// CancelFor is Cancel done for lead by someone else, such as a person at
+// a dashboard: it is not a call of lead, so what lead's earlier calls
+// returned stays held, and the cancelled turn's outcome waits on its
+// ticket as news for lead (its waiting Poll returns it) rather than
+// being taken as returned.
+func (r *Rendezvous) CancelFor(lead, id string) (Outcome, error) { return r.cancelTurn(lead, id, true) }
+
+func (r *Rendezvous) cancelTurn(lead, id string, forLead bool) (Outcome, error) {
 	const op = "cancel"
 	r.lockW()
 	defer r.unlockW()
 	if r.closed {
 		return Outcome{}, &Error{Code: CodeClosed, Op: op}
 	}
-	r.releaseHanded(lead)
+	if !forLead {
+		r.releaseHanded(lead)
+	}
 	t := r.tickets[id]
 	if t == nil {
 		t = r.turns[id]
@@ -448,6 +478,9 @@ func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) {
 		_ = r.endTurn(m, t, o, saveNow)
 	default:
 		r.emit(t, o)
+	}
+	if forLead {
+		return t.view(), nil
 	}
 	r.hand(t, false)
 	t.seen = true

@@ -95,6 +95,7 @@ var rendezvousSuite = []struct {
 	{"TestAbandonedAskWithdrawn", testAbandonedAskWithdrawn},
 	{"TestDropEndsTurnAtOnce", testDropEndsTurnAtOnce},
 	{"TestNextAfterHandsLostTurnAgain", testNextAfterHandsLostTurnAgain},
+	{"TestActingForALead", testActingForALead},
 	{"TestDisconnectQueuedWaitsForReturn", testDisconnectQueuedWaitsForReturn},
 	{"TestDisconnectPortMemberKeepsTurn", testDisconnectPortMemberKeepsTurn},
 	{"TestDisconnectErrors", testDisconnectErrors},

@@ -393,3 +393,74 @@ func testGivenUpCallerLeavesOutcomeOnTicket(t *testing.T, s suite) {
 		f.r.Close()
 	}
 }
+
+// TestActingForALead: CancelFor and AnswerFor, a person acting for a lead,
+// are not calls of the lead: the outcome a blocking send returned to the
+// lead stays held (the lead's next own call lets it go), AnswerFor does
+// not wait for the turn's next outcome, and a lead's waiting Poll returns
+// a cancellation made for it as news.
+func testActingForALead(t *testing.T, s suite) {
+	synctest.Test(t, func(t *testing.T) {
+		f := s.newFleet(t, nil)
+		for _, m := range []string{"scout", "miner", "digger"} {
+			f.pull(m)
+		}
+		x, err := f.r.SendDetached("lead", "miner", "to be cancelled")
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := f.r.SendDetached("lead", "scout", "a question turn")
+		msg := f.next("scout")
+		asked := async(func() (fleetstate.Outcome, error) {
+			text, _, err := f.r.AskTurn(context.Background(), "scout", msg.TurnID, "which?", "")
+			return fleetstate.Outcome{Content: text}, err
+		})
+		synctest.Wait()
+		if p, _ := f.r.Poll(context.Background(), "lead", y.Ticket, 0); p.Kind != fleetstate.OutcomeQuestion {
+			t.Fatalf("ticket %+v; want the question", p)
+		}
+		// The last call of the lead: a blocking send, its reply returned.
+		sent := async(func() (fleetstate.Outcome, error) {
+			return f.r.Send(context.Background(), "lead", "digger", "first")
+		})
+		f.next("digger")
+		if err := f.r.Reply("digger", "first done"); err != nil {
+			t.Fatal(err)
+		}
+		first := (<-sent).o
+
+		if o, err := f.r.AnswerFor("lead", msg.TurnID, "this one"); err != nil || o.State != fleetstate.TicketWorking {
+			t.Fatalf("AnswerFor = %+v, %v; want the turn working again, at once", o, err)
+		}
+		if res := <-asked; res.err != nil || res.o.Content != "this one" {
+			t.Fatalf("the member's Ask = %+v, %v; want the answer", res.o, res.err)
+		}
+		if o, err := f.r.CancelFor("lead", x.Ticket); err != nil || o.Reason != fleetstate.ReasonCancelled {
+			t.Fatalf("CancelFor = %+v, %v; want cancelled", o, err)
+		}
+		// The lead's first own call since: the reply its send returned is
+		// still there, for this call to find.
+		if o, err := f.r.Poll(context.Background(), "lead", first.Ticket, 0); err != nil || o.Content != "first done" {
+			t.Fatalf("the reply returned to the lead, after AnswerFor and CancelFor = %+v, %v; want it still held", o, err)
+		}
+		if err := f.r.ReplyTurn("scout", msg.TurnID, "answered and done"); err != nil {
+			t.Fatal(err)
+		}
+		if o, err := f.r.Poll(context.Background(), "lead", y.Ticket, 0); err != nil || o.Content != "answered and done" {
+			t.Fatalf("the lead's ticket after the answered turn's reply = %+v, %v; want it", o, err)
+		}
+
+		// A lead waiting on a ticket is woken by a cancellation made for it.
+		q, _ := f.r.SendDetached("other", "miner", "waited on")
+		polled := async(func() (fleetstate.Outcome, error) {
+			return f.r.Poll(context.Background(), "other", q.Ticket, 30*time.Second)
+		})
+		synctest.Wait()
+		if _, err := f.r.CancelFor("other", q.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		if res := <-polled; res.err != nil || res.o.Reason != fleetstate.ReasonCancelled {
+			t.Fatalf("the lead's waiting poll = %+v, %v; want the cancellation", res.o, res.err)
+		}
+	})
+}

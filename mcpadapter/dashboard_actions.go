@@ -1,7 +1,6 @@
 package mcpadapter
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -164,21 +163,14 @@ func (d *Dashboard) answer(a actor, turnID, text string) (fleetstate.Outcome, er
 	if err != nil {
 		return fleetstate.Outcome{}, err
 	}
-	// A context that has ended: Answer hands the answer over, then
-	// returns at once where the turn stands instead of waiting.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	o, err := d.rv.Answer(ctx, lead, turnID, text)
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return o, err
+	// For the lead, not as its call: what the lead's own calls were
+	// returned stays held, and the turn's next outcome is news for it.
+	return d.rv.AnswerFor(lead, turnID, text)
 }
 
-// cancel cancels ticket (or turn ID) as the lead that sent it. As for any
-// caller of Cancel, the library counts the cancelled outcome as returned
-// to that lead: a poll of the lead shows it, held for the daemon's
-// HoldReturned, but it is not news that wakes a waiting poll.
+// cancel cancels ticket (or turn ID) for the lead that sent it, not as its
+// call (CancelFor): the cancelled outcome is news that wakes the lead's
+// waiting poll, and what the lead's own calls were returned stays held.
 func (d *Dashboard) cancel(a actor, id string) (fleetstate.Outcome, error) {
 	if id == "" {
 		return fleetstate.Outcome{}, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "cancel", Err: errors.New("no ticket")}
@@ -187,7 +179,7 @@ func (d *Dashboard) cancel(a actor, id string) (fleetstate.Outcome, error) {
 	if err != nil {
 		return fleetstate.Outcome{}, err
 	}
-	return d.rv.Cancel(lead, id)
+	return d.rv.CancelFor(lead, id)
 }
 
 // ack takes away a finished ticket that a itself sent.
