@@ -89,7 +89,7 @@ func TestFormatMembers(t *testing.T) {
 }
 
 func TestCommandsAreTheirHelp(t *testing.T) {
-	want := []string{"send", "poll", "ack", "answer", "cancel", "members"}
+	want := []string{"send", "poll", "ack", "answer", "cancel", "members", "requests", "approve", "deny"}
 	cmds := leadcli.Commands()
 	if len(cmds) != len(want) {
 		t.Fatalf("Commands() has %d commands; want %v", len(cmds), want)
@@ -113,7 +113,7 @@ func TestCommandsAreTheirHelp(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"serve", "approve", "", "SEND"} {
+	for _, name := range []string{"serve", "allow", "", "SEND"} {
 		if leadcli.Has(name) {
 			t.Errorf("Has(%q) = true", name)
 		}
