@@ -14,17 +14,12 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/fleetstate/fleetstate/internal/cli"
 	"github.com/fleetstate/fleetstate/internal/leadcli"
 )
 
 // Command is one command's help.
-type Command struct {
-	Name    string
-	Summary string // one line, for the list of commands
-	Usage   string
-	About   string // what it does, a paragraph
-	Example string
-}
+type Command = cli.Command
 
 // Commands returns the commands in the order the list shows them. Every
 // command the binary dispatches has one entry here: the lead commands
@@ -33,60 +28,63 @@ func Commands() []Command {
 	cmds := own()
 	at := len(cmds) - 3 // before demo, version and help
 	var lead []Command
-	for _, c := range leadcli.Commands() {
-		lead = append(lead, Command(c))
-	}
+	lead = append(lead, leadcli.Commands()...)
 	return append(cmds[:at:at], append(lead, cmds[at:]...)...)
+}
+
+// cmd is a Command, its fields in order.
+func cmd(name, summary, usage, about, example string) Command {
+	return Command{Name: name, Summary: summary, Usage: usage, About: about, Example: example}
 }
 
 func own() []Command {
 	return []Command{
-		{"up", "bring a fleet up from its fleet file: daemon, tokens, tmux panes, agent configuration",
+		cmd("up", "bring a fleet up from its fleet file: daemon, tokens, tmux panes, agent configuration",
 			"fleetstate up FILE [--dir DIR] [--addr HOST:PORT]",
 			"Starts the daemon in the background (or uses the one serving the state directory), makes the missing tokens, writes each agent's MCP configuration and status hooks (Claude Code: .mcp.json and .claude/settings.json in its workdir; Codex: config.toml in a CODEX_HOME of its own), and starts each agent's command in a tmux window of its own on the fleet's private tmux socket, with FLEET_AGENT, FLEET_ROLE, FLEET_TOKEN and FLEET_URL in its environment. It returns once the fleet runs. Running it again on a running fleet changes nothing; a fleet file with a mistake is refused, naming the field, before anything starts.",
-			"fleetstate up fleet.json --dir .ai-fleet-state"},
-		{"down", "stop a fleet brought up by up: its agents, its tmux session and its daemon",
+			"fleetstate up fleet.json --dir .ai-fleet-state"),
+		cmd("down", "stop a fleet brought up by up: its agents, its tmux session and its daemon",
 			"fleetstate down FILE [--dir DIR]",
 			"Stops the agents' panes (SIGTERM, a bounded wait, then SIGKILL), the tmux session, and the daemon if fleetstate up started it. The state directory, with its tokens, files and tickets, stays.",
-			"fleetstate down fleet.json --dir .ai-fleet-state"},
-		{"mcp", "serve MCP over standard input and output (the default command)",
+			"fleetstate down fleet.json --dir .ai-fleet-state"),
+		cmd("mcp", "serve MCP over standard input and output (the default command)",
 			"fleetstate [mcp] [--dir DIR] [--agent NAME --role lead|member] [--connect URL[,URL...]] [--nats URL[,URL...] [--fleet NAME]]",
 			"Speaks MCP over standard input and output on the state directory. With --connect it forwards every tool to a daemon instead, authenticated by $FLEET_TOKEN (several URLs of one fleet's daemons: it fails over between them); --agent and --role, if given, must be the token's. With --nats it serves the store of a fleet kept in NATS JetStream, whose fleet tools its daemons serve. On a state directory, $FLEET_STATE_SYNC_WRITES=1 flushes each put to stable storage before it returns (it then survives a power failure; an fsync per put).",
-			"FLEET_TOKEN=fst_… fleetstate mcp --connect http://127.0.0.1:7333/mcp"},
-		{"serve", "run the daemon: MCP over HTTP with a bearer token per agent",
+			"FLEET_TOKEN=fst_… fleetstate mcp --connect http://127.0.0.1:7333/mcp"),
+		cmd("serve", "run the daemon: MCP over HTTP with a bearer token per agent",
 			"fleetstate serve [--addr 127.0.0.1:7333] [--dir DIR | --nats URL[,URL...] | --nats-node [--nats-addr HOST:PORT] [--nats-cluster HOST:PORT --nats-routes URL,...]] [--fleet NAME] [--advertise URL] [--roster FILE] [--anonymous]",
 			"Serves streamable HTTP at /mcp, where a lead and its members, each with its own token, meet in one rendezvous; with --roster it also reaches the agents of a fleet file in their tmux panes. With --nats the fleet's whole state lives in NATS JetStream and any number of daemons with the same --nats and --fleet serve it: one owns the rendezvous, the others forward to it (at the URL it --advertise-s) and take over when it dies. With --nats-node the daemon runs its own NATS server, as fleetstate nats does (flags --nats-addr, --nats-store-dir, --nats-cluster, --nats-routes, ...), and reaches it in process, without a TCP hop per write; other daemons and token --nats reach it at --nats-addr. On a state directory, $FLEET_STATE_SYNC_WRITES=1 flushes each put to stable storage before it returns. Logs go to standard error.",
-			"fleetstate serve --addr 127.0.0.1:7333 --roster fleet.json"},
-		{"token", "add, revoke or list the bearer tokens of the daemon's agents",
+			"fleetstate serve --addr 127.0.0.1:7333 --roster fleet.json"),
+		cmd("token", "add, revoke or list the bearer tokens of the daemon's agents",
 			"fleetstate token add|revoke|list [--agent NAME] [--role lead|member] [--dir DIR | --nats URL[,URL...] [--fleet NAME]]",
 			"add prints a new token for an agent (shown once: only its hash is kept); revoke removes every token of an agent, ending its connections; list prints the agents that hold tokens.",
-			"fleetstate token add --agent alice --role member"},
-		{"nats", "run a NATS server with JetStream, for a fleet kept in NATS (serve --nats)",
+			"fleetstate token add --agent alice --role member"),
+		cmd("nats", "run a NATS server with JetStream, for a fleet kept in NATS (serve --nats)",
 			"fleetstate nats [--addr 127.0.0.1:4222] [--store-dir DIR] [--cluster HOST:PORT --routes nats-route://HOST:PORT,...]",
 			"Runs the NATS server, embedded in this binary, for convenience: one for a fleet on one machine, or one per machine, each naming the others' cluster addresses in --routes, for a replicated fleet. It is NATS doing the storage and the replication; a nats-server installed on its own serves as well.",
-			"fleetstate nats --addr 127.0.0.1:4222 --store-dir /var/lib/fleet-nats"},
-		{"status", "report an agent's status to the daemon, from its hooks",
+			"fleetstate nats --addr 127.0.0.1:4222 --store-dir /var/lib/fleet-nats"),
+		cmd("status", "report an agent's status to the daemon, from its hooks",
 			"fleetstate status [--agent NAME] [--url URL] [idle|working|blocked]",
 			"Reports the status given, or, without one, the status the hook event on standard input stands for (Claude Code's hooks pass one). Needs the agent's token in $FLEET_TOKEN.",
-			`echo '{"hook_event_name":"Stop"}' | FLEET_TOKEN=fst_… fleetstate status`},
-		{"hook", "the agents' PermissionRequest hook: ask the fleet, print its decision",
+			`echo '{"hook_event_name":"Stop"}' | FLEET_TOKEN=fst_… fleetstate status`),
+		cmd("hook", "the agents' PermissionRequest hook: ask the fleet, print its decision",
 			"fleetstate hook permission [--timeout 2m]",
 			"Reads a Claude Code or Codex permission request on standard input, raises it in the fleet at $FLEET_URL as the agent of $FLEET_TOKEN, and waits for the operator, a lead the fleet file allows, or a rule to decide; prints the decision in the shape the agent reads. Undecided within --timeout, or without a daemon, it prints nothing and exits 0, so the agent asks as usual: nothing is allowed by default. fleetstate up writes it into each agent's hooks.",
-			`echo '{"tool_name":"Bash","tool_input":{"command":"make"}}' | FLEET_URL=http://127.0.0.1:7333 FLEET_TOKEN=fst_… fleetstate hook permission`},
-		{"watch", "a live terminal view of the fleet that acts: answer, cancel, send",
+			`echo '{"tool_name":"Bash","tool_input":{"command":"make"}}' | FLEET_URL=http://127.0.0.1:7333 FLEET_TOKEN=fst_… fleetstate hook permission`),
+		cmd("watch", "a live terminal view of the fleet that acts: answer, cancel, send",
 			"fleetstate watch [--dir DIR | --url URL]",
 			"Follows the daemon's event stream: members with status, readiness, queue length and the open turn's age; tickets with their state; the questions waiting for an answer; the recent events, from before it connected too. Keys: up/down or j/k move, tab changes section, a answers the selected question, c cancels the selected ticket, s sends a task (detached) to a member, q quits. When the daemon goes, the members are marked stale until it is back. With --dir it finds the daemon from the state directory and uses its operator token; with --url it needs a lead's token in $FLEET_TOKEN. Its actions are calls of that lead or of the operator, as the daemon allows.",
-			"fleetstate watch --dir .ai-fleet-state"},
-		{"web", "print a one-time login URL for the daemon's dashboard",
+			"fleetstate watch --dir .ai-fleet-state"),
+		cmd("web", "print a one-time login URL for the daemon's dashboard",
 			"fleetstate web [--dir DIR | --url URL]",
 			"Asks the daemon for a one-time login code and prints the URL that opens the dashboard in a browser: the same live view as watch, with the transcript of each turn.",
-			"fleetstate web --dir .ai-fleet-state"},
-		{"demo", "run a daemon, a lead and three members over MCP and print every flow",
+			"fleetstate web --dir .ai-fleet-state"),
+		cmd("demo", "run a daemon, a lead and three members over MCP and print every flow",
 			"fleetstate demo [--keep]",
 			"Starts a daemon on a loopback port with a temporary state directory (files on disk, no NATS), connects a lead and three members to it as separate MCP clients, and prints the transcript: a delegation with a shared file, a question answered by turn ID, and a detached task collected by its ticket.",
-			"fleetstate demo"},
-		{"version", "print the version", "fleetstate version (or fleetstate -v, --version)", "Prints the module version of this binary, from its build information.", "fleetstate version"},
-		{"help", "show help for a command", "fleetstate help [COMMAND]", "Lists the commands, one line each, or shows one command's purpose, flags and an example.", "fleetstate help up"},
+			"fleetstate demo"),
+		cmd("version", "print the version", "fleetstate version (or fleetstate -v, --version)", "Prints the module version of this binary, from its build information.", "fleetstate version"),
+		cmd("help", "show help for a command", "fleetstate help [COMMAND]", "Lists the commands, one line each, or shows one command's purpose, flags and an example.", "fleetstate help up"),
 	}
 }
 
@@ -131,7 +129,12 @@ func NewFlagSet(name string) *flag.FlagSet {
 // the binary exits 0); a mistake is an error that names it and where the
 // help is.
 func Parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	err := fs.Parse(args)
+	return explain(fs, fs.Parse(args), stdout)
+}
+
+// explain turns the error of parsing fs: help printed on -h, or a mistake
+// named with where the help is.
+func explain(fs *flag.FlagSet, err error, stdout io.Writer) error {
 	if errors.Is(err, flag.ErrHelp) {
 		WriteCommand(stdout, fs)
 		return flag.ErrHelp
@@ -146,60 +149,18 @@ func Parse(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 // before their flags (fleetstate up FILE --dir DIR): it returns the
 // arguments that are not flags, in order.
 func ParseInterspersed(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
-	var pos []string
-	for {
-		if err := Parse(fs, args, stdout); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil // after --, nothing is a flag
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
+	pos, err := cli.Interspersed(fs, args)
+	return pos, explain(fs, err, stdout)
 }
 
 // WriteCommand writes a command's purpose, usage, flags (those of fs, or
-// "(none)" for a nil fs or one without flags) and example.
+// "(none)" for one without flags) and example.
 func WriteCommand(w io.Writer, fs *flag.FlagSet) {
-	name := strings.Fields(fs.Name())[0]
-	c, ok := Lookup(name)
-	if ok {
-		fmt.Fprintf(w, "%s\n\nusage: %s\n\n%s\n", c.Summary, c.Usage, Wrap(c.About, 76))
+	if c, ok := Lookup(strings.Fields(fs.Name())[0]); ok {
+		cli.WriteHelp(w, &c, fs)
+		return
 	}
-	fmt.Fprintln(w, "\nflags:")
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
-		fmt.Fprintln(w, "  (none)")
-	}
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-	if ok {
-		fmt.Fprintf(w, "\nexample:\n  %s\n", c.Example)
-	}
-}
-
-// Wrap folds text into lines of at most width bytes, at spaces.
-func Wrap(text string, width int) string {
-	var b strings.Builder
-	line := 0
-	for _, word := range strings.Fields(text) {
-		if line > 0 && line+1+len(word) > width {
-			b.WriteByte('\n')
-			line = 0
-		} else if line > 0 {
-			b.WriteByte(' ')
-			line++
-		}
-		b.WriteString(word)
-		line += len(word)
-	}
-	return b.String()
+	cli.WriteHelp(w, nil, fs)
 }
 
 // Unknown is the error of a mistyped command, with the nearest command's

@@ -28,17 +28,12 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/cli"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // Command describes one command of the package for the binary's help.
-type Command struct {
-	Name    string // the command: fleetstate NAME
-	Summary string // one line, for the list of commands
-	Usage   string // the command line, with its arguments and flags
-	About   string // what it does, a paragraph
-	Example string // one command line
-}
+type Command = cli.Command
 
 // Commands returns the package's commands, in the order the help lists
 // them, in a fresh slice.
@@ -80,9 +75,9 @@ func Run(ctx context.Context, name string, args []string, stdin io.Reader, stdou
 	if c.flags != nil {
 		c.flags(fs, o)
 	}
-	pos, err := parse(fs, args)
+	pos, err := cli.Interspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		printHelp(stdout, c, fs)
+		cli.WriteHelp(stdout, &c.Command, fs)
 		return flag.ErrHelp
 	}
 	if err != nil {
@@ -583,50 +578,4 @@ func mcpURL(raw string) (string, error) {
 		return "", fmt.Errorf("%q is not a daemon's URL such as http://127.0.0.1:7333", raw)
 	}
 	return strings.TrimSuffix(s, "/mcp") + "/mcp", nil
-}
-
-// parse parses args into fs, flags and arguments in any order; after
-// "--" nothing is a flag.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
-}
-
-// printHelp prints a command's help: purpose, usage, flags, example.
-func printHelp(w io.Writer, c command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "%s\n\nusage: %s\n\n%s\n\nflags:\n", c.Summary, c.Usage, wrap(c.About, 76))
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-	fmt.Fprintf(w, "\nexample:\n  %s\n", c.Example)
-}
-
-// wrap folds text into lines of at most width bytes, at spaces.
-func wrap(text string, width int) string {
-	var b strings.Builder
-	line := 0
-	for _, word := range strings.Fields(text) {
-		if line > 0 && line+1+len(word) > width {
-			b.WriteByte('\n')
-			line = 0
-		} else if line > 0 {
-			b.WriteByte(' ')
-			line++
-		}
-		b.WriteString(word)
-		line += len(word)
-	}
-	return b.String()
 }

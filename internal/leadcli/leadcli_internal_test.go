@@ -1,9 +1,6 @@
 package leadcli
 
 import (
-	"flag"
-	"io"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -23,28 +20,6 @@ func TestMCPURL(t *testing.T) {
 	for _, in := range []string{"", "127.0.0.1:7333", "ftp://x", "http://", "http:///"} {
 		if got, err := mcpURL(in); err == nil {
 			t.Errorf("mcpURL(%q) = %q; want an error", in, got)
-		}
-	}
-}
-
-func TestParseFlagsAnywhere(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		pos  []string
-		wait bool
-	}{
-		{[]string{"m1", "do it", "--wait"}, []string{"m1", "do it"}, true},
-		{[]string{"--wait", "m1", "do it"}, []string{"m1", "do it"}, true},
-		{[]string{"m1", "--wait", "do it"}, []string{"m1", "do it"}, true},
-		{[]string{"m1", "--", "--wait"}, []string{"m1", "--wait"}, false},
-		{[]string{"--", "-x", "-y"}, []string{"-x", "-y"}, false},
-	} {
-		fs := flag.NewFlagSet("send", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		wait := fs.Bool("wait", false, "")
-		pos, err := parse(fs, c.args)
-		if err != nil || !slices.Equal(pos, c.pos) || *wait != c.wait {
-			t.Errorf("parse(%q) = %q, wait %v, %v; want %q, wait %v", c.args, pos, *wait, err, c.pos, c.wait)
 		}
 	}
 }
