@@ -145,7 +145,7 @@ func (r *Rendezvous) Snapshot() Snapshot {
 }
 
 func (r *Rendezvous) snapshot() Snapshot {
-	snap := Snapshot{Seq: r.evSeq, Members: r.memberInfos(), Tickets: []TicketInfo{}, Permissions: r.pendingPermissions()}
+	snap := Snapshot{Seq: r.evSeq, Members: r.memberInfos(), Tickets: []TicketInfo{}, Permissions: r.perms.Pending()}
 	for _, t := range r.tickets {
 		snap.Tickets = append(snap.Tickets, TicketInfo{Lead: t.Lead, Brief: t.Brief, Created: t.Created, Outcome: t.view(),
 			Waited: t.waiter != nil, News: !t.seen && (t.State == TicketDone || t.State == TicketQuestion), Handed: t.handed})

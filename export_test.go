@@ -24,5 +24,5 @@ func Parked(r *Rendezvous, member string) int {
 func SetHeldLogMin(r *Rendezvous, n int64) {
 	r.lockW()
 	defer r.unlockW()
-	r.j.impl.(*dirstore.Journal).SetCompactMin(n)
+	r.j.Journal().(*dirstore.Journal).SetCompactMin(n)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/agent"
+	"github.com/fleetstate/fleetstate/internal/permit"
 )
 
 // Defaults of the rendezvous bounds. A blocking send answers before the
@@ -171,10 +172,8 @@ type Rendezvous struct {
 	spare   []*turn                    // guarded by wmu; the emptied backing array of freeing, for reuse
 	subs    map[*Subscription]struct{} // guarded by mu; see events.go
 	evSeq   uint64                     // guarded by mu; of the last event published
-	// Permission requests, see rendezvous_permission.go.
-	perms    map[string]*permission  // guarded by mu; by ID, until the deadline
-	permKeys map[permKey]*permission // guarded by mu; those with a caller's key
-	policy   PermissionPolicy        // guarded by mu
+	perms   permit.Desk                // guarded by mu; permission requests, see rendezvous_permission.go
+	policy  PermissionPolicy           // guarded by mu
 }
 
 // member is the rendezvous's view of one member agent. All fields are
@@ -481,7 +480,7 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 	}
 	r.j = j
 	if err := r.restore(); err != nil {
-		j.close()
+		j.Close()
 		return nil, err
 	}
 	return r, nil
@@ -607,14 +606,14 @@ func (r *Rendezvous) shutdown(crashed bool) error {
 	for _, m := range r.members {
 		m.stopRejoin()
 	}
-	r.stopPermissions()
+	r.perms.Stop()
 	for s := range r.subs {
 		r.unsubscribe(s)
 	}
 	if crashed {
-		r.j.crash()
+		r.j.Crash()
 	} else {
-		r.j.close()
+		r.j.Close()
 	}
 	r.unlockW()
 	r.wg.Wait()
@@ -833,7 +832,7 @@ func (r *Rendezvous) unlockW() {
 	r.freeing = nil
 	r.mu.Unlock()
 	r.release(freeing)
-	r.j.settle()
+	r.j.Settle()
 	r.wmu.Unlock()
 }
 
@@ -966,7 +965,7 @@ func (r *Rendezvous) Clean() error {
 	clear(r.turns)
 	clear(r.tickets)
 	r.cleanPermissions()
-	if err := r.j.reset(); err != nil {
+	if err := withOp("reset", r.j.Reset()); err != nil {
 		return err
 	}
 	return r.store.clean(op)

@@ -1,37 +1,24 @@
 package fleetstate
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
-	"slices"
 	"sort"
-	"time"
 
 	"github.com/fleetstate/fleetstate/internal/dirstore"
+	"github.com/fleetstate/fleetstate/internal/permit"
 	"github.com/fleetstate/fleetstate/internal/record"
+	"github.com/fleetstate/fleetstate/internal/turnlog"
 )
 
-// journal is the rendezvous's side of its [Journal]: it encodes the turns'
-// records, gathers the outcomes handed in a writer's step so that the
-// step's end holds them, and logs what no caller hears of. Its fields are
-// guarded by Rendezvous.wmu, the writers' lock: a writer may call it with
-// the rendezvous's own lock released.
+// journal is the rendezvous's side of its [Journal]: a [turnlog.Log]
+// that also encodes the turns' records. Its fields are guarded by
+// Rendezvous.wmu, the writers' lock: a writer may call it with the
+// rendezvous's own lock released.
 type journal struct {
-	impl    Journal
-	timeout time.Duration // of each call to impl; zero means none
-	buf     []byte        // the record being encoded
-	log     func(msg string, args ...any)
-	moving  []moving // handed turns whose records the next settle holds
-	closed  bool     // nothing more is written: closed, or crashed
-}
-
-// moving is a handed turn whose record settle holds, as it stood when it
-// was handed (it no longer changes).
-type moving struct {
-	t     *turn
-	rec   turnRecord
-	saved bool // rec is the record last saved
+	*turnlog.Log
+	buf []byte // the record being encoded
+	log func(msg string, args ...any)
 }
 
 // OpenJournal takes the ownership of the fleet kept in s's state directory
@@ -60,52 +47,14 @@ var _ Journal = (*dirstore.Journal)(nil)
 // ownership; addr, which may be empty, says where the owner serves it.
 func openJournal(store *Store, impl Journal, addr string, logErr func(string, ...any)) (*journal, error) {
 	if impl != nil {
-		return &journal{impl: impl, timeout: DefaultJournalTimeout, log: logErr}, nil
+		return &journal{Log: turnlog.New(impl, DefaultJournalTimeout, logErr), log: logErr}, nil
 	}
 	dj, err := store.openJournal("new rendezvous", addr, logErr)
 	if err != nil {
 		return nil, err
 	}
-	// The disk's journal waits on no one: its calls get no deadline, and
-	// a round trip allocates no timer for them.
-	return &journal{impl: dj, log: logErr}, nil
-}
-
-func (j *journal) ctx() (context.Context, context.CancelFunc) {
-	if j.timeout <= 0 {
-		return context.Background(), func() {}
-	}
-	return context.WithTimeout(context.Background(), j.timeout)
-}
-
-// close writes what is due and gives up ownership.
-func (j *journal) close() {
-	if j.closed {
-		return
-	}
-	j.settle()
-	j.closed = true
-	if err := j.impl.Close(); err != nil {
-		j.log("fleetstate: close the journal", "err", err)
-	}
-}
-
-// crash writes nothing more, as a process killed at this instant (for
-// tests of restarts). A journal that can be abandoned, as the disk's can,
-// gives its ownership up as the kernel would.
-func (j *journal) crash() {
-	j.closed = true
-	if a, ok := j.impl.(interface{ Abandon() }); ok {
-		a.Abandon()
-	}
-}
-
-// reset forgets every turn.
-func (j *journal) reset() error {
-	j.moving = nil
-	ctx, cancel := j.ctx()
-	defer cancel()
-	return withOp("reset", j.impl.Reset(ctx))
+	// The disk's journal waits on no one: its calls get no deadline.
+	return &journal{Log: turnlog.New(dj, 0, logErr), log: logErr}, nil
 }
 
 // persist writes t's record.
@@ -115,9 +64,7 @@ func (j *journal) persist(t *turn) error { return j.persistRecord(t, &t.turnReco
 // caller may have released Rendezvous.mu, so rec is a copy, not t's own.
 func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 	j.buf = appendRecord(j.buf[:0], rec)
-	ctx, cancel := j.ctx()
-	defer cancel()
-	return withOp("persist turn", j.impl.Save(ctx, t.ID, j.buf))
+	return withOp("persist turn", j.Save(t.ID, j.buf))
 }
 
 // appendRecord appends the JSON of rec to b, as encoding/json writes it,
@@ -146,60 +93,28 @@ func (j *journal) save(t *turn) {
 
 // release forgets t, whose outcome reached the lead.
 func (j *journal) release(t *turn) {
-	j.unretire(t)
-	ctx, cancel := j.ctx()
-	defer cancel()
-	if err := j.impl.Release(ctx, t.ID); err != nil {
+	if err := j.Release(t.ID); err != nil {
 		j.log("fleetstate: release a finished turn", "turn", t.ID, "err", err)
 	}
 }
 
 // retire notes that t, done, was handed to its lead and is now held only
-// in case the response was lost: the next settle holds its record, which
-// says when the hold ends. saved says that record was written already.
-// r.mu and r.wmu must be held.
+// in case the response was lost: the next Settle holds its record as it
+// stands, which says when the hold ends. saved says that record was
+// written already. r.mu and r.wmu must be held.
 func (j *journal) retire(t *turn, saved bool) {
-	if j.closed || t.State != TicketDone {
+	if j.Closed() || t.State != TicketDone {
 		return
 	}
-	j.moving = append(j.moving, moving{t: t, rec: t.turnRecord, saved: saved})
-}
-
-// unretire undoes retire of t, if settle has not yet held its record.
-// r.mu and r.wmu must be held.
-func (j *journal) unretire(t *turn) {
-	j.moving = slices.DeleteFunc(j.moving, func(m moving) bool { return m.t == t })
-}
-
-// settle ends a writer's step: it holds the records of the turns handed
-// meanwhile and flushes what the journal put off. A failure only leaves a
-// finished turn to be taken up again later, as a crash would.
-func (j *journal) settle() {
-	if j.closed {
-		return
-	}
-	ctx, cancel := j.ctx()
-	defer cancel()
-	for _, m := range j.moving {
-		j.buf = appendRecord(j.buf[:0], &m.rec)
-		if err := j.impl.Hold(ctx, m.t.ID, j.buf, m.saved); err != nil {
-			j.log("fleetstate: hold a returned outcome", "turn", m.t.ID, "err", err)
-		}
-	}
-	clear(j.moving)
-	j.moving = j.moving[:0]
-	if err := j.impl.Flush(ctx); err != nil {
-		j.log("fleetstate: flush the journal", "err", err)
-	}
+	j.buf = appendRecord(j.buf[:0], &t.turnRecord)
+	j.Hold(t.ID, j.buf, saved)
 }
 
 // load reads the turns an earlier owner left, oldest first, and its
 // permission requests.
 func (j *journal) load() ([]*turn, []PermissionRequest, error) {
 	const op = "restore rendezvous"
-	ctx, cancel := j.ctx()
-	defer cancel()
-	recs, err := j.impl.Load(ctx)
+	recs, err := j.Load()
 	if err != nil {
 		return nil, nil, withOp(op, err)
 	}
@@ -207,8 +122,8 @@ func (j *journal) load() ([]*turn, []PermissionRequest, error) {
 	var perms []PermissionRequest
 	seen := map[string]bool{}
 	for _, data := range recs {
-		if req, isPerm, valid := permissionOf(data); isPerm {
-			if valid {
+		if req, isPerm, valid := permit.Decode(data); isPerm {
+			if valid && validateAgentName(req.Member) == nil {
 				perms = append(perms, req)
 			} else {
 				j.log("fleetstate: skip unreadable permission record", "bytes", len(data))

@@ -144,7 +144,7 @@ func (r *Rendezvous) rehold(t *turn, res result, cause error) (Outcome, error) {
 	if t.HeldUntil != nil {
 		// Its record said the hold ends: a restart would end it too.
 		t.HeldUntil = nil
-		r.j.unretire(t)
+		r.j.Unhold(t.ID)
 		save = true
 	}
 	if save {

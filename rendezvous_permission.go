@@ -3,8 +3,9 @@ package fleetstate
 import (
 	"context"
 	"encoding/json"
-	"sort"
 	"time"
+
+	"github.com/fleetstate/fleetstate/internal/permit"
 )
 
 // Permission requests. A coding agent about to use a tool may ask whether
@@ -37,72 +38,26 @@ const (
 )
 
 // Behavior is what a [Decision] on a permission request says.
-type Behavior string
+type Behavior = permit.Behavior
 
 // Behaviors, as the agents' hooks spell them.
 const (
-	BehaviorAllow Behavior = "allow"
-	BehaviorDeny  Behavior = "deny"
+	BehaviorAllow = permit.Allow
+	BehaviorDeny  = permit.Deny
 )
 
-// Decision is the answer to a permission request.
-type Decision struct {
-	Behavior Behavior `json:"behavior"`
-	// Message tells the agent why it was denied; an allow carries none.
-	Message string `json:"message,omitempty"`
-	// By names who decided: "operator", a lead, or "rule …". Set by
-	// [Rendezvous.DecidePermission] from its caller.
-	By string `json:"by,omitempty"`
-	// Time is when the decision was made.
-	Time time.Time `json:"time,omitzero"`
-}
+// Decision is the answer to a permission request: a [Behavior], the
+// message that tells the agent why it was denied, who decided ("operator",
+// a lead, or "rule …", set by [Rendezvous.DecidePermission]) and when.
+type Decision = permit.Decision
 
 // PermissionRequest is a member agent's request to use a tool, as views
 // show it and the journal keeps it. The caller of
-// [Rendezvous.RequestPermission] sets Key, Tool, Input, Cwd and Timeout;
-// the rendezvous sets the rest.
-type PermissionRequest struct {
-	ID     string `json:"id"`
-	Member string `json:"member"`
-	// Key, which the caller may leave empty, names the request across the
-	// caller's retries: a request with the key of one still known (pending,
-	// or decided within its window) is that request.
-	Key  string `json:"key,omitempty"`
-	Tool string `json:"tool"`
-	// Input is the tool's input as JSON text.
-	Input    string    `json:"input,omitempty"`
-	Cwd      string    `json:"cwd,omitempty"`
-	Asked    time.Time `json:"asked"`
-	Deadline time.Time `json:"deadline"`
-	// Decision is set once the request was decided.
-	Decision *Decision `json:"decision,omitempty"`
-	// InputBytes is set when Input is clipped (a view sent over the
-	// network clips its snapshot): the input's full length, in bytes.
-	// Zero means Input is whole.
-	InputBytes int `json:"input_bytes,omitempty"`
-	// Timeout is the request's window from Asked; zero means
-	// DefaultPermissionTimeout. Only RequestPermission reads it.
-	Timeout time.Duration `json:"-"`
-}
-
-// permissionKind marks a permission request's record in the journal,
-// apart from the turns' records, which have no kind.
-const permissionKind = "permission"
-
-// permissionRecord is a request's record in the journal.
-type permissionRecord struct {
-	Kind string `json:"kind"`
-	PermissionRequest
-}
-
-// permission is a request the rendezvous knows. Fields guarded by
-// Rendezvous.mu.
-type permission struct {
-	PermissionRequest
-	done  chan struct{} // closed when decided or ended undecided
-	ended bool          // the window passed, or the fleet was cleaned
-	timer *time.Timer   // at Deadline: ends or forgets the request
-}
+// [Rendezvous.RequestPermission] sets Key, Tool, Input, Cwd and Timeout
+// (zero means DefaultPermissionTimeout); the rendezvous sets the rest. A
+// request with the Key of one still known, of the same member, is that
+// request.
+type PermissionRequest = permit.Request
 
 // PermissionPolicy decides some permission requests without asking: it
 // returns a decision and true when a rule covers req. It is called with
@@ -155,42 +110,41 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 		r.unlockW()
 		return Decision{}, false, &Error{Code: CodeClosed, Op: op}
 	}
-	p := r.permissionByKey(member, req.Key)
-	if p == nil && r.pendingOf(member) >= MaxPendingPermissions {
+	p := r.perms.ByKey(member, req.Key)
+	if p == nil && r.perms.PendingOf(member) >= MaxPendingPermissions {
 		r.unlockW()
 		return Decision{}, false, newError(CodeNotPermitted, op, "%s has %d permission requests pending already", quote(member), MaxPendingPermissions)
 	}
 	if p == nil {
 		now := time.Now()
 		req.ID, req.Member, req.Asked, req.Deadline, req.Decision = newID("perm-"), member, now, now.Add(req.Timeout), nil
-		p = &permission{PermissionRequest: req, done: make(chan struct{})}
 		if r.policy != nil {
 			if d, ok := r.policy(req); ok {
 				d.Time = now
-				p.Decision = &d
-				close(p.done)
+				req.Decision = &d
 			}
 		}
-		if err := r.j.savePermission(&p.PermissionRequest); err != nil {
+		p = permit.NewEntry(req)
+		if err := r.j.savePermission(&p.Request); err != nil {
 			r.unlockW()
 			return Decision{}, false, withOp(op, err)
 		}
 		r.addPermission(p)
-		r.publish(Event{Kind: EventPermissionRequested, Member: member, Permission: p.event()})
+		r.publish(Event{Kind: EventPermissionRequested, Member: member, Permission: p.Copy()})
 		if p.Decision != nil {
-			r.publish(Event{Kind: EventPermissionDecided, Member: member, Content: p.Decision.Message, Permission: p.event()})
+			r.publish(Event{Kind: EventPermissionDecided, Member: member, Content: p.Decision.Message, Permission: p.Copy()})
 		}
 	}
 	r.unlockW()
 
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-r.done:
 		return Decision{}, false, &Error{Code: CodeClosed, Op: op}
 	case <-ctx.Done():
 		// Decided at the same instant: hand the decision over.
 		select {
-		case <-p.done:
+		case <-p.Done:
 		default:
 			return Decision{}, false, ctx.Err()
 		}
@@ -228,22 +182,21 @@ func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 	if r.closed {
 		return &Error{Code: CodeClosed, Op: op}
 	}
-	p := r.perms[id]
-	if p == nil || p.ended {
+	p := r.perms.Get(id)
+	if p == nil {
 		return newError(CodeUnknownRequest, op, "%s", quote(id))
 	}
 	if p.Decision != nil {
 		return newError(CodeRequestDecided, op, "%s, by %s", quote(id), quote(p.Decision.By))
 	}
 	d.By, d.Time = by, time.Now()
-	rec := p.PermissionRequest
+	rec := p.Request
 	rec.Decision = &d
 	if err := r.j.savePermission(&rec); err != nil {
 		return withOp(op, err)
 	}
-	p.Decision = &d
-	close(p.done)
-	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: p.event()})
+	p.Decide(d)
+	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: p.Copy()})
 	return nil
 }
 
@@ -252,111 +205,36 @@ func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 func (r *Rendezvous) PermissionRequests() []PermissionRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.pendingPermissions()
+	return r.perms.Pending()
 }
-
-// pendingPermissions is PermissionRequests. r.mu must be held.
-func (r *Rendezvous) pendingPermissions() []PermissionRequest {
-	var out []PermissionRequest
-	for _, p := range r.perms {
-		if p.Decision == nil && !p.ended {
-			out = append(out, p.PermissionRequest)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Asked.Before(out[j].Asked) })
-	return out
-}
-
-// event returns a copy of p's request for an event. r.mu must be held.
-func (p *permission) event() *PermissionRequest {
-	c := p.PermissionRequest
-	return &c
-}
-
-// pendingOf counts member's pending requests. r.mu must be held.
-func (r *Rendezvous) pendingOf(member string) int {
-	n := 0
-	for _, p := range r.perms {
-		if p.Member == member && p.Decision == nil && !p.ended {
-			n++
-		}
-	}
-	return n
-}
-
-// permissionByKey returns member's known request with key, if any.
-// r.mu must be held.
-func (r *Rendezvous) permissionByKey(member, key string) *permission {
-	if key == "" {
-		return nil
-	}
-	p := r.permKeys[permKey{member, key}]
-	if p == nil || p.ended {
-		return nil
-	}
-	return p
-}
-
-type permKey struct{ member, key string }
 
 // addPermission makes p known until its deadline: then a pending request
 // ends undecided, and a decided one is forgotten. r.mu must be held.
-func (r *Rendezvous) addPermission(p *permission) {
-	if r.perms == nil {
-		r.perms = map[string]*permission{}
-		r.permKeys = map[permKey]*permission{}
-	}
-	r.perms[p.ID] = p
-	if p.Key != "" {
-		r.permKeys[permKey{p.Member, p.Key}] = p
-	}
-	p.timer = time.AfterFunc(time.Until(p.Deadline), func() {
+func (r *Rendezvous) addPermission(p *permit.Entry) {
+	r.perms.Add(p, func() {
 		r.lockW()
 		defer r.unlockW()
-		if r.closed || r.perms[p.ID] != p {
-			return
+		if !r.closed && r.perms.Holds(p) {
+			r.endPermission(p, "its window passed undecided")
 		}
-		r.endPermission(p, "its window passed undecided")
 	})
 }
 
 // endPermission forgets p; a pending p ends undecided, with an event that
 // says why. r.mu and r.wmu must be held.
-func (r *Rendezvous) endPermission(p *permission, why string) {
-	p.timer.Stop()
-	delete(r.perms, p.ID)
-	if r.permKeys[permKey{p.Member, p.Key}] == p {
-		delete(r.permKeys, permKey{p.Member, p.Key})
-	}
-	p.ended = true
-	if p.Decision == nil {
-		close(p.done)
-		r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: why, Permission: p.event()})
+func (r *Rendezvous) endPermission(p *permit.Entry, why string) {
+	if r.perms.End(p) {
+		r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: why, Permission: p.Copy()})
 	}
 	r.j.releasePermission(p.ID)
-}
-
-// stopPermissions stops the timers of every request, at Close. r.mu must
-// be held.
-func (r *Rendezvous) stopPermissions() {
-	for _, p := range r.perms {
-		p.timer.Stop()
-	}
 }
 
 // cleanPermissions ends every request, when the fleet is cleaned; the
 // journal's records go with its reset. r.mu and r.wmu must be held.
 func (r *Rendezvous) cleanPermissions() {
-	for _, p := range r.perms {
-		p.timer.Stop()
-		p.ended = true
-		if p.Decision == nil {
-			close(p.done)
-			r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: "the fleet was cleaned", Permission: p.event()})
-		}
-	}
-	clear(r.perms)
-	clear(r.permKeys)
+	r.perms.Clean(func(p *permit.Entry) {
+		r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: "the fleet was cleaned", Permission: p.Copy()})
+	})
 }
 
 // restorePermissions takes up the requests an earlier owner left: those
@@ -368,52 +246,28 @@ func (r *Rendezvous) restorePermissions(recs []PermissionRequest) {
 			r.j.releasePermission(req.ID)
 			continue
 		}
-		p := &permission{PermissionRequest: req, done: make(chan struct{})}
-		if p.Decision != nil {
-			close(p.done)
-		}
-		r.addPermission(p)
+		r.addPermission(permit.NewEntry(req))
 	}
 }
 
 // savePermission writes req's record, durably on return.
 func (j *journal) savePermission(req *PermissionRequest) error {
-	rec, err := json.Marshal(permissionRecord{Kind: permissionKind, PermissionRequest: *req})
+	rec, err := permit.Encode(req)
 	if err != nil {
 		return newError(CodeInternal, "save permission request", "%v", err)
 	}
-	if j.closed {
+	if j.Closed() {
 		return &Error{Code: CodeClosed, Op: "save permission request"}
 	}
-	ctx, cancel := j.ctx()
-	defer cancel()
-	return j.impl.Save(ctx, req.ID, rec)
+	return j.Save(req.ID, rec)
 }
 
 // releasePermission forgets the record of the request id.
 func (j *journal) releasePermission(id string) {
-	if j.closed {
+	if j.Closed() {
 		return
 	}
-	ctx, cancel := j.ctx()
-	defer cancel()
-	if err := j.impl.Release(ctx, id); err != nil {
+	if err := j.Release(id); err != nil {
 		j.log("fleetstate: forget a permission request", "request", id, "err", err)
 	}
-}
-
-// permissionOf decodes data as a permission request's record; ok is false
-// for another kind of record.
-func permissionOf(data []byte) (req PermissionRequest, ok bool, valid bool) {
-	var head struct {
-		Kind string `json:"kind"`
-	}
-	if json.Unmarshal(data, &head) != nil || head.Kind != permissionKind {
-		return PermissionRequest{}, false, false
-	}
-	var rec permissionRecord
-	if json.Unmarshal(data, &rec) != nil || rec.ID == "" || rec.Tool == "" || validateAgentName(rec.Member) != nil {
-		return PermissionRequest{}, true, false
-	}
-	return rec.PermissionRequest, true, true
 }

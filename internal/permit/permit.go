@@ -1,0 +1,239 @@
+// Package permit keeps a fleet's permission requests: the requests
+// themselves, as the root package exports them (fleetstate.PermissionRequest
+// and its kin are aliases of the types here), their record in the
+// rendezvous's journal, and the desk that knows each request until its
+// window ends.
+//
+// The rendezvous owns the policy: who may decide, the events, the journal
+// writes and the locking. A Desk does not lock; its caller holds the
+// rendezvous's lock around every call, timers' callbacks included.
+package permit
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+)
+
+// Behavior is what a [Decision] on a permission request says.
+type Behavior string
+
+// Behaviors, as the agents' hooks spell them.
+const (
+	Allow Behavior = "allow"
+	Deny  Behavior = "deny"
+)
+
+// Decision is the answer to a permission request.
+type Decision struct {
+	Behavior Behavior `json:"behavior"`
+	// Message tells the agent why it was denied; an allow carries none.
+	Message string `json:"message,omitempty"`
+	// By names who decided: "operator", a lead, or "rule …". Set by
+	// Rendezvous.DecidePermission from its caller.
+	By string `json:"by,omitempty"`
+	// Time is when the decision was made.
+	Time time.Time `json:"time,omitzero"`
+}
+
+// Request is a member agent's request to use a tool, as views show it
+// and the journal keeps it. The caller of Rendezvous.RequestPermission
+// sets Key, Tool, Input, Cwd and Timeout; the rendezvous sets the rest.
+type Request struct {
+	ID     string `json:"id"`
+	Member string `json:"member"`
+	// Key, which the caller may leave empty, names the request across the
+	// caller's retries: a request with the key of one still known (pending,
+	// or decided within its window) is that request.
+	Key  string `json:"key,omitempty"`
+	Tool string `json:"tool"`
+	// Input is the tool's input as JSON text.
+	Input    string    `json:"input,omitempty"`
+	Cwd      string    `json:"cwd,omitempty"`
+	Asked    time.Time `json:"asked"`
+	Deadline time.Time `json:"deadline"`
+	// Decision is set once the request was decided.
+	Decision *Decision `json:"decision,omitempty"`
+	// InputBytes is set when Input is clipped (a view sent over the
+	// network clips its snapshot): the input's full length, in bytes.
+	// Zero means Input is whole.
+	InputBytes int `json:"input_bytes,omitempty"`
+	// Timeout is the request's window from Asked; zero means the default
+	// window. Only RequestPermission reads it.
+	Timeout time.Duration `json:"-"`
+}
+
+// kind marks a permission request's record in the journal, apart from the
+// turns' records, which have no kind.
+const kind = "permission"
+
+type record struct {
+	Kind string `json:"kind"`
+	Request
+}
+
+// Encode returns req's record for the journal.
+func Encode(req *Request) ([]byte, error) {
+	return json.Marshal(record{Kind: kind, Request: *req})
+}
+
+// Decode reads data as a request's record. isRequest is false for another
+// kind of record; valid is false for a request's record that cannot be
+// read back, or that lacks an ID, a tool or a member.
+func Decode(data []byte) (req Request, isRequest, valid bool) {
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(data, &head) != nil || head.Kind != kind {
+		return Request{}, false, false
+	}
+	var rec record
+	if json.Unmarshal(data, &rec) != nil || rec.ID == "" || rec.Tool == "" || rec.Member == "" {
+		return Request{}, true, false
+	}
+	return rec.Request, true, true
+}
+
+// Entry is a request a [Desk] knows.
+type Entry struct {
+	Request
+	// Done is closed when the request is decided or ends undecided.
+	Done  chan struct{}
+	ended bool        // the window passed, or the desk was cleaned
+	timer *time.Timer // at Deadline: ends or forgets the request
+}
+
+// NewEntry returns an entry for req; a decided req's Done is closed.
+func NewEntry(req Request) *Entry {
+	e := &Entry{Request: req, Done: make(chan struct{})}
+	if e.Decision != nil {
+		close(e.Done)
+	}
+	return e
+}
+
+// Decide records d on a pending e and closes its Done.
+func (e *Entry) Decide(d Decision) {
+	e.Decision = &d
+	close(e.Done)
+}
+
+// Pending reports whether e is known, and not decided yet.
+func (e *Entry) Pending() bool { return e.Decision == nil && !e.ended }
+
+// Copy returns a copy of e's request, for an event.
+func (e *Entry) Copy() *Request {
+	c := e.Request
+	return &c
+}
+
+type key struct{ member, key string }
+
+// Desk knows each request from its asking until its deadline: then a
+// pending request ends undecided, and a decided one is forgotten. The
+// zero Desk is empty and ready to use.
+type Desk struct {
+	byID  map[string]*Entry // until the deadline
+	byKey map[key]*Entry    // those with a caller's key
+}
+
+// Get returns the request id, if it is known and its window has not passed.
+func (d *Desk) Get(id string) *Entry {
+	if e := d.byID[id]; e != nil && !e.ended {
+		return e
+	}
+	return nil
+}
+
+// Holds reports whether e is the request the desk knows by e's ID.
+func (d *Desk) Holds(e *Entry) bool { return d.byID[e.ID] == e }
+
+// ByKey returns member's known request with the caller's key, if any.
+func (d *Desk) ByKey(member, k string) *Entry {
+	if k == "" {
+		return nil
+	}
+	if e := d.byKey[key{member, k}]; e != nil && !e.ended {
+		return e
+	}
+	return nil
+}
+
+// PendingOf counts member's pending requests.
+func (d *Desk) PendingOf(member string) int {
+	n := 0
+	for _, e := range d.byID {
+		if e.Member == member && e.Pending() {
+			n++
+		}
+	}
+	return n
+}
+
+// Pending returns the pending requests, oldest first; nil when there are
+// none.
+func (d *Desk) Pending() []Request {
+	var out []Request
+	for _, e := range d.byID {
+		if e.Pending() {
+			out = append(out, e.Request)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Asked.Before(out[j].Asked) })
+	return out
+}
+
+// Add makes e known until its deadline, when deadline runs (in a
+// goroutine of its own; it takes the caller's lock, checks [Desk.Holds]
+// and calls [Desk.End]).
+func (d *Desk) Add(e *Entry, deadline func()) {
+	if d.byID == nil {
+		d.byID = map[string]*Entry{}
+		d.byKey = map[key]*Entry{}
+	}
+	d.byID[e.ID] = e
+	if e.Key != "" {
+		d.byKey[key{e.Member, e.Key}] = e
+	}
+	e.timer = time.AfterFunc(time.Until(e.Deadline), deadline)
+}
+
+// End forgets e; a pending e ends undecided, its Done closed, and End
+// reports true.
+func (d *Desk) End(e *Entry) (undecided bool) {
+	e.timer.Stop()
+	delete(d.byID, e.ID)
+	if d.byKey[key{e.Member, e.Key}] == e {
+		delete(d.byKey, key{e.Member, e.Key})
+	}
+	return d.end(e)
+}
+
+func (d *Desk) end(e *Entry) bool {
+	e.ended = true
+	if e.Decision != nil {
+		return false
+	}
+	close(e.Done)
+	return true
+}
+
+// Stop stops every request's timer, when the rendezvous closes.
+func (d *Desk) Stop() {
+	for _, e := range d.byID {
+		e.timer.Stop()
+	}
+}
+
+// Clean ends every request, when the fleet is cleaned, and calls
+// undecided with each that ends undecided.
+func (d *Desk) Clean(undecided func(*Entry)) {
+	for _, e := range d.byID {
+		e.timer.Stop()
+		if d.end(e) {
+			undecided(e)
+		}
+	}
+	clear(d.byID)
+	clear(d.byKey)
+}

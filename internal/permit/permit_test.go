@@ -1,0 +1,127 @@
+package permit
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRecordRoundTrip(t *testing.T) {
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	req := Request{ID: "perm-1", Member: "bob", Key: "k", Tool: "Bash", Input: `{"command":"ls"}`,
+		Cwd: "/w", Asked: now, Deadline: now.Add(time.Minute),
+		Decision: &Decision{Behavior: Deny, Message: "no", By: "operator", Time: now}}
+	rec, err := Encode(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, isReq, valid := Decode(rec)
+	if !isReq || !valid {
+		t.Fatalf("Decode(%s) = %v, %v; want a valid request", rec, isReq, valid)
+	}
+	if got.ID != req.ID || got.Member != req.Member || got.Key != req.Key || got.Tool != req.Tool ||
+		got.Input != req.Input || !got.Deadline.Equal(req.Deadline) || got.Decision == nil || *got.Decision != *req.Decision {
+		t.Errorf("round trip: got %+v, want %+v", got, req)
+	}
+}
+
+func TestDecodeTellsKindsApart(t *testing.T) {
+	for _, c := range []struct {
+		data         string
+		isReq, valid bool
+	}{
+		{`{"id":"t1","ticket":"x","state":"queued"}`, false, false}, // a turn's record
+		{`not json`, false, false},
+		{`{"kind":"permission","id":"p","member":"bob"}`, true, false}, // no tool
+		{`{"kind":"permission","id":"p","tool":"Bash"}`, true, false},  // no member
+		{`{"kind":"permission","id":"p","member":"bob","tool":"Bash","asked":3}`, true, false},
+		{`{"kind":"permission","id":"p","member":"bob","tool":"Bash"}`, true, true},
+	} {
+		_, isReq, valid := Decode([]byte(c.data))
+		if isReq != c.isReq || valid != c.valid {
+			t.Errorf("Decode(%s) = %v, %v; want %v, %v", c.data, isReq, valid, c.isReq, c.valid)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"kind":"permission","id":"p","member":"bob","tool":"Bash"}`))
+	f.Add([]byte(`{"id":"t"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, isReq, valid := Decode(data)
+		if valid && (!isReq || req.ID == "" || req.Tool == "" || req.Member == "") {
+			t.Fatalf("Decode(%q) = %+v valid without an ID, tool or member", data, req)
+		}
+		if !valid {
+			return
+		}
+		rec, err := Encode(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _, ok := Decode(rec)
+		if !ok || again.ID != req.ID || again.Tool != req.Tool || again.Member != req.Member {
+			t.Fatalf("re-encoded %q decodes to %+v, %v", rec, again, ok)
+		}
+	})
+}
+
+func TestDeskKnowsARequestUntilItsDeadline(t *testing.T) {
+	var d Desk
+	fired := make(chan struct{})
+	now := time.Now()
+	e := NewEntry(Request{ID: "p1", Member: "bob", Key: "k", Tool: "Bash", Asked: now, Deadline: now.Add(time.Millisecond)})
+	d.Add(e, func() { close(fired) })
+	if d.Get("p1") != e || d.ByKey("bob", "k") != e || d.ByKey("amy", "k") != nil || d.ByKey("bob", "") != nil {
+		t.Fatal("the desk does not find the request it was given")
+	}
+	if n := d.PendingOf("bob"); n != 1 {
+		t.Fatalf("PendingOf(bob) = %d, want 1", n)
+	}
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the deadline did not fire")
+	}
+	if !d.Holds(e) {
+		t.Fatal("the desk forgot the request before End")
+	}
+	if !d.End(e) {
+		t.Fatal("End of a pending request did not report it undecided")
+	}
+	select {
+	case <-e.Done:
+	default:
+		t.Fatal("Done is open after End")
+	}
+	if d.Get("p1") != nil || d.ByKey("bob", "k") != nil || d.Holds(e) || d.Pending() != nil {
+		t.Fatal("the desk still knows an ended request")
+	}
+}
+
+func TestDeskPendingOldestFirstAndDecided(t *testing.T) {
+	var d Desk
+	now := time.Now()
+	var es []*Entry
+	for i, id := range []string{"c", "a", "b"} {
+		e := NewEntry(Request{ID: id, Member: "bob", Tool: "T", Asked: now.Add(time.Duration(2-i) * time.Second), Deadline: now.Add(time.Hour)})
+		d.Add(e, func() {})
+		es = append(es, e)
+	}
+	defer d.Stop()
+	got := d.Pending()
+	if len(got) != 3 || got[0].ID != "b" || got[1].ID != "a" || got[2].ID != "c" {
+		t.Fatalf("Pending() = %v, want b, a, c", got)
+	}
+	es[0].Decide(Decision{Behavior: Allow, By: "operator"})
+	if es[0].Pending() || d.PendingOf("bob") != 2 || len(d.Pending()) != 2 {
+		t.Fatal("a decided request still counts as pending")
+	}
+	if d.End(es[0]) {
+		t.Fatal("End of a decided request reported it undecided")
+	}
+	var cleaned []string
+	d.Clean(func(e *Entry) { cleaned = append(cleaned, e.ID) })
+	if len(cleaned) != 2 || d.Get("a") != nil || d.Get("b") != nil {
+		t.Fatalf("Clean ended %v and left %v", cleaned, d.Pending())
+	}
+}
