@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/dirstore"
+	"github.com/fleetstate/fleetstate/internal/names"
 	"github.com/spf13/afero"
 )
 
@@ -142,7 +143,7 @@ func OpenBackend(b Backend, opts *BackendOptions) *Store {
 	if timeout <= 0 {
 		timeout = DefaultBackendTimeout
 	}
-	local, err := dirstore.Open(afero.NewMemMapFs(), "", dirstore.Options{NoGitIgnore: true, LockTimeout: DefaultLockTimeout, IsSession: isSessionID})
+	local, err := dirstore.Open(afero.NewMemMapFs(), "", dirstore.Options{NoGitIgnore: true, LockTimeout: DefaultLockTimeout, IsSession: names.IsSessionID})
 	if err != nil {
 		panic("fleetstate: a folder in memory: " + err.Error()) // MkdirAll on a MemMapFs does not fail
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fleetstate/fleetstate/internal/dirstore"
+	"github.com/fleetstate/fleetstate/internal/names"
 )
 
 // dirBackend is the disk backend: the sessions and files of a state
@@ -26,7 +27,7 @@ func (b *dirBackend) CurrentSession(context.Context) (Session, bool, error) {
 		return Session{}, false, b.err(err)
 	}
 	id, name, ok := strings.Cut(line, sessionSep)
-	if !ok || !isSessionID(id) {
+	if !ok || !names.IsSessionID(id) {
 		return Session{}, false, newError(CodeNoActiveSession, "", "%s does not hold ID:::NAME", dirstore.CurrentRunFile)
 	}
 	return Session{ID: id, Name: name}, true, nil
@@ -67,26 +68,12 @@ func (b *dirBackend) List(_ context.Context, session, agent string) ([]FileInfo,
 	}
 	out := make([]FileInfo, 0, len(files))
 	for _, f := range files {
-		if agent == "" && validateAgentName(f.Agent) != nil || !addressable(f.Name) {
+		if agent == "" && names.Agent(f.Agent) != nil || names.File(f.Name) != nil {
 			continue
 		}
 		out = append(out, FileInfo{ID: FileID{session: session, agent: f.Agent, name: f.Name}, Size: f.Size, ModTime: f.ModTime})
 	}
 	return out, true, nil
-}
-
-// addressable reports whether a file's name on disk is one a FileID can
-// name: every segment valid, and not too long.
-func addressable(name string) bool {
-	if len(name) > MaxFileNameLen {
-		return false
-	}
-	for seg := range strings.SplitSeq(name, "/") {
-		if validateSegment(seg) != nil {
-			return false
-		}
-	}
-	return true
 }
 
 func (b *dirBackend) Clean(context.Context) error { return b.err(b.d.Clean()) }

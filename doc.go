@@ -110,19 +110,14 @@
 // is an exclusive create (a hard link that fails if the name exists), and
 // session changes take a file lock.
 //
-// # The module
+// # Backends
 //
-// This package holds the store and the rendezvous and imports no MCP or
-// terminal code. Around it:
-//
-//   - github.com/fleetstate/fleetstate/mcpadapter serves a Store and a
-//     Rendezvous as MCP tools (stdio and streamable HTTP), with bearer
-//     tokens, the daemon's limits and a stdio proxy to a daemon;
-//   - github.com/fleetstate/fleetstate/tmux is the [Member] port of agents
-//     running in tmux panes: delivery by paste, pane tail, screen status;
-//   - github.com/fleetstate/fleetstate/cmd/fleetstate is the binary: the
-//     stdio server (a drop-in for fleet-state-mgr), the daemon (serve),
-//     tokens, status hooks and a demo;
-//   - examples/ holds runnable programs: the store alone, a fleet in
-//     process, a fleet of agents in tmux panes.
+// [Open] keeps a store in a state directory; [OpenBackend] keeps it in any
+// other [Backend], such as package fleetmem (memory) or fleetnats (NATS
+// JetStream, for fleets served by several daemons), with the rendezvous's
+// [Journal] beside it. Package fleetstatetest holds the suites every
+// backend passes. The package imports no MCP or terminal code: package
+// mcpadapter serves a Store and a Rendezvous as MCP tools, package daemon
+// is the server to embed, and package tmux is the [Member] port of a
+// terminal pane.
 package fleetstate

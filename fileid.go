@@ -3,20 +3,17 @@ package fleetstate
 import (
 	"errors"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/fleetstate/fleetstate/internal/dirstore"
-	"github.com/google/uuid"
+	"github.com/fleetstate/fleetstate/internal/names"
 )
 
 // Limits on names. They are far above what agents use and low enough that a
 // file ID always fits the path limits of common file systems.
 const (
-	MaxAgentNameLen   = 128  // bytes in an agent name
-	MaxFileNameLen    = 1024 // bytes in a file name, separators included
-	MaxSegmentLen     = 255  // bytes in one segment of a file name
-	MaxSessionNameLen = 256  // bytes in a session name
+	MaxAgentNameLen   = names.MaxAgent   // bytes in an agent name
+	MaxFileNameLen    = names.MaxFile    // bytes in a file name, separators included
+	MaxSegmentLen     = names.MaxSegment // bytes in one segment of a file name
+	MaxSessionNameLen = names.MaxSession // bytes in a session name
 )
 
 const (
@@ -47,7 +44,7 @@ type FileID struct {
 // checking each part.
 func NewFileID(session, agent, name string) (FileID, error) {
 	const op = "file ID"
-	if !isSessionID(session) {
+	if !names.IsSessionID(session) {
 		return FileID{}, newError(CodeCanOnlyRetrieveFiles, op, "session %s is not a lower-case UUID", quote(session))
 	}
 	if err := checkAgentName(op, agent); err != nil {
@@ -79,13 +76,13 @@ func ParseFileID(s string) (FileID, error) {
 	if !ok {
 		return fail("missing file name")
 	}
-	if !isSessionID(session) {
+	if !names.IsSessionID(session) {
 		return fail("session is not a lower-case UUID")
 	}
-	if err := validateAgentName(agent); err != nil {
+	if err := names.Agent(agent); err != nil {
 		return fail("agent name: " + err.Error())
 	}
-	if err := validateFileName(name); err != nil {
+	if err := names.File(name); err != nil {
 		return fail("file name: " + err.Error())
 	}
 	return FileID{session: session, agent: agent, name: name}, nil
@@ -130,16 +127,6 @@ func (id *FileID) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// isSessionID reports whether s is a UUID in the canonical form the store
-// writes: 36 characters, lower-case hexadecimal and hyphens.
-func isSessionID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	u, err := uuid.Parse(s)
-	return err == nil && u.String() == s
-}
-
 // ValidateAgentName reports whether name is a valid agent name: one path
 // segment of at most [MaxAgentNameLen] bytes of UTF-8, not "." or "..",
 // without "/", "\", "::" or control characters, not ending with ":". The
@@ -155,91 +142,15 @@ func ValidateAgentName(name string) error { return checkAgentName("validate agen
 func ValidateFileName(name string) error { return checkFileName("validate file name", name) }
 
 func checkAgentName(op, name string) error {
-	if err := validateAgentName(name); err != nil {
+	if err := names.Agent(name); err != nil {
 		return &Error{Code: CodeInvalidAgentName, Op: op, Err: errors.New(quote(name) + ": " + err.Error())}
 	}
 	return nil
 }
 
 func checkFileName(op, name string) error {
-	if err := validateFileName(name); err != nil {
+	if err := names.File(name); err != nil {
 		return &Error{Code: CodeInvalidFileName, Op: op, Err: errors.New(quote(name) + ": " + err.Error())}
-	}
-	return nil
-}
-
-func validateAgentName(name string) error {
-	if len(name) > MaxAgentNameLen {
-		return errors.New("longer than the limit")
-	}
-	if strings.Contains(name, fileIDSep) {
-		return errors.New(`contains "::"`)
-	}
-	// "a:" followed by the separator reads as agent "a" and a file name
-	// starting with ":", so the round trip needs this rule too.
-	if strings.HasSuffix(name, ":") {
-		return errors.New(`ends with ":"`)
-	}
-	return validateSegment(name)
-}
-
-func validateFileName(name string) error {
-	if name == "" {
-		return errors.New("empty")
-	}
-	if len(name) > MaxFileNameLen {
-		return errors.New("longer than the limit")
-	}
-	for seg := range strings.SplitSeq(name, "/") {
-		if err := validateSegment(seg); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// validateSegment checks one path segment; its error says why in a few
-// words and leaves quoting the input to the caller.
-func validateSegment(seg string) error {
-	switch {
-	case seg == "":
-		return errors.New("empty path segment")
-	case seg == "." || seg == "..":
-		return errors.New(`"." or ".." path segment`)
-	case len(seg) > MaxSegmentLen:
-		return errors.New("path segment longer than the limit")
-	case strings.HasPrefix(seg, dirstore.TempPrefix):
-		// A temporary file never shadows a stored one.
-		return errors.New("path segment uses the reserved prefix " + dirstore.TempPrefix)
-	case !utf8.ValidString(seg):
-		return errors.New("not valid UTF-8")
-	}
-	for _, r := range seg {
-		switch {
-		case r == '/' || r == '\\':
-			return errors.New("contains a path separator")
-		case unicode.IsControl(r):
-			return errors.New("contains a control character")
-		}
-	}
-	return nil
-}
-
-// validateSessionName checks a session's name, which is stored on one line
-// of current_run.txt and previous_run_log.txt.
-func validateSessionName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty")
-	case len(name) > MaxSessionNameLen:
-		return errors.New("longer than the limit")
-	case !utf8.ValidString(name):
-		return errors.New("not valid UTF-8")
-	}
-	for _, r := range name {
-		if unicode.IsControl(r) {
-			return errors.New("contains a control character")
-		}
 	}
 	return nil
 }

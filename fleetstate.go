@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/dirstore"
+	"github.com/fleetstate/fleetstate/internal/names"
 	"github.com/spf13/afero"
 )
 
@@ -120,7 +121,7 @@ func Open(fsys afero.Fs, dir string, opts *Options) (*Store, error) {
 		SyncWrites:  opts.SyncWrites,
 		NoGitIgnore: opts.NoGitIgnore,
 		LockTimeout: lockTimeout,
-		IsSession:   isSessionID,
+		IsSession:   names.IsSessionID,
 	})
 	if err != nil {
 		return nil, withOp(op, dirError(nil, err))
@@ -230,7 +231,7 @@ func (s *Store) List(session, agent string) ([]FileInfo, error) {
 			return nil, err
 		}
 		session, isCurrent = sess.ID, true
-	} else if !isSessionID(session) {
+	} else if !names.IsSessionID(session) {
 		return nil, newError(CodeSessionNotValid, op, "%s is not a lower-case UUID", quote(session))
 	}
 	ctx, cancel := s.bctx()

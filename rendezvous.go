@@ -3,8 +3,8 @@ package fleetstate
 import (
 	"context"
 	"log/slog"
-	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,14 +31,9 @@ const (
 	DefaultPortTimeout  = 10 * time.Second
 	DefaultTailLines    = 200
 	DefaultNudgeLimit   = 1
-	// DefaultRejoinTimeout is how long, after a restart, a member that
-	// had a turn open has to come back (make a call, or open its
-	// listening stream) before the turn ends member_gone: a reconnecting
-	// client retries within seconds.
-	DefaultRejoinTimeout = 30 * time.Second
-	// DefaultPresenceWindow is how long a member whose connection went
-	// keeps its open turn: a proxy whose daemon died is on the next one
-	// within a second, and a lead soon learns of a member really gone.
+	// A reconnecting client comes back within seconds; a proxy whose
+	// daemon died is on the next one within a second.
+	DefaultRejoinTimeout  = 30 * time.Second
 	DefaultPresenceWindow = 10 * time.Second
 )
 
@@ -127,18 +122,9 @@ type RendezvousOptions struct {
 
 // Rendezvous is where a lead hands work to member agents and gets their
 // answers back. Every message opens a turn; every turn ends in one
-// [Outcome]. See the package documentation for the flows.
-//
-// State that must not be lost (queued messages, open turns, questions and
-// outcomes held on tickets) is written under the store's state directory
-// before the call that created it returns, and a new Rendezvous on the same
-// directory restores it.
-//
-// A Rendezvous owns its state directory's fleet: while it is open, no other
-// Rendezvous, in this process or another, opens on the same directory
-// ([NewRendezvous] fails with [ErrFleetOwned]), and [Store.Clean] refuses to
-// clean under it. The operating system releases the ownership of a process
-// that dies.
+// [Outcome]. See the package documentation for the flows, and for the
+// ownership and restarts: what must not be lost is in the journal before
+// the call that made it returns, and the next owner restores it.
 //
 // A Rendezvous is safe for concurrent use. Close releases every blocked call
 // and stops the goroutines that watch members.
@@ -146,7 +132,7 @@ type Rendezvous struct {
 	store   *Store
 	j       *journal // the only writer of the state on disk; guarded by mu
 	opt     RendezvousOptions
-	exhaust []*regexp.Regexp
+	exhaust agent.Exhausted
 	log     *slog.Logger
 	done    chan struct{}   // closed by Close
 	ctx     context.Context // parent of calls to ports; cancelled by Close
@@ -279,27 +265,12 @@ func (s Status) String() string {
 // ParseStatus parses a status in any case: "idle", "WORKING", …
 func ParseStatus(s string) (Status, error) {
 	for i, n := range statusNames {
-		if equalFold(s, n) {
+		// Equal lengths keep folding to ASCII: the Kelvin sign is not K.
+		if len(s) == len(n) && strings.EqualFold(s, n) {
 			return Status(i), nil
 		}
 	}
 	return StatusUnknown, newError(CodeInvalidArgument, "parse status", "%s is not IDLE, WORKING, BLOCKED or UNKNOWN", quote(s))
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'a' <= x && x <= 'z' {
-			x -= 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // deliverable reports whether a message may be written to a member in
@@ -307,8 +278,8 @@ func equalFold(a, b string) bool {
 func (s Status) deliverable() bool { return s == StatusIdle || s == StatusBlocked }
 
 // Member is the port through which the rendezvous reaches a member's
-// terminal or process. [LocalMember] implements it in memory; terminal
-// panes implement it elsewhere. Each call is bounded by the context.
+// terminal or process: package fleetmem implements it in memory, package
+// tmux for a terminal pane. Each call is bounded by the context.
 type Member interface {
 	// Deliver hands content to the member as its next prompt. It is
 	// called only while Status reports IDLE or BLOCKED.
@@ -418,7 +389,8 @@ type MemberInfo struct {
 }
 
 // NewRendezvous returns a rendezvous whose state lives in store's state
-// directory, restoring what an earlier one left there.
+// directory, restoring what an earlier one left there. It fails with
+// [ErrFleetOwned] while another rendezvous, in any process, owns the fleet.
 func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 	var o RendezvousOptions
 	if opts != nil {
@@ -464,23 +436,16 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 		r.log = slog.Default()
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	for _, p := range o.ExhaustedPatterns {
-		re, err := regexp.Compile("(?i)" + p)
-		if err != nil {
-			return nil, newError(CodeInvalidArgument, "new rendezvous", "exhausted pattern %s: %v", quote(p), err)
-		}
-		r.exhaust = append(r.exhaust, re)
+	exhaust, err := agent.CompileExhausted(o.ExhaustedPatterns)
+	if err != nil {
+		return nil, newError(CodeInvalidArgument, "new rendezvous", "%v", err)
 	}
-	var (
-		j   *journal
-		err error
-	)
-	if j, err = openJournal(store, o.Journal, o.Addr, r.log.Error); err != nil {
+	r.exhaust = exhaust
+	if r.j, err = openJournal(store, o.Journal, o.Addr, r.log.Error); err != nil {
 		return nil, err
 	}
-	r.j = j
 	if err := r.restore(); err != nil {
-		j.Close()
+		r.j.Close()
 		return nil, err
 	}
 	return r, nil

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/fleetstate/fleetstate/internal/dirstore"
+	"github.com/fleetstate/fleetstate/internal/names"
 	"github.com/fleetstate/fleetstate/internal/permit"
 	"github.com/fleetstate/fleetstate/internal/record"
 	"github.com/fleetstate/fleetstate/internal/turnlog"
@@ -41,20 +42,19 @@ func (s *Store) openJournal(op, addr string, logErr func(string, ...any)) (*dirs
 
 var _ Journal = (*dirstore.Journal)(nil)
 
-// openJournal wraps impl as the rendezvous's journal. With impl nil it
-// opens the journal of the store's state directory (a private one in
-// memory for a store on another backend), which takes the fleet's
-// ownership; addr, which may be empty, says where the owner serves it.
+// openJournal wraps impl as the rendezvous's journal; with impl nil, the
+// store's own, which takes the fleet's ownership. The disk's journal
+// waits on no one: its calls get no deadline.
 func openJournal(store *Store, impl Journal, addr string, logErr func(string, ...any)) (*journal, error) {
-	if impl != nil {
-		return &journal{Log: turnlog.New(impl, DefaultJournalTimeout, logErr), log: logErr}, nil
+	timeout := DefaultJournalTimeout
+	if impl == nil {
+		dj, err := store.openJournal("new rendezvous", addr, logErr)
+		if err != nil {
+			return nil, err
+		}
+		impl, timeout = dj, 0
 	}
-	dj, err := store.openJournal("new rendezvous", addr, logErr)
-	if err != nil {
-		return nil, err
-	}
-	// The disk's journal waits on no one: its calls get no deadline.
-	return &journal{Log: turnlog.New(dj, 0, logErr), log: logErr}, nil
+	return &journal{Log: turnlog.New(impl, timeout, logErr), log: logErr}, nil
 }
 
 // persist writes t's record.
@@ -123,7 +123,7 @@ func (j *journal) load() ([]*turn, []PermissionRequest, error) {
 	seen := map[string]bool{}
 	for _, data := range recs {
 		if req, isPerm, valid := permit.Decode(data); isPerm {
-			if valid && validateAgentName(req.Member) == nil {
+			if valid && names.Agent(req.Member) == nil {
 				perms = append(perms, req)
 			} else {
 				j.log("fleetstate: skip unreadable permission record", "bytes", len(data))
@@ -154,5 +154,5 @@ func (rec *turnRecord) valid() bool {
 	default:
 		return false
 	}
-	return validateAgentName(rec.Lead) == nil && validateAgentName(rec.Member) == nil
+	return names.Agent(rec.Lead) == nil && names.Agent(rec.Member) == nil
 }

@@ -2,24 +2,16 @@ package fleetstate
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/names"
 	"github.com/fleetstate/fleetstate/internal/permit"
 )
 
-// Permission requests. A coding agent about to use a tool may ask whether
-// it may (Claude Code's and Codex's PermissionRequest hook); the request
-// goes to the fleet, where a person with the operator's login, a lead the
-// fleet allows to, or a rule decides. Nothing is ever allowed by default:
-// a request nobody decides within its window ends undecided, and the
-// agent falls back to its own prompt.
-//
-// A request is written through the [Journal] as a record of its own kind
-// beside the turns, so it survives a restart of the owner within its
-// window, on every backend. A decision is kept until the window ends, so
-// that a caller whose call the restart cut finds it when it asks again
-// with the same key.
+// Permission requests (Claude Code's and Codex's PermissionRequest hook)
+// are written through the [Journal] as records of their own kind beside
+// the turns, so that a request, and its decision until its window ends,
+// survive a restart of the owner on every backend.
 
 // Permission bounds.
 const (
@@ -29,8 +21,6 @@ const (
 	// MaxPermissionTimeout caps a request's window: an agent waits on it,
 	// and a record outliving it serves no one.
 	MaxPermissionTimeout = time.Hour
-	// maxPermissionKey bounds the caller's key of a request.
-	maxPermissionKey = 512
 	// MaxPendingPermissions bounds the requests one member has pending at
 	// once: an agent asks one at a time, and a member that gives up on
 	// its calls must not pile requests up until their windows end.
@@ -86,20 +76,11 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 	if err := checkAgentName(op, member); err != nil {
 		return Decision{}, false, err
 	}
-	if req.Tool == "" || len(req.Tool) > 256 {
-		return Decision{}, false, newError(CodeInvalidArgument, op, "a tool name of 1 to 256 bytes is required")
-	}
-	if len(req.Key) > maxPermissionKey {
-		return Decision{}, false, newError(CodeInvalidArgument, op, "key of %d bytes, limit %d", len(req.Key), maxPermissionKey)
-	}
-	if req.Input != "" && !json.Valid([]byte(req.Input)) {
-		return Decision{}, false, newError(CodeInvalidArgument, op, "the tool's input is not JSON")
+	if err := permit.Check(&req, MaxPermissionTimeout); err != nil {
+		return Decision{}, false, newError(CodeInvalidArgument, op, "%v", err)
 	}
 	if n := int64(len(req.Input) + len(req.Cwd)); n > r.store.maxContent {
 		return Decision{}, false, newError(CodeContentTooLarge, op, "%d bytes, limit %d", n, r.store.maxContent)
-	}
-	if req.Timeout < 0 || req.Timeout > MaxPermissionTimeout {
-		return Decision{}, false, newError(CodeInvalidArgument, op, "timeout %v is outside 0 to %v", req.Timeout, MaxPermissionTimeout)
 	}
 	if req.Timeout == 0 {
 		req.Timeout = DefaultPermissionTimeout
@@ -117,7 +98,7 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 	}
 	if p == nil {
 		now := time.Now()
-		req.ID, req.Member, req.Asked, req.Deadline, req.Decision = newID("perm-"), member, now, now.Add(req.Timeout), nil
+		req.ID, req.Member, req.Asked, req.Deadline, req.Decision = names.NewID("perm-"), member, now, now.Add(req.Timeout), nil
 		if r.policy != nil {
 			if d, ok := r.policy(req); ok {
 				d.Time = now

@@ -1,11 +1,9 @@
 package fleetstate
 
 import (
-	"crypto/rand"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/fleetstate/fleetstate/internal/names"
 )
 
 // turnRecord is the durable part of a turn, as written in its slot file
@@ -57,31 +55,6 @@ type result struct {
 type answer struct {
 	text string
 	err  error
-}
-
-// newID returns prefix and a random (version 4) UUID in its canonical
-// form, as prefix+uuid.NewString() does, in one allocation instead of four.
-func newID(prefix string) string {
-	var u uuid.UUID
-	_, _ = rand.Read(u[:])  // never fails (crypto/rand, Go 1.24 on)
-	u[6] = u[6]&0x0f | 0x40 // version 4
-	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
-	const hexDigits = "0123456789abcdef"
-	var b [36]byte
-	j := 0
-	for i, c := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b[j] = '-'
-			j++
-		}
-		b[j], b[j+1] = hexDigits[c>>4], hexDigits[c&0x0f]
-		j += 2
-	}
-	var s strings.Builder
-	s.Grow(len(prefix) + len(b))
-	s.WriteString(prefix)
-	s.Write(b[:])
-	return s.String()
 }
 
 // getWaiter returns an unused waiter, from r's pool; await gives it back.
@@ -169,8 +142,8 @@ func (r *Rendezvous) armQuestionWindow(t *turn, now time.Time) {
 func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn, error) {
 	r.seq++
 	t := &turn{turnRecord: turnRecord{
-		ID:      newID("turn-"),
-		Ticket:  newID("ticket-"),
+		ID:      names.NewID("turn-"),
+		Ticket:  names.NewID("ticket-"),
 		Lead:    leadName,
 		Member:  m.name,
 		Brief:   content,

@@ -3,6 +3,7 @@ package fleetstate
 import (
 	"errors"
 
+	"github.com/fleetstate/fleetstate/internal/names"
 	"github.com/google/uuid"
 )
 
@@ -26,7 +27,7 @@ func (s Session) String() string { return s.ID + sessionSep + s.Name }
 // first file. Files of earlier sessions stay readable by ID.
 func (s *Store) NewSession(name string) (Session, error) {
 	const op = "new session"
-	if err := validateSessionName(name); err != nil {
+	if err := names.Session(name); err != nil {
 		return Session{}, &Error{Code: CodeInvalidSessionName, Op: op, Err: errors.New(quote(name) + ": " + err.Error())}
 	}
 	sess := Session{ID: uuid.NewString(), Name: name}

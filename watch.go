@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/agent"
+	"github.com/fleetstate/fleetstate/internal/loop"
 )
 
 // gate is the status gating of one pane: a message is written only while
@@ -74,7 +75,8 @@ func (r *Rendezvous) watchMember(m *member) {
 // that a port given back starts exactly one new watcher. g is the port's
 // gate, which says when a notifying port must be read again.
 func (r *Rendezvous) watchPort(kick <-chan struct{}, port *Member, watching *bool, g *gate, step func(Member)) {
-	r.watch(kick, func() (bool, <-chan struct{}, time.Duration) {
+	defer r.wg.Done()
+	loop.Run(r.done, r.opt.PollInterval, kick, func() (bool, <-chan struct{}, time.Duration) {
 		r.mu.Lock()
 		p := *port
 		if p == nil {
@@ -108,42 +110,6 @@ func (g *gate) recheck(now time.Time, grace time.Duration) time.Duration {
 		return 0
 	}
 	return max(g.deliveredAt.Add(grace).Sub(now), time.Millisecond)
-}
-
-// watch runs step now, and again whenever kick fires or the rendezvous
-// should look again, until step reports false or the rendezvous closes.
-// step returns the port's change notice (nil for a port that gives none,
-// which is then read every PollInterval) and when to read a notifying
-// port again regardless (zero: only on notice).
-func (r *Rendezvous) watch(kick <-chan struct{}, step func() (more bool, changed <-chan struct{}, recheck time.Duration)) {
-	defer r.wg.Done()
-	ticker := time.NewTicker(r.opt.PollInterval)
-	defer ticker.Stop()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		more, changed, recheck := step()
-		if !more {
-			return
-		}
-		tick := ticker.C
-		var again <-chan time.Time
-		if changed != nil {
-			tick = nil
-			if recheck > 0 {
-				timer.Reset(recheck)
-				again = timer.C
-			}
-		}
-		select {
-		case <-r.done:
-			return
-		case <-tick:
-		case <-kick:
-		case <-changed:
-		case <-again:
-		}
-	}
 }
 
 // stepMember does one round of watching m: read, gate, deliver, triage.
@@ -323,10 +289,8 @@ func (r *Rendezvous) stepLead(name string, l *lead, port Member) {
 //   - turn_done otherwise, with the tail as a hint, marked partial when the
 //     report was longer than the scrape window.
 func (r *Rendezvous) classify(brief, tail string, clipped bool) Outcome {
-	for _, re := range r.exhaust {
-		if re.MatchString(tail) {
-			return Outcome{Kind: OutcomeFailed, Reason: ReasonBackendExhausted, Content: tail}
-		}
+	if r.exhaust.Match(tail) {
+		return Outcome{Kind: OutcomeFailed, Reason: ReasonBackendExhausted, Content: tail}
 	}
 	if agent.EchoesBrief(brief, tail) {
 		return Outcome{Kind: OutcomeFailed, Reason: ReasonEchoedBrief,

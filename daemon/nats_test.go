@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetmem"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
@@ -18,7 +19,7 @@ import (
 )
 
 // reportingPane takes hook reports, as a tmux pane does.
-type reportingPane struct{ *fleetstate.LocalMember }
+type reportingPane struct{ *fleetmem.Member }
 
 func (p reportingPane) Report(st fleetstate.Status) { p.SetStatus(st) }
 
@@ -72,7 +73,7 @@ func TestOwnerReachesOtherDaemonsPanes(t *testing.T) {
 	}
 
 	// The other daemon serves pm's pane.
-	pane := reportingPane{fleetstate.NewLocalMember()}
+	pane := reportingPane{fleetmem.NewMember()}
 	ms, err := other.ServeMembers(ctx, map[string]fleetstate.Member{"pm": pane}, &fleetnats.ServeOptions{Daemon: "http://other.invalid/mcp"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package fleetmem keeps a fleet in memory: a [fleetstate.Backend] for the
 // store and a [fleetstate.Journal] for the rendezvous, with the same
-// contract as the disk and JetStream backends and nothing else behind it.
+// contract as the disk and JetStream backends and nothing else behind it,
+// and a [Member] port for agents that run in the same process.
 //
 // A [Fleet] is the unit: its [Backend] keeps a store's sessions and files,
 // it holds the rendezvous's turn records, and its [Journal] is the one

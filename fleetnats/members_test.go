@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetmem"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/natstest"
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,7 +120,7 @@ func memberLookup(rv *fleetstate.Rendezvous, name string) fleetstate.MemberInfo 
 	return fleetstate.MemberInfo{}
 }
 
-func memberReceive(t *testing.T, lm *fleetstate.LocalMember) string {
+func memberReceive(t *testing.T, lm *fleetmem.Member) string {
 	t.Helper()
 	select {
 	case s := <-lm.Inbox():
@@ -154,7 +155,7 @@ func (c *countingPort) reads(t *testing.T, n int64) {
 }
 
 // reportingPane is a pane that takes hook reports, as a tmux pane does.
-type reportingPane struct{ *fleetstate.LocalMember }
+type reportingPane struct{ *fleetmem.Member }
 
 func (p reportingPane) Report(st fleetstate.Status) { p.SetStatus(st) }
 
@@ -165,7 +166,7 @@ func (p reportingPane) Report(st fleetstate.Status) { p.SetStatus(st) }
 func TestMemberSendAcrossDaemons(t *testing.T) {
 	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
-	lm := fleetstate.NewLocalMember()
+	lm := fleetmem.NewMember()
 	memberServe(t, b, map[string]fleetstate.Member{"w1": lm}, nil)
 	rv := memberOwner(t)
 	memberAdd(t, rv, "w1", a.RemoteMember("w1"))
@@ -219,7 +220,7 @@ func TestMemberStatusGating(t *testing.T) {
 	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	ttl := time.Second
-	lm := fleetstate.NewLocalMember()
+	lm := fleetmem.NewMember()
 	lm.SetStatus(fleetstate.StatusWorking)
 	memberServe(t, b, map[string]fleetstate.Member{"w1": lm}, &fleetnats.ServeOptions{TTL: ttl})
 	rv := memberOwner(t)
@@ -260,7 +261,7 @@ func TestMemberStatusGating(t *testing.T) {
 func TestMemberGoneCrossesTheHop(t *testing.T) {
 	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
-	lm := fleetstate.NewLocalMember()
+	lm := fleetmem.NewMember()
 	memberServe(t, b, map[string]fleetstate.Member{"w1": lm}, nil)
 	rv := memberOwner(t)
 	memberAdd(t, rv, "w1", a.RemoteMember("w1"))
@@ -312,7 +313,7 @@ func TestMemberNotServed(t *testing.T) {
 // stuckPane is a pane whose writes hang, ignoring their context, until
 // released: a delivery's answer comes too late.
 type stuckPane struct {
-	*fleetstate.LocalMember
+	*fleetmem.Member
 	release  chan struct{}
 	delivers atomic.Int64
 }
@@ -320,7 +321,7 @@ type stuckPane struct {
 func (p *stuckPane) Deliver(_ context.Context, content string) error {
 	p.delivers.Add(1)
 	<-p.release
-	return p.LocalMember.Deliver(context.Background(), content)
+	return p.Member.Deliver(context.Background(), content)
 }
 
 // TestMemberDeliverOnce: a delivery whose answer did not come in time is
@@ -328,7 +329,7 @@ func (p *stuckPane) Deliver(_ context.Context, content string) error {
 func TestMemberDeliverOnce(t *testing.T) {
 	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
-	p := &stuckPane{LocalMember: fleetstate.NewLocalMember(), release: make(chan struct{})}
+	p := &stuckPane{Member: fleetmem.NewMember(), release: make(chan struct{})}
 	memberServe(t, b, map[string]fleetstate.Member{"w1": p}, nil)
 	rm := a.RemoteMember("w1")
 	// The calls to the hung pane give up after 300 ms; the later ones
@@ -346,7 +347,7 @@ func TestMemberDeliverOnce(t *testing.T) {
 		t.Fatal("second Deliver to a hung pane succeeded")
 	}
 	close(p.release)
-	if got := memberReceive(t, p.LocalMember); got != "once" {
+	if got := memberReceive(t, p.Member); got != "once" {
 		t.Fatalf("pane got %q", got)
 	}
 	if err := deliver(10 * time.Second); err != nil {
@@ -375,8 +376,8 @@ func TestMemberDeliverOnce(t *testing.T) {
 func TestMemberReport(t *testing.T) {
 	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
-	hooked := reportingPane{fleetstate.NewLocalMember()}
-	memberServe(t, b, map[string]fleetstate.Member{"hooked": hooked, "plain": fleetstate.NewLocalMember()}, nil)
+	hooked := reportingPane{fleetmem.NewMember()}
+	memberServe(t, b, map[string]fleetstate.Member{"hooked": hooked, "plain": fleetmem.NewMember()}, nil)
 	ctx := context.Background()
 	if err := a.RemoteMember("hooked").Report(ctx, fleetstate.StatusBlocked); err != nil {
 		t.Fatal(err)
@@ -419,7 +420,7 @@ func TestWatchPanes(t *testing.T) {
 	url := natstest.Run(t).URL()
 	a, b, c := memberDaemon(t, url, nil), memberDaemon(t, url, nil), memberDaemon(t, url, nil)
 	odd := "w.2 *>"
-	memberServe(t, b, map[string]fleetstate.Member{"w1": fleetstate.NewLocalMember(), odd: fleetstate.NewLocalMember()},
+	memberServe(t, b, map[string]fleetstate.Member{"w1": fleetmem.NewMember(), odd: fleetmem.NewMember()},
 		&fleetnats.ServeOptions{TTL: 2 * time.Second}) // short, yet a stalled refresh does not expire a pane
 	var ev paneEvents
 	stop, err := a.WatchPanes(context.Background(), ev.add)
@@ -437,7 +438,7 @@ func TestWatchPanes(t *testing.T) {
 		t.Errorf("Status of %q: %v", odd, err)
 	}
 
-	sc := memberServe(t, c, map[string]fleetstate.Member{"w3": fleetstate.NewLocalMember()}, nil)
+	sc := memberServe(t, c, map[string]fleetstate.Member{"w3": fleetmem.NewMember()}, nil)
 	memberWait(t, "+w3", func() bool { return ev.has("+w3") })
 	if err := sc.Close(); err != nil {
 		t.Fatal(err)
@@ -461,7 +462,7 @@ func TestMemberClaimedTwice(t *testing.T) {
 	var log lockedWriter
 	a, b, c := memberDaemon(t, url, nil), memberDaemon(t, url, nil), memberDaemon(t, url, &log)
 	ttl := 2 * time.Second // short, yet a stalled refresh does not let C take B's pane
-	lb, lc := fleetstate.NewLocalMember(), fleetstate.NewLocalMember()
+	lb, lc := fleetmem.NewMember(), fleetmem.NewMember()
 	sb := memberServe(t, b, map[string]fleetstate.Member{"w1": lb}, &fleetnats.ServeOptions{TTL: ttl, Daemon: "daemon-b"})
 	sc := memberServe(t, c, map[string]fleetstate.Member{"w1": lc}, &fleetnats.ServeOptions{TTL: ttl, Daemon: "daemon-c"})
 	if got := sb.Served(); !slices.Equal(got, []string{"w1"}) {
@@ -498,7 +499,7 @@ func TestMemberClaimedTwice(t *testing.T) {
 func TestMemberRestartSameDaemon(t *testing.T) {
 	url := natstest.Run(t).URL()
 	a, b := memberDaemon(t, url, nil), memberDaemon(t, url, nil)
-	lm := fleetstate.NewLocalMember()
+	lm := fleetmem.NewMember()
 	opts := &fleetnats.ServeOptions{Daemon: "daemon-b"}
 	memberServe(t, b, map[string]fleetstate.Member{"w1": lm}, opts)
 	b.Conn().Close()
@@ -520,7 +521,7 @@ func TestMemberRestartSameDaemon(t *testing.T) {
 func TestServeMembersBadName(t *testing.T) {
 	url := natstest.Run(t).URL()
 	b := memberDaemon(t, url, nil)
-	_, err := b.ServeMembers(context.Background(), map[string]fleetstate.Member{"a::b": fleetstate.NewLocalMember()}, nil)
+	_, err := b.ServeMembers(context.Background(), map[string]fleetstate.Member{"a::b": fleetmem.NewMember()}, nil)
 	if !errors.Is(err, fleetstate.ErrInvalidAgentName) {
 		t.Fatalf("ServeMembers: %v; want ErrInvalidAgentName", err)
 	}
@@ -540,7 +541,7 @@ func TestMemberLargeBrief(t *testing.T) {
 	}
 	briefs := []string{text.String(), strings.Repeat("\x01", 300<<10)}
 	for i := range briefs {
-		panes["w"+strconv.Itoa(i)] = fleetstate.NewLocalMember()
+		panes["w"+strconv.Itoa(i)] = fleetmem.NewMember()
 	}
 	memberServe(t, b, panes, nil)
 	for name := range panes {
@@ -548,7 +549,7 @@ func TestMemberLargeBrief(t *testing.T) {
 	}
 	for i, brief := range briefs {
 		name := "w" + strconv.Itoa(i)
-		lm := panes[name].(*fleetstate.LocalMember)
+		lm := panes[name].(*fleetmem.Member)
 		o, err := rv.SendDetached("lead", name, brief)
 		if err != nil {
 			t.Fatal(err)

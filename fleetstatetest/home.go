@@ -116,7 +116,7 @@ var rendezvousSuite = []struct {
 	{"TestCancelWakesTheBlockedSend", testCancelWakesTheBlockedSend},
 	{"TestCancelRefusesOthers", testCancelRefusesOthers},
 	{"TestOneWatcherPerMember", testOneWatcherPerMember},
-	{"TestLocalMemberIsNotPolled", testLocalMemberIsNotPolled},
+	{"TestMemMemberIsNotPolled", testMemMemberIsNotPolled},
 	{"TestPollPage", testPollPage},
 	{"TestRemoveRestoredMember", testRemoveRestoredMember},
 	{"TestReplyTurnIsBoundToItsTurn", testReplyTurnIsBoundToItsTurn},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetmem"
 )
 
 // fleet is a rendezvous with a lead named "lead", in the test's home.
@@ -37,10 +38,10 @@ func (f *fleet) pull(name string) {
 	}
 }
 
-// local registers a ready member behind a LocalMember port.
-func (f *fleet) local(name string) *fleetstate.LocalMember {
+// local registers a ready member behind a fleetmem.Member port.
+func (f *fleet) local(name string) *fleetmem.Member {
 	f.t.Helper()
-	lm := fleetstate.NewLocalMember()
+	lm := fleetmem.NewMember()
 	if err := f.r.AddMember(name, lm); err != nil {
 		f.t.Fatal(err)
 	}

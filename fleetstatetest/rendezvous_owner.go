@@ -389,9 +389,9 @@ func testOneWatcherPerMember(t *testing.T, s suite) {
 	})
 }
 
-// A LocalMember tells the rendezvous when its status changes: with a poll
+// A fleetmem.Member tells the rendezvous when its status changes: with a poll
 // interval of an hour, a delivery and the end of a turn happen at once.
-func testLocalMemberIsNotPolled(t *testing.T, s suite) {
+func testMemMemberIsNotPolled(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
 		f := s.newFleet(t, &fleetstate.RendezvousOptions{PollInterval: time.Hour})
 		lm := f.local("worker")

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetmem"
 )
 
 // recv returns the next delivery to lm, or "" if none is waiting once every
 // goroutine of the bubble is idle.
-func recv(lm *fleetstate.LocalMember) string {
+func recv(lm *fleetmem.Member) string {
 	synctest.Wait()
 	select {
 	case s := <-lm.Inbox():
@@ -126,7 +127,7 @@ func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
 
 // turnDoneCase delivers a brief to a member that prints tail and ends its
 // turn without replying, and returns the outcome the blocked send gets.
-func turnDoneCase(t *testing.T, s suite, brief string, print func(lm *fleetstate.LocalMember)) fleetstate.Outcome {
+func turnDoneCase(t *testing.T, s suite, brief string, print func(lm *fleetmem.Member)) fleetstate.Outcome {
 	t.Helper()
 	var out fleetstate.Outcome
 	synctest.Test(t, func(t *testing.T) {
@@ -152,7 +153,7 @@ func turnDoneCase(t *testing.T, s suite, brief string, print func(lm *fleetstate
 }
 
 func testTurnDoneBackendExhausted(t *testing.T, s suite) {
-	o := turnDoneCase(t, s, "refactor the parser", func(lm *fleetstate.LocalMember) {
+	o := turnDoneCase(t, s, "refactor the parser", func(lm *fleetmem.Member) {
 		lm.Print("> refactor the parser\nError: Credit balance is too low\n")
 	})
 	if o.Kind != fleetstate.OutcomeFailed || o.Reason != fleetstate.ReasonBackendExhausted {
@@ -163,7 +164,7 @@ func testTurnDoneBackendExhausted(t *testing.T, s suite) {
 func testTurnDoneEchoedBrief(t *testing.T, s suite) {
 	brief := "Audit the authentication module for token handling bugs. Check expiry, " +
 		"refresh and revocation paths, and write findings to notes/auth.md with file and line."
-	o := turnDoneCase(t, s, brief, func(lm *fleetstate.LocalMember) {
+	o := turnDoneCase(t, s, brief, func(lm *fleetmem.Member) {
 		// The pane shows the prompt, wrapped at 40 columns, and nothing else.
 		lm.Print("╭────────────╮")
 		for i := 0; i < len(brief); i += 40 {
@@ -180,7 +181,7 @@ func testTurnDoneEchoedBrief(t *testing.T, s suite) {
 }
 
 func testTurnDonePartialReport(t *testing.T, s suite) {
-	o := turnDoneCase(t, s, "write the report", func(lm *fleetstate.LocalMember) {
+	o := turnDoneCase(t, s, "write the report", func(lm *fleetmem.Member) {
 		for i := range 120 {
 			lm.Print(fmt.Sprintf("finding %d: something real", i))
 		}
@@ -195,7 +196,7 @@ func testTurnDonePartialReport(t *testing.T, s suite) {
 }
 
 func testTurnDoneHint(t *testing.T, s suite) {
-	o := turnDoneCase(t, s, "check the tests", func(lm *fleetstate.LocalMember) {
+	o := turnDoneCase(t, s, "check the tests", func(lm *fleetmem.Member) {
 		lm.Print("> check the tests\nran 112 tests, 3 failed in store_test.go\n")
 	})
 	if o.Kind != fleetstate.OutcomeTurnDone || o.Partial || !strings.Contains(o.Content, "3 failed") {
@@ -231,7 +232,7 @@ func testMemberNeverReady(t *testing.T, s suite) {
 		t.Run(mode, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := s.newFleet(t, nil)
-				lm := fleetstate.NewLocalMember()
+				lm := fleetmem.NewMember()
 				var port fleetstate.Member
 				if mode == "port" {
 					port = lm
@@ -283,7 +284,7 @@ func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
 		f := s.newFleet(t, nil)
 		f.pull("scout")
-		pane := fleetstate.NewLocalMember()
+		pane := fleetmem.NewMember()
 		pane.SetStatus(fleetstate.StatusWorking)
 		if err := f.r.SetLeadPort("lead", pane); err != nil {
 			t.Fatal(err)
@@ -401,7 +402,7 @@ func testRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T, s suite) {
 
 		f.h.Crash(t, f.r)
 		_, r2 := openRendezvous(t, f.h, nil)
-		pane := fleetstate.NewLocalMember()
+		pane := fleetmem.NewMember()
 		pane.Print("all done, forgot to reply")
 		if err := r2.AddMember("worker", pane); err != nil {
 			t.Fatal(err)

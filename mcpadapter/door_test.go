@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/fleetmem"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -243,7 +244,7 @@ func TestMembershipFollowsTokenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rv.Close()
-	pane := fleetstate.NewLocalMember()
+	pane := fleetmem.NewMember()
 	if err := rv.AddMember("paned", pane); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
+	"regexp"
 	"strings"
 	"unicode"
 )
@@ -63,6 +65,33 @@ func ExhaustedPatterns() []string {
 		`please run /login`,
 		`billing`,
 	}
+}
+
+// Exhausted is a compiled set of exhausted patterns.
+type Exhausted []*regexp.Regexp
+
+// CompileExhausted compiles patterns to be matched case-insensitively;
+// its error names the first that does not compile.
+func CompileExhausted(patterns []string) (Exhausted, error) {
+	e := make(Exhausted, 0, len(patterns))
+	for _, p := range patterns {
+		re, err := regexp.Compile("(?i)" + p)
+		if err != nil {
+			return nil, fmt.Errorf("exhausted pattern %q: %w", p, err)
+		}
+		e = append(e, re)
+	}
+	return e, nil
+}
+
+// Match reports whether tail matches one of the patterns.
+func (e Exhausted) Match(tail string) bool {
+	for _, re := range e {
+		if re.MatchString(tail) {
+			return true
+		}
+	}
+	return false
 }
 
 // echoThreshold is the share of a tail's text that must come from the brief

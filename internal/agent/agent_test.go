@@ -1,6 +1,9 @@
 package agent
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestStatusOfHook(t *testing.T) {
 	tests := []struct {
@@ -68,5 +71,18 @@ func TestMainInput(t *testing.T) {
 		if got := MainInput(c.tool, c.input); got != c.want {
 			t.Errorf("MainInput(%s, %s) = %q; want %q", c.tool, c.input, got, c.want)
 		}
+	}
+}
+
+func TestExhaustedMatchesAnyCase(t *testing.T) {
+	e, err := CompileExhausted(ExhaustedPatterns())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Match("Error: Credit balance is too low") || e.Match("all tests pass") {
+		t.Error("the default patterns do not tell a spent backend from a report")
+	}
+	if _, err := CompileExhausted([]string{"ok", "(unclosed"}); err == nil || !strings.Contains(err.Error(), `"(unclosed"`) {
+		t.Errorf("a bad pattern gave %v; want an error that names it", err)
 	}
 }

@@ -11,6 +11,8 @@ package permit
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -61,6 +63,29 @@ type Request struct {
 	// Timeout is the request's window from Asked; zero means the default
 	// window. Only RequestPermission reads it.
 	Timeout time.Duration `json:"-"`
+}
+
+// Limits of a request's fields.
+const (
+	MaxTool = 256 // bytes of a tool's name
+	MaxKey  = 512 // bytes of the caller's key
+)
+
+// Check checks the fields of a new request that its caller sets: a tool
+// named in 1 to MaxTool bytes, a key of at most MaxKey bytes, an input
+// that is JSON text or empty, and a timeout from 0 to max.
+func Check(req *Request, max time.Duration) error {
+	switch {
+	case req.Tool == "" || len(req.Tool) > MaxTool:
+		return fmt.Errorf("a tool name of 1 to %d bytes is required", MaxTool)
+	case len(req.Key) > MaxKey:
+		return fmt.Errorf("key of %d bytes, limit %d", len(req.Key), MaxKey)
+	case req.Input != "" && !json.Valid([]byte(req.Input)):
+		return errors.New("the tool's input is not JSON")
+	case req.Timeout < 0 || req.Timeout > max:
+		return fmt.Errorf("timeout %v is outside 0 to %v", req.Timeout, max)
+	}
+	return nil
 }
 
 // kind marks a permission request's record in the journal, apart from the

@@ -1,6 +1,7 @@
 package permit
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,5 +124,24 @@ func TestDeskPendingOldestFirstAndDecided(t *testing.T) {
 	d.Clean(func(e *Entry) { cleaned = append(cleaned, e.ID) })
 	if len(cleaned) != 2 || d.Get("a") != nil || d.Get("b") != nil {
 		t.Fatalf("Clean ended %v and left %v", cleaned, d.Pending())
+	}
+}
+
+func TestCheck(t *testing.T) {
+	ok := Request{Tool: "Bash", Key: "k", Input: `{"command":"ls"}`, Timeout: time.Minute}
+	if err := Check(&ok, time.Hour); err != nil {
+		t.Fatalf("Check(%+v) = %v", ok, err)
+	}
+	for _, bad := range []Request{
+		{},
+		{Tool: strings.Repeat("t", MaxTool+1)},
+		{Tool: "Bash", Key: strings.Repeat("k", MaxKey+1)},
+		{Tool: "Bash", Input: "{"},
+		{Tool: "Bash", Timeout: -time.Second},
+		{Tool: "Bash", Timeout: 2 * time.Hour},
+	} {
+		if err := Check(&bad, time.Hour); err == nil {
+			t.Errorf("Check passed %+v", bad)
+		}
 	}
 }
