@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -209,12 +208,7 @@ func testHookPermission(t *testing.T, b hookBackend) {
 		}
 	})
 	t.Run("daemon down to no decision", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead := "http://" + ln.Addr().String() + "/mcp"
-		ln.Close()
+		dead := "http://" + fleettest.DeadAddr(t) + "/mcp"
 		h := runHook(t, dead, scout, "make", time.Second)
 		if got := h.output(t, 30*time.Second); got != "" {
 			t.Fatalf("stdout %q; want nothing", got)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -397,12 +396,7 @@ func TestCLIErrors(t *testing.T) {
 	f := newCLIFleet(t)
 	var sent fleetstate.Outcome
 	jsonDoc(t, f.ok(t, "send", "m1", "queued", "--json"), &sent)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	closed := "http://" + fleettest.DeadAddr(t)
 	down := t.TempDir() // a directory whose daemon is gone
 	addToken(t, down, "m1", "member")
 	gone := startDaemon(t, down)

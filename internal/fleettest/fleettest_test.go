@@ -123,3 +123,17 @@ func TestFreePort(t *testing.T) {
 	}
 	l.Close()
 }
+
+func TestDeadAddrRefusesAndStaysTaken(t *testing.T) {
+	addr := DeadAddr(t)
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		c.Close()
+		t.Fatalf("a connection to %s was accepted; want it refused", addr)
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial %s: %v; want connection refused", addr, err)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("another listener could bind %s", addr)
+	}
+}

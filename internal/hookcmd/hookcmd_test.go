@@ -3,7 +3,6 @@ package hookcmd_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/hookcmd"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/spf13/afero"
@@ -113,12 +113,7 @@ func TestHookPrintsNothingWithoutADecision(t *testing.T) {
 	if got := hook(t, f.srv.URL, "fsm_not-a-token", "--timeout", "1s"); got != "" {
 		t.Errorf("refused: stdout %q; want nothing", got)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + fleettest.DeadAddr(t)
 	if got := hook(t, dead, f.token, "--timeout", "500ms"); got != "" {
 		t.Errorf("no daemon: stdout %q; want nothing", got)
 	}
