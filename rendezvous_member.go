@@ -346,44 +346,42 @@ const abandonGrace = time.Second
 // its presence window: m's Ask again in the turn finds it, with the
 // lead's answer if one came. A question nobody asks again is withdrawn.
 func (r *Rendezvous) abandon(m *member, t *turn, ch chan answer) (answer, bool) {
-	if r.opt.PresenceWindow < 0 {
-		return r.withdraw(t, ch)
-	}
-	r.lockW()
-	defer r.unlockW()
-	select {
-	case a := <-ch:
-		return a, true
-	default:
-	}
-	if t.asker != ch {
-		return answer{}, false
-	}
-	t.asker = nil
-	t.stopAskTimer()
-	var tm *time.Timer
-	tm = time.AfterFunc(abandonGrace, func() {
-		r.lockW()
-		defer r.unlockW()
-		if r.closed || t.askTimer != tm || t.asker != nil || t.State != TicketQuestion {
+	return r.dropAsker(t, ch, func() {
+		if r.opt.PresenceWindow < 0 {
+			r.unask(t)
 			return
 		}
-		t.askTimer = nil
-		if m.rejoin != nil && m.open == t {
-			// Away, within its window: the question keeps its own
-			// window, and goes with the turn if the member stays away.
-			r.armQuestionWindow(t, time.Now())
-			return
-		}
-		r.unask(t)
+		t.stopAskTimer()
+		var tm *time.Timer
+		tm = time.AfterFunc(abandonGrace, func() {
+			r.lockW()
+			defer r.unlockW()
+			if r.closed || t.askTimer != tm || t.asker != nil || t.State != TicketQuestion {
+				return
+			}
+			t.askTimer = nil
+			if m.rejoin != nil && m.open == t {
+				// Away, within its window: the question keeps its own
+				// window, and goes with the turn if the member stays away.
+				r.armQuestionWindow(t, time.Now())
+				return
+			}
+			r.unask(t)
+		})
+		t.askTimer = tm
 	})
-	t.askTimer = tm
-	return answer{}, false
 }
 
 // withdraw takes back t's question after its asker stopped waiting. If an
 // answer reached ch in the meantime it is returned instead.
 func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
+	return r.dropAsker(t, ch, func() { r.unask(t) })
+}
+
+// dropAsker returns an answer that reached ch, the channel of an Ask in t
+// whose caller stopped waiting; otherwise, if ch still asks in t, it
+// unhooks it and runs then, under the writers' lock.
+func (r *Rendezvous) dropAsker(t *turn, ch chan answer, then func()) (answer, bool) {
 	r.lockW()
 	defer r.unlockW()
 	select {
@@ -393,7 +391,7 @@ func (r *Rendezvous) withdraw(t *turn, ch chan answer) (answer, bool) {
 	}
 	if t.asker == ch {
 		t.asker = nil
-		r.unask(t)
+		then()
 	}
 	return answer{}, false
 }
