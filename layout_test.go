@@ -1,0 +1,74 @@
+package fleetstate_test
+
+import (
+	"bytes"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLayout holds the shape the design card asks for: the root keeps the
+// API and the flows (at most 16 production files and 4,500 lines) and
+// imports neither MCP nor NATS; no production file imports unsafe; the
+// reference documents stay references.
+func TestLayout(t *testing.T) {
+	files, lines := 0, 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, src, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		root := filepath.Dir(path) == "."
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			switch {
+			case p == "unsafe":
+				t.Errorf("%s imports unsafe", path)
+			case root && (strings.HasPrefix(p, "github.com/mark3labs/") || strings.HasPrefix(p, "github.com/nats-io/")):
+				t.Errorf("%s, in the root, imports %s", path, p)
+			}
+		}
+		if root {
+			files++
+			lines += bytes.Count(src, []byte("\n"))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files > 16 || lines > 4500 {
+		t.Errorf("the root has %d production files and %d lines; at most 16 and 4,500", files, lines)
+	}
+	for doc, max := range map[string]int{"README.md": 350, "BENCHMARKS.md": 400, "RELIABILITY.md": 300, "ARCHITECTURE.md": -1} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Errorf("%s: %v", doc, err)
+			continue
+		}
+		if n := bytes.Count(b, []byte("\n")); max >= 0 && n > max {
+			t.Errorf("%s has %d lines; at most %d", doc, n, max)
+		}
+	}
+}
