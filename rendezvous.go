@@ -173,6 +173,7 @@ type member struct {
 	open       *turn   // the turn delivered and not yet ended
 	gate       gate
 	status     Status        // the last status read through the port, UNKNOWN included
+	question   string        // with status BLOCKED, what the port says the member is asked
 	kick       chan struct{} // capacity 1: wakes the watcher of a port member
 	watching   bool          // a goroutine watches the port; at most one ever does
 	rejoin     *time.Timer   // after a restart: ends the open turn if the member does not come back
@@ -386,6 +387,7 @@ type MemberInfo struct {
 	// when it was delivered.
 	OpenTurn  string    `json:"open_turn,omitempty"`
 	OpenSince time.Time `json:"open_since,omitzero"`
+	Question  string    `json:"question,omitempty"` // what a BLOCKED member is asked; see [Questioner]
 }
 
 // NewRendezvous returns a rendezvous whose state lives in store's state
@@ -532,12 +534,7 @@ func (r *Rendezvous) armRejoin(m *member, d time.Duration, since string) {
 }
 
 // stopRejoin notes that m showed up. r.mu must be held.
-func (m *member) stopRejoin() {
-	if m.rejoin != nil {
-		m.rejoin.Stop()
-		m.rejoin = nil
-	}
-}
+func (m *member) stopRejoin() { stopTimer(&m.rejoin) }
 
 // Close releases every blocked call with [ErrClosed] (a lead's blocked send
 // also gets its ticket, and the turn stays on disk for the next
@@ -721,7 +718,7 @@ func (r *Rendezvous) memberInfos() []MemberInfo {
 		if m.port != nil {
 			st = m.status.String()
 		}
-		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue)}
+		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue), Question: m.question}
 		if t := m.open; t != nil {
 			info.OpenTurn = t.ID
 			if t.Opened != nil {

@@ -476,6 +476,15 @@ func (r *Rendezvous) cancelTurn(lead, id string, forLead bool) (Outcome, error) 
 	case m.open == t:
 		m.cancelled = t.ID
 		_ = r.endTurn(m, t, o, saveNow)
+		if p, ok := m.port.(Interrupter); ok && !r.closed {
+			r.wg.Go(func() { // the member stops the work nobody waits for
+				ctx, cancel := r.portContext()
+				defer cancel()
+				if err := p.Interrupt(ctx); err != nil {
+					r.log.Warn("fleetstate: interrupt a cancelled turn", "member", m.name, "err", err)
+				}
+			})
+		}
 	default:
 		r.emit(t, o)
 	}

@@ -88,27 +88,20 @@ func (t *turn) view() Outcome {
 	return o
 }
 
-func (t *turn) stopReadyTimer() {
-	if t.readyTimer != nil {
-		t.readyTimer.Stop()
-		t.readyTimer = nil
+// stopTimer stops the timer *tm, if there is one, and forgets it.
+func stopTimer(tm **time.Timer) {
+	if *tm != nil {
+		(*tm).Stop()
+		*tm = nil
 	}
 }
 
-func (t *turn) stopAskTimer() {
-	if t.askTimer != nil {
-		t.askTimer.Stop()
-		t.askTimer = nil
-	}
-}
-
+func (t *turn) stopReadyTimer() { stopTimer(&t.readyTimer) }
+func (t *turn) stopAskTimer()   { stopTimer(&t.askTimer) }
 func (t *turn) stopTimers() {
-	t.stopReadyTimer()
-	t.stopAskTimer()
-	if t.holdTimer != nil {
-		t.holdTimer.Stop()
-		t.holdTimer = nil
-	}
+	stopTimer(&t.readyTimer)
+	stopTimer(&t.askTimer)
+	stopTimer(&t.holdTimer)
 }
 
 // armQuestionWindow withdraws t's question, restored without the Ask that

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/internal/loop"
 )
 
@@ -94,6 +93,27 @@ func (r *Rendezvous) watchPort(kick <-chan struct{}, port *Member, watching *boo
 	})
 }
 
+// Questioner is implemented by a [Member] port that tells when its member
+// waits on a question of its program's own (a permission prompt, a
+// first-run question): Question returns it, or "", as of the last status
+// read. Nothing is delivered to a member that shows one; [MemberInfo]
+// shows it.
+type Questioner interface{ Question() string }
+
+// Interrupter is implemented by a [Member] port that can stop its member's
+// work, as Esc does in a coding agent: a turn cancelled while open is.
+type Interrupter interface {
+	Interrupt(ctx context.Context) error
+}
+
+// asking returns the question of a port whose status read st, if any.
+func asking(port Member, st Status) string {
+	if qp, ok := port.(Questioner); ok && st == StatusBlocked {
+		return qp.Question()
+	}
+	return ""
+}
+
 // statusChanged returns the port's change notice, or nil if it gives none.
 func statusChanged(port Member) <-chan struct{} {
 	if n, ok := port.(StatusNotifier); ok {
@@ -139,16 +159,17 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 		r.unlockW()
 		return
 	}
-	if m.status != st {
-		r.publish(Event{Kind: EventStatus, Member: m.name, Status: st.String()})
+	q := asking(port, st)
+	if m.status != st || m.question != q {
+		r.publish(Event{Kind: EventStatus, Member: m.name, Status: st.String(), Content: q})
 	}
-	m.status = st
+	m.status, m.question = st, q
 	var triage *turn
 	if m.gate.observe(st, time.Now(), r.opt.PickupGrace) && m.open != nil {
 		triage = m.open
 	}
 	var deliver *turn
-	if triage == nil && m.open == nil && m.ready && len(m.queue) > 0 && m.gate.ready(st) {
+	if triage == nil && m.open == nil && m.ready && len(m.queue) > 0 && m.gate.ready(st) && q == "" {
 		if err := r.open(m, m.queue[0]); err != nil {
 			// Not recorded, not delivered: the next round tries again.
 			r.log.Warn("fleetstate: cannot record a delivery; message stays queued", "member", m.name, "err", err)
@@ -251,50 +272,39 @@ func (r *Rendezvous) stepLead(name string, l *lead, port Member) {
 		}
 	}
 	l.nudges = due
-	if len(due) == 0 || !l.gate.ready(st) || r.closed {
+	if len(due) == 0 || !l.gate.ready(st) || asking(port, st) != "" || r.closed {
 		r.mu.Unlock()
 		return
 	}
 	l.nudges = nil
-	var b strings.Builder
-	b.WriteString("[fleetstate] finished: ")
-	for i, t := range due {
+	parts := make([]string, 0, len(due))
+	for _, t := range due {
 		t.nudged++
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "ticket %s from %s (%s)", t.Ticket, t.Member, t.Held.Kind)
+		parts = append(parts, fmt.Sprintf("ticket %s from %s (%s)", t.Ticket, t.Member, t.Held.Kind))
 		if t.nudged < r.opt.NudgeLimit {
 			l.nudges = append(l.nudges, t)
 		}
 	}
-	b.WriteString(". Collect with fleet_poll.")
 	l.gate.delivered(time.Now())
 	r.mu.Unlock()
 
 	ctx, cancel = r.portContext()
-	err = port.Deliver(ctx, b.String())
+	err = port.Deliver(ctx, "[fleetstate] finished: "+strings.Join(parts, ", ")+". Collect with fleet_poll.")
 	cancel()
 	if err != nil {
 		r.log.Warn("fleetstate: nudge failed", "lead", name, "err", err)
 	}
 }
 
-// classify names what a turn that ended without a reply left in the pane:
-//
-//   - backend_exhausted when the tail matches one of the exhausted
-//     patterns: the member could not work at all;
-//   - echoed_brief when the tail is essentially the brief the lead sent:
-//     the member never started, and the brief must not pass for its report;
-//   - turn_done otherwise, with the tail as a hint, marked partial when the
-//     report was longer than the scrape window.
+// classify names what a turn that ended without a reply left in the
+// pane (see agent.Exhausted.Triage): a failure, or turn_done with the tail
+// as a hint, partial when the report was longer than the scrape window.
 func (r *Rendezvous) classify(brief, tail string, clipped bool) Outcome {
-	if r.exhaust.Match(tail) {
-		return Outcome{Kind: OutcomeFailed, Reason: ReasonBackendExhausted, Content: tail}
-	}
-	if agent.EchoesBrief(brief, tail) {
-		return Outcome{Kind: OutcomeFailed, Reason: ReasonEchoedBrief,
-			Content: "the pane shows only the brief that was sent: the member never started"}
+	switch reason := Reason(r.exhaust.Triage(brief, tail)); reason {
+	case ReasonBackendExhausted:
+		return Outcome{Kind: OutcomeFailed, Reason: reason, Content: tail}
+	case ReasonEchoedBrief:
+		return Outcome{Kind: OutcomeFailed, Reason: reason, Content: "the pane shows only the brief that was sent: the member never started"}
 	}
 	return Outcome{Kind: OutcomeTurnDone, Content: tail, Partial: clipped}
 }

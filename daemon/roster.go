@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
 )
@@ -54,8 +55,16 @@ type Roster struct {
 	Notify string `json:"notify,omitempty"`
 	// Approvals are the rules that decide the members' permission
 	// requests without asking, and whether leads may decide them.
-	Approvals *Approvals    `json:"approvals,omitempty"`
-	Agents    []RosterAgent `json:"agents"`
+	Approvals *Approvals `json:"approvals,omitempty"`
+	// Trust is the person's consent that fleetstate up answer, for every
+	// agent, the first-run questions of Claude Code and Codex about the
+	// folders and hooks it sets up: the trust of the agent's workdir (as
+	// each CLI keys it) and Codex's review of the hooks up wrote. Without
+	// it, an agent that has not been trusted there waits on the question
+	// in its pane and reads BLOCKED. An agent's own Trust gives the same
+	// consent for that agent alone.
+	Trust  bool          `json:"trust,omitempty"`
+	Agents []RosterAgent `json:"agents"`
 
 	// base is the folder of the file, which relative paths start from.
 	base string
@@ -83,7 +92,13 @@ type RosterAgent struct {
 	Workdir string `json:"workdir,omitempty"`
 	// Env holds more environment variables for the command.
 	Env map[string]string `json:"env,omitempty"`
+	// Trust is Roster.Trust for this agent alone.
+	Trust bool `json:"trust,omitempty"`
 }
+
+// Trusted reports whether the person consented that fleetstate up answer
+// a's first-run questions (Roster.Trust, or a's own).
+func (ro *Roster) Trusted(a RosterAgent) bool { return ro.Trust || a.Trust }
 
 // Built-in programs: the coding-agent CLIs whose configuration fleetstate
 // up writes.
@@ -93,24 +108,15 @@ const (
 )
 
 // builtinPatterns read the status of the built-in programs off the
-// screen, until (for Claude Code) its hooks report one. Both CLIs print
-// "esc to interrupt" while they work.
+// screen: the program's question whatever its hooks say, and the rest
+// until its hooks report a status (internal/agent holds them, with the
+// screens that hold them).
 func builtinPatterns(program string) *tmux.Patterns {
-	switch program {
-	case ProgramClaude:
-		return &tmux.Patterns{
-			Working: []string{`esc to interrupt`},
-			Blocked: []string{`Do you want to proceed\?`, `Do you want to make this edit`},
-			Idle:    []string{`^│ > `},
-		}
-	case ProgramCodex:
-		return &tmux.Patterns{
-			Working: []string{`esc to interrupt`},
-			Blocked: []string{`Allow command\?`, `approve`},
-			Idle:    []string{`^\s*›`, `send\s+\S*\s*newline`},
-		}
+	p, ok := agent.ScreenPatternsOf(program)
+	if !ok {
+		return nil
 	}
-	return nil
+	return &tmux.Patterns{Working: p.Working, Blocked: p.Blocked, Idle: p.Idle}
 }
 
 // maxRosterBytes bounds a fleet file: far more than any fleet needs.

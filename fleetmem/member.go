@@ -19,11 +19,13 @@ import (
 type Member struct {
 	inbox chan string
 
-	mu      sync.Mutex
-	status  fleetstate.Status // guarded by mu
-	lines   []string          // guarded by mu; output since the last delivery
-	gone    bool              // guarded by mu
-	changed chan struct{}     // guarded by mu; closed when status or gone changes, then replaced
+	mu         sync.Mutex
+	status     fleetstate.Status // guarded by mu
+	question   string            // guarded by mu; with status BLOCKED, what the member is asked
+	lines      []string          // guarded by mu; output since the last delivery
+	gone       bool              // guarded by mu
+	changed    chan struct{}     // guarded by mu; closed when status or gone changes, then replaced
+	interrupts int               // guarded by mu
 }
 
 // NewMember returns an idle member whose inbox holds up to 16
@@ -93,12 +95,47 @@ func (m *Member) notify() {
 	m.changed = make(chan struct{})
 }
 
-// SetStatus sets the status the member reports.
-func (m *Member) SetStatus(s fleetstate.Status) {
+// SetStatus sets the status the member reports, with no question.
+func (m *Member) SetStatus(s fleetstate.Status) { m.Ask(s, "") }
+
+// Ask sets the status the member reports and, for BLOCKED, the question
+// it waits on ([fleetstate.Questioner]), as a coding agent at a
+// permission prompt: the rendezvous delivers nothing to it meanwhile.
+func (m *Member) Ask(s fleetstate.Status, question string) {
 	m.mu.Lock()
-	m.status = s
+	m.status, m.question = s, question
 	m.notify()
 	m.mu.Unlock()
+}
+
+// Question implements [fleetstate.Questioner].
+func (m *Member) Question() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.status != fleetstate.StatusBlocked {
+		return ""
+	}
+	return m.question
+}
+
+// Interrupt implements [fleetstate.Interrupter]: it counts the
+// interruptions, which [Member.Interrupts] reports.
+func (m *Member) Interrupt(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gone {
+		return fleetstate.ErrMemberGone
+	}
+	m.interrupts++
+	return nil
+}
+
+// Interrupts reports how many times the rendezvous interrupted the
+// member's work: once for each of its open turns that a lead cancelled.
+func (m *Member) Interrupts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.interrupts
 }
 
 // Print adds text to the member's output, line by line.

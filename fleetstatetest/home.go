@@ -125,6 +125,8 @@ var rendezvousSuite = []struct {
 	// rendezvous_port.go
 	{"TestStatusGating", testStatusGating},
 	{"TestUnknownStatusIsNeverDelivered", testUnknownStatusIsNeverDelivered},
+	{"TestQuestionIsNeverTypedInto", testQuestionIsNeverTypedInto},
+	{"TestCancelInterruptsTheMember", testCancelInterruptsTheMember},
 	{"TestBlockedIsDeliverable", testBlockedIsDeliverable},
 	{"TestNextWaitsForPickupWithGraceForFastTurns", testNextWaitsForPickupWithGraceForFastTurns},
 	{"TestTurnDoneBackendExhausted", testTurnDoneBackendExhausted},

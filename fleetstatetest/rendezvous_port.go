@@ -69,6 +69,79 @@ func testStatusGating(t *testing.T, s suite) {
 	})
 }
 
+// testQuestionIsNeverTypedInto: a member BLOCKED on a question of its
+// program's own (a permission prompt) gets nothing delivered, and its
+// question shows among the members, until it is answered.
+func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
+	synctest.Test(t, func(t *testing.T) {
+		f := s.newFleet(t, nil)
+		lm := f.local("asker")
+		lm.Ask(fleetstate.StatusBlocked, "Do you want to proceed?\n❯ 1. Yes")
+		ctx := context.Background()
+		sent, err := f.r.SendDetached("lead", "asker", "new work")
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(10 * time.Second)
+		if got := recv(lm); got != "" {
+			t.Fatalf("delivered %q into the member's own prompt", got)
+		}
+		var info fleetstate.MemberInfo
+		for _, mi := range f.r.Members() {
+			if mi.Name == "asker" {
+				info = mi
+			}
+		}
+		if info.Status != "BLOCKED" || !strings.Contains(info.Question, "Do you want to proceed?") {
+			t.Errorf("member info %+v; want BLOCKED with the question", info)
+		}
+		lm.SetStatus(fleetstate.StatusIdle)
+		settle(time.Second)
+		if got := recv(lm); got != "new work" {
+			t.Fatalf("after the question the member got %q; want the queued work", got)
+		}
+		if o, _ := f.r.Poll(ctx, "lead", sent.Ticket, 0); o.State != fleetstate.TicketWorking {
+			t.Errorf("ticket %+v; want working", o)
+		}
+	})
+}
+
+// testCancelInterruptsTheMember: a lead cancelling a turn its member is
+// working on interrupts the member's work; a queued turn's cancel does
+// not.
+func testCancelInterruptsTheMember(t *testing.T, s suite) {
+	synctest.Test(t, func(t *testing.T) {
+		f := s.newFleet(t, nil)
+		lm := f.local("worker")
+		first, err := f.r.SendDetached("lead", "worker", "long work")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := recv(lm); got != "long work" {
+			t.Fatalf("got %q", got)
+		}
+		lm.SetStatus(fleetstate.StatusWorking)
+		queued, err := f.r.SendDetached("lead", "worker", "later")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.r.Cancel("lead", queued.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		settle(time.Second)
+		if n := lm.Interrupts(); n != 0 {
+			t.Fatalf("%d interrupts for a queued turn's cancel; want none", n)
+		}
+		if _, err := f.r.Cancel("lead", first.Ticket); err != nil {
+			t.Fatal(err)
+		}
+		settle(time.Second)
+		if n := lm.Interrupts(); n != 1 {
+			t.Errorf("%d interrupts after the working turn's cancel; want 1", n)
+		}
+	})
+}
+
 func testUnknownStatusIsNeverDelivered(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
 		f := s.newFleet(t, nil)

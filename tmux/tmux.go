@@ -231,6 +231,40 @@ func (c *compiled) classify(screen string) fleetstate.Status {
 	return fleetstate.StatusUnknown
 }
 
+// Classify returns the status that patterns read off screen, the text of
+// a pane's screen, as a [Pane] with these patterns reads it: UNKNOWN when
+// none matches. It is how a program's patterns are checked against
+// screens captured from the program.
+func (p *Patterns) Classify(screen string) (fleetstate.Status, error) {
+	c, err := p.compile()
+	if err != nil {
+		return fleetstate.StatusUnknown, err
+	}
+	return c.classify(lastLines(screen, defaultScreenLines)), nil
+}
+
+// maxQuestion bounds the question a [Pane] shows of a BLOCKED screen.
+const maxQuestion = 1024
+
+// question returns what a screen that reads BLOCKED asks: its last lines
+// with the blank ones and the rules of box drawing left out, at most
+// maxQuestion bytes of them, from the end.
+func question(screen string) string {
+	var keep []string
+	for _, l := range strings.Split(screen, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.Trim(l, "─━═│┃╭╮╯╰┌┐└┘├┤ ") != "" {
+			keep = append(keep, l)
+		}
+	}
+	q := strings.Join(keep, "\n")
+	if len(q) > maxQuestion {
+		q = q[len(q)-maxQuestion:]
+		q = q[strings.IndexByte(q, '\n')+1:] // whole lines only
+	}
+	return q
+}
+
 // PaneOptions configure a [Pane]. A nil *PaneOptions means the defaults.
 type PaneOptions struct {
 	// ClearKeys are sent before a delivery to clear a draft the user or
@@ -245,11 +279,17 @@ type PaneOptions struct {
 	ScreenLines int
 }
 
+// defaultScreenLines is the ScreenLines of a zero PaneOptions.
+const defaultScreenLines = 15
+
 // Pane is a member agent's tmux pane. It implements [fleetstate.Member]:
 // Deliver pastes a prompt as one block and submits it once; Tail reads the
 // lines printed since the last delivery; Status comes from the agent's
 // hooks when it reports them ([Pane.Report]) and from screen patterns
-// otherwise. A pane that no longer exists is [fleetstate.ErrMemberGone].
+// otherwise, except that a screen the Blocked patterns match (a question
+// of the program's own, such as a permission prompt) reads BLOCKED
+// whatever the hooks said, with its question ([Pane.Question]). A pane
+// that no longer exists is [fleetstate.ErrMemberGone].
 //
 // A Pane is safe for concurrent use.
 type Pane struct {
@@ -266,6 +306,7 @@ type Pane struct {
 	turnStart int               // guarded by mu; absolute line where the last delivery began, -1 before any
 	hook      fleetstate.Status // guarded by mu
 	hooked    bool              // guarded by mu; a hook has reported
+	question  string            // guarded by mu; what the screen asked at the last status read
 }
 
 // NewPane returns the pane target (a tmux target such as "fleet:0.1" or a
@@ -283,7 +324,7 @@ func NewPane(srv *Server, target string, opts *PaneOptions) (*Pane, error) {
 		p.clear = []string{"C-e", "C-u"}
 	}
 	if p.screen <= 0 {
-		p.screen = 15
+		p.screen = defaultScreenLines
 	}
 	return p, nil
 }
@@ -466,17 +507,50 @@ func (p *Pane) Status(ctx context.Context) (fleetstate.Status, error) {
 	p.mu.Lock()
 	hook, hooked := p.hook, p.hooked
 	p.mu.Unlock()
-	if hooked {
-		return hook, nil
+	st, q := hook, ""
+	if p.pats != nil {
+		screen, err := p.srv.Run(ctx, "", "capture-pane", "-p", "-J", "-t", in.id)
+		if err != nil {
+			return fleetstate.StatusUnknown, err
+		}
+		screen = lastLines(screen, p.screen)
+		switch seen := p.pats.classify(screen); {
+		case seen == fleetstate.StatusBlocked:
+			st, q = seen, question(screen)
+		case !hooked:
+			st = seen
+		case st == fleetstate.StatusBlocked:
+			// The hooks said the program asks (a permission prompt) and
+			// its screen is not one the patterns know: still a question.
+			q = question(screen)
+		}
+	} else if !hooked {
+		st = fleetstate.StatusUnknown
 	}
-	if p.pats == nil {
-		return fleetstate.StatusUnknown, nil
-	}
-	screen, err := p.srv.Run(ctx, "", "capture-pane", "-p", "-J", "-t", in.id)
+	p.mu.Lock()
+	p.question = q
+	p.mu.Unlock()
+	return st, nil
+}
+
+// Question implements [fleetstate.Questioner]: what the screen asked at
+// the last read of the status that read BLOCKED from the screen, such as
+// "Do you want to proceed?" with its choices; "" otherwise.
+func (p *Pane) Question() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.question
+}
+
+// Interrupt implements [fleetstate.Interrupter]: it presses Escape in the
+// pane, which stops the work of Claude Code and Codex.
+func (p *Pane) Interrupt(ctx context.Context) error {
+	in, err := p.info(ctx)
 	if err != nil {
-		return fleetstate.StatusUnknown, err
+		return err
 	}
-	return p.pats.classify(lastLines(screen, p.screen)), nil
+	_, err = p.srv.Run(ctx, "", "send-keys", "-t", in.id, "Escape")
+	return err
 }
 
 // Tail implements [fleetstate.Member]: the lines from the last delivery's

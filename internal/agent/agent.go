@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -28,17 +29,19 @@ const (
 	StatusBlocked = "BLOCKED"
 )
 
-// StatusOfHook maps a hook event onto the status it stands for: a prompt
-// submitted or a tool used means WORKING, a stop or a session start IDLE,
-// a notification that asks for permission BLOCKED (other notifications,
-// such as waiting for input, IDLE). ok is false for events that say
-// nothing of the status.
+// StatusOfHook maps a hook event of Claude Code or Codex onto the status
+// it stands for: a prompt submitted or a tool used means WORKING, a stop
+// or a session start IDLE, a permission request, and a notification that
+// asks for permission, BLOCKED (other notifications, such as waiting for
+// input, IDLE). ok is false for events that say nothing of the status.
 func StatusOfHook(ev HookEvent) (status string, ok bool) {
 	switch ev.Name {
 	case "UserPromptSubmit", "PreToolUse", "PostToolUse":
 		return StatusWorking, true
 	case "Stop", "SessionStart":
 		return StatusIdle, true
+	case "PermissionRequest":
+		return StatusBlocked, true // until decided: the tool's use then says WORKING
 	case "Notification":
 		if strings.Contains(strings.ToLower(ev.Message), "permission") {
 			return StatusBlocked, true
@@ -46,6 +49,67 @@ func StatusOfHook(ev HookEvent) (status string, ok bool) {
 		return StatusIdle, true
 	}
 	return "", false
+}
+
+// Screen patterns of the coding-agent CLIs fleetstate up starts, matched
+// (multi-line) against the last lines of an agent's screen: blocked
+// first, then working, then idle. They belong to the versions named in
+// [TestedVersions], and are held by screens captured from those
+// versions (testdata/screens).
+//
+// Blocked matches every question a CLI asks in its terminal: its
+// permission prompts, its first-run questions, and any list of numbered
+// choices or "Enter to confirm" a new version adds, so that a screen
+// nobody foresaw reads BLOCKED rather than idle. Idle matches the empty
+// input line only.
+var screenPatterns = map[string]ScreenPatterns{
+	"claude": {
+		Working: []string{`esc to interrupt`},
+		Blocked: []string{
+			`Do you want to (proceed|make this edit|create|allow)`,
+			`Is this a project you created or one you trust\?`,
+			`Enter to confirm`,
+			`^\s*❯[ \x{a0}]\d+\. `,
+		},
+		// The input line under a rule ("❯" and a no-break space); "│ > "
+		// is the older box.
+		Idle: []string{`^─{20,}\s*\n❯[ \x{a0}]`, `^│ > `},
+	},
+	"codex": {
+		Working: []string{`esc to interrupt`},
+		Blocked: []string{
+			`Would you like to (run|make|allow)`,
+			`Trust this folder\?`,
+			`Hooks need review`,
+			`(?i)enter (to )?(confirm|continue)`,
+			`^\s*› \d+\. `,
+		},
+		// The input line: "› " and text that is not a numbered choice.
+		Idle: []string{`^› (\D|$)`},
+	},
+}
+
+// ScreenPatterns are the regular expressions that read a program's
+// status off its screen.
+type ScreenPatterns struct {
+	Working, Blocked, Idle []string
+}
+
+// ScreenPatternsOf returns the built-in screen patterns of program
+// ("claude" or "codex"); ok is false for any other program.
+func ScreenPatternsOf(program string) (p ScreenPatterns, ok bool) {
+	p, ok = screenPatterns[program]
+	return ScreenPatterns{slices.Clone(p.Working), slices.Clone(p.Blocked), slices.Clone(p.Idle)}, ok
+}
+
+// TestedVersions names the versions of the coding-agent CLIs whose
+// screens and hooks this package knows, by npm package: the versions the
+// real-agent tests install.
+func TestedVersions() map[string]string {
+	return map[string]string{
+		"@anthropic-ai/claude-code": "2.1.328",
+		"@openai/codex":             "0.169.0",
+	}
 }
 
 // ExhaustedPatterns returns the patterns, to be matched case-insensitively
@@ -92,6 +156,22 @@ func (e Exhausted) Match(tail string) bool {
 		}
 	}
 	return false
+}
+
+// Triage names what a turn that ended without a reply left in the pane
+// tail, given the brief it was sent: "backend_exhausted" when the tail
+// matches one of the patterns (the member could not work at all),
+// "echoed_brief" when the tail is essentially the brief (the member never
+// started, and the brief must not pass for its report), and "" for an
+// ordinary end of turn.
+func (e Exhausted) Triage(brief, tail string) string {
+	switch {
+	case e.Match(tail):
+		return "backend_exhausted"
+	case EchoesBrief(brief, tail):
+		return "echoed_brief"
+	}
+	return ""
 }
 
 // echoThreshold is the share of a tail's text that must come from the brief

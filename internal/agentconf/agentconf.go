@@ -19,14 +19,18 @@ package agentconf
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // hookMarker ends the hook commands fleetstate up writes, so that a later
@@ -37,9 +41,15 @@ const hookMarker = "# fleetstate up"
 // envNameRE matches the name of an environment variable.
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// claudeHookEvents are the Claude Code hook events whose status the
-// daemon hears of (see agent.StatusOfHook).
-var claudeHookEvents = []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "Notification"}
+// statusHookEvents are the hook events, the same in Claude Code and
+// Codex, whose status the daemon hears of (see agent.StatusOfHook);
+// Claude Code adds Notification, which says when it waits on a prompt of
+// its own.
+var statusHookEvents = []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest", "Stop"}
+
+// statusHookTimeout is the seconds after which the agent stops a status
+// hook: the report is one bounded HTTP call.
+const statusHookTimeout = 15
 
 // WriteIfChanged writes data to path (owner-only when private) unless the
 // file holds it already, atomically; it reports whether it wrote.
@@ -176,6 +186,13 @@ func readJSONObject(path string) (map[string]any, error) {
 }
 
 func writeJSONObject(path string, obj map[string]any) (bool, error) {
+	return writeJSONFile(path, obj, false)
+}
+
+// writeJSONFile writes obj into path as indented JSON unless the file
+// holds it already (owner-only when private), and reports whether it
+// wrote.
+func writeJSONFile(path string, obj map[string]any, private bool) (bool, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -183,7 +200,7 @@ func writeJSONObject(path string, obj map[string]any) (bool, error) {
 	if err := enc.Encode(obj); err != nil {
 		return false, err
 	}
-	return WriteIfChanged(path, b.Bytes(), false)
+	return WriteIfChanged(path, b.Bytes(), private)
 }
 
 // object returns obj[key] as an object, making it if it is missing; a key
@@ -261,20 +278,13 @@ func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 	if err := addString(perms, setPath, "allow", "mcp__fleetstate"); err != nil {
 		return nil, err
 	}
-	hooks, err := object(set, setPath, "hooks")
-	if err != nil {
-		return nil, err
+	// Claude Code's own default mode, "auto", decides permission prompts
+	// without calling the PermissionRequest hook: the fleet would never
+	// hear of them. A mode the user chose otherwise is kept.
+	if mode, _ := perms["defaultMode"].(string); mode == "" || mode == "auto" {
+		perms["defaultMode"] = "default"
 	}
-	// Outside a fleet (no token in the environment) the hook does nothing.
-	cmd := `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " status " + hookMarker
-	for _, ev := range claudeHookEvents {
-		if err := setHook(hooks, setPath, ev, cmd, 0); err != nil {
-			return nil, err
-		}
-	}
-	// The member's permission prompts go to the fleet. Claude Code stops
-	// a hook after 60 s unless told; this one waits up to its own bound.
-	if err := setHook(hooks, setPath, "PermissionRequest", permissionHook(bin), permissionHookTimeout); err != nil {
+	if _, err := setFleetHooks(set, setPath, bin, "Notification"); err != nil {
 		return nil, err
 	}
 	if w, err := writeJSONObject(setPath, set); err != nil {
@@ -299,33 +309,70 @@ func permissionHook(bin string) string {
 	return `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " hook permission --timeout " + permissionWait.String() + " " + hookMarker
 }
 
-// setHook makes the hook command cmd run on event, stopped after timeout
-// seconds if positive (else the agent's default): it updates the command
-// fleetstate up wrote before, or adds a matcher group with it.
-func setHook(hooks map[string]any, path, event, cmd string, timeout int) error {
-	groups, ok := hooks[event].([]any)
-	if hooks[event] != nil && !ok {
-		return fmt.Errorf("%s: hooks.%s is not a list: fix it, and run fleetstate up again", path, event)
+// hookSpec is one hook command fleetstate up writes: where it sits in
+// the hooks of its event (the matcher group and the handler in it), for
+// Codex's record of the hooks it trusts.
+type hookSpec struct {
+	event          string
+	command        string
+	timeout        int
+	group, handler int
+}
+
+// setFleetHooks writes the hooks of a fleet's agent into obj["hooks"],
+// the hooks object of Claude Code's settings and of Codex's hooks.json,
+// which share a shape: the status hooks on statusHookEvents and extra,
+// and the PermissionRequest hook that raises the agent's permission
+// prompts in the fleet. Outside a fleet (no token in the environment)
+// every one of them does nothing. It returns the hooks it wrote.
+func setFleetHooks(obj map[string]any, path, bin string, extra ...string) ([]hookSpec, error) {
+	hooks, err := object(obj, path, "hooks")
+	if err != nil {
+		return nil, err
 	}
-	for _, g := range groups {
+	status := `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " status " + hookMarker
+	var specs []hookSpec
+	for _, ev := range append(slices.Clone(statusHookEvents), extra...) {
+		specs = append(specs, hookSpec{event: ev, command: status, timeout: statusHookTimeout})
+	}
+	// The agent stops a hook after 60 s (Claude Code) or 600 s (Codex)
+	// unless told; this one waits up to its own bound. A second
+	// PermissionRequest hook beside the status hook: the agent runs
+	// both at once.
+	specs = append(specs, hookSpec{event: "PermissionRequest", command: permissionHook(bin), timeout: permissionHookTimeout})
+	for i := range specs {
+		if err := setHook(hooks, path, &specs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return specs, nil
+}
+
+// setHook makes the hook h run on its event: it updates the command
+// fleetstate up wrote before for that event and kind (the status, or the
+// permission request), or adds a matcher group with it, and records
+// where it sits.
+func setHook(hooks map[string]any, path string, h *hookSpec) error {
+	groups, ok := hooks[h.event].([]any)
+	if hooks[h.event] != nil && !ok {
+		return fmt.Errorf("%s: hooks.%s is not a list: fix it, and run fleetstate up again", path, h.event)
+	}
+	kind := func(c string) bool { return strings.Contains(c, " hook permission ") }
+	for gi, g := range groups {
 		gm, _ := g.(map[string]any)
 		list, _ := gm["hooks"].([]any)
-		for _, h := range list {
-			hm, _ := h.(map[string]any)
-			if c, _ := hm["command"].(string); strings.HasSuffix(c, hookMarker) {
-				hm["command"] = cmd
-				if timeout > 0 {
-					hm["timeout"] = timeout
-				}
+		for hi, x := range list {
+			hm, _ := x.(map[string]any)
+			if c, _ := hm["command"].(string); strings.HasSuffix(c, hookMarker) && kind(c) == kind(h.command) {
+				hm["type"], hm["command"], hm["timeout"] = "command", h.command, h.timeout
+				h.group, h.handler = gi, hi
 				return nil
 			}
 		}
 	}
-	h := map[string]any{"type": "command", "command": cmd}
-	if timeout > 0 {
-		h["timeout"] = timeout
-	}
-	hooks[event] = append(groups, map[string]any{"hooks": []any{h}})
+	h.group, h.handler = len(groups), 0
+	hooks[h.event] = append(groups, map[string]any{"hooks": []any{
+		map[string]any{"type": "command", "command": h.command, "timeout": h.timeout}}})
 	return nil
 }
 
@@ -341,11 +388,17 @@ func codexBlock(bin, url string) string {
 }
 
 // WriteCodexConfig writes the fleetstate MCP server into config.toml of
-// home, the CODEX_HOME of one agent, and the permission request hook into
-// its hooks.json. A new home starts from the user's
-// own configuration (~/.codex or $CODEX_HOME) and links its login, so the
-// agent runs as the user's Codex does.
-func WriteCodexConfig(home, bin, url string) ([]string, error) {
+// home, the CODEX_HOME of one agent, and the fleet's hooks (status and
+// permission requests) into its hooks.json. A new home starts from the
+// user's own configuration (~/.codex or $CODEX_HOME) and links its
+// login, so the agent runs as the user's Codex does.
+//
+// With trust, the folder the agent works in (a project root, see
+// [ProjectRoot]) and the hooks written here are recorded as trusted, as
+// Codex records the answers to its first-run questions: "Trust this
+// folder?" and "Hooks need review". Without it, Codex asks them in the
+// agent's pane.
+func WriteCodexConfig(home, bin, url, trust string) ([]string, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
 	}
@@ -368,27 +421,30 @@ func WriteCodexConfig(home, bin, url string) ([]string, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	text := replaceTOMLTable(string(old), "mcp_servers.fleetstate", codexBlock(bin, url))
-	var changed []string
-	if w, err := WriteIfChanged(path, []byte(text), true); err != nil {
-		return nil, err
-	} else if w {
-		changed = append(changed, path)
-	}
-	// The permission request hook, in the hooks.json of the agent's own
-	// CODEX_HOME: Codex reads the hooks of the user's layer whatever the
-	// project's trust, in the shape Claude Code's settings have.
+	// The hooks, in the hooks.json of the agent's own CODEX_HOME (the
+	// user's layer), in the shape Claude Code's settings have.
 	hooksPath := filepath.Join(home, "hooks.json")
 	obj, err := readJSONObject(hooksPath)
 	if err != nil {
 		return nil, err
 	}
-	hooks, err := object(obj, hooksPath, "hooks")
+	specs, err := setFleetHooks(obj, hooksPath, bin)
 	if err != nil {
 		return nil, err
 	}
-	if err := setHook(hooks, hooksPath, "PermissionRequest", permissionHook(bin), permissionHookTimeout); err != nil {
+	text := replaceTOMLTable(string(old), "mcp_servers.fleetstate", codexBlock(bin, url))
+	if trust != "" {
+		text = replaceTOMLTable(text, "projects."+tomlString(trust), "[projects."+tomlString(trust)+"]\ntrust_level = \"trusted\"\n")
+		for _, h := range specs {
+			key := "hooks.state." + tomlString(codexHookKey(hooksPath, h))
+			text = replaceTOMLTable(text, key, "["+key+"]\ntrusted_hash = "+tomlString(codexHookHash(h))+"\n")
+		}
+	}
+	var changed []string
+	if w, err := WriteIfChanged(path, []byte(text), true); err != nil {
 		return nil, err
+	} else if w {
+		changed = append(changed, path)
 	}
 	if w, err := writeJSONObject(hooksPath, obj); err != nil {
 		return nil, err
@@ -396,6 +452,57 @@ func WriteCodexConfig(home, bin, url string) ([]string, error) {
 		changed = append(changed, hooksPath)
 	}
 	return changed, nil
+}
+
+// tomlString returns s as a TOML basic string.
+func tomlString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// codexHookKey is the name under which Codex records its trust of the
+// hook h of the hooks.json at path: the file, the event in snake case,
+// and where the hook sits.
+func codexHookKey(path string, h hookSpec) string {
+	return fmt.Sprintf("%s:%s:%d:%d", path, snakeCase(h.event), h.group, h.handler)
+}
+
+// codexHookHash is the hash Codex records for a hook it trusts: SHA-256
+// of the hook's identity (its event, and the handler as Codex reads it,
+// defaults filled in) as JSON with sorted keys and no spaces. A hook
+// whose hash differs from the one recorded is one Codex asks about again.
+func codexHookHash(h hookSpec) string {
+	identity := map[string]any{
+		"event_name": snakeCase(h.event),
+		"hooks": []any{map[string]any{
+			"type": "command", "command": h.command, "timeout": h.timeout, "async": false,
+		}},
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b) // map keys sorted, as Codex sorts them
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(identity)
+	sum := sha256.Sum256(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// snakeCase spells a hook event as Codex's keys do: PreToolUse is
+// pre_tool_use.
+func snakeCase(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // replaceTOMLTable replaces the table [name] of a TOML text (its header

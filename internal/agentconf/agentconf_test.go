@@ -43,7 +43,7 @@ func TestCodexConfig(t *testing.T) {
 	}
 	t.Setenv("CODEX_HOME", user)
 	home := filepath.Join(t.TempDir(), "codex")
-	files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp")
+	files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp", "")
 	if err != nil || len(files) != 2 {
 		t.Fatalf("WriteCodexConfig: %v, %v; want config.toml and hooks.json", files, err)
 	}
@@ -63,7 +63,7 @@ func TestCodexConfig(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(home, "auth.json")); err != nil {
 		t.Errorf("the user's login is not linked: %v", err)
 	}
-	if files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp"); err != nil || len(files) != 0 {
+	if files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp", ""); err != nil || len(files) != 0 {
 		t.Errorf("second write: %v, %v; want nothing written", files, err)
 	}
 }
@@ -152,13 +152,137 @@ func TestClaudePermissionHook(t *testing.T) {
 	if err := json.Unmarshal(data, &set); err != nil {
 		t.Fatal(err)
 	}
-	groups := set.Hooks["PermissionRequest"]
-	if len(groups) != 1 || len(groups[0].Hooks) != 1 {
-		t.Fatalf("PermissionRequest hooks: %+v; want one", groups)
-	}
-	h := groups[0].Hooks[0]
 	want := `test -z "$FLEET_TOKEN" || '/bin/fleetstate' hook permission --timeout 2m0s # fleetstate up`
-	if h.Command != want || h.Timeout <= 120 {
-		t.Fatalf("hook %+v; want command %q and a timeout over 120 s", h, want)
+	status := `test -z "$FLEET_TOKEN" || '/bin/fleetstate' status # fleetstate up`
+	var perm, stat int
+	for _, g := range set.Hooks["PermissionRequest"] {
+		for _, h := range g.Hooks {
+			switch h.Command {
+			case want:
+				perm++
+				if h.Timeout <= 120 {
+					t.Errorf("hook %+v; want a timeout over 120 s", h)
+				}
+			case status:
+				stat++
+			default:
+				t.Errorf("a PermissionRequest hook up did not write: %+v", h)
+			}
+		}
+	}
+	if perm != 1 || stat != 1 {
+		t.Fatalf("PermissionRequest hooks: %d permission and %d status hooks; want one of each:\n%s", perm, stat, data)
+	}
+}
+
+// TestClaudePermissionMode: up leaves Claude Code's "auto" mode, in which
+// the PermissionRequest hook is never called, for "default"; a mode the
+// user chose otherwise stays.
+func TestClaudePermissionMode(t *testing.T) {
+	for _, c := range []struct{ have, want string }{
+		{"", "default"}, {`"auto"`, "default"}, {`"acceptEdits"`, "acceptEdits"}, {`"default"`, "default"},
+	} {
+		dir := t.TempDir()
+		if c.have != "" {
+			if err := os.MkdirAll(filepath.Join(dir, ".claude"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, ".claude", "settings.json"), []byte(`{"permissions":{"defaultMode":`+c.have+`}}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := WriteClaudeConfig(dir, "/bin/fleetstate"); err != nil {
+			t.Fatal(err)
+		}
+		var set struct {
+			Permissions struct {
+				DefaultMode string `json:"defaultMode"`
+			} `json:"permissions"`
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, ".claude", "settings.json"))
+		if err := json.Unmarshal(data, &set); err != nil {
+			t.Fatal(err)
+		}
+		if set.Permissions.DefaultMode != c.want {
+			t.Errorf("defaultMode %s: now %q; want %q", c.have, set.Permissions.DefaultMode, c.want)
+		}
+	}
+}
+
+// TestCodexHookHash: the hash up records for a hook is the one Codex
+// 0.169.0 itself recorded when a person chose "Trust all and continue"
+// for these hooks (measured; a hook without a timeout reads as 600 s).
+func TestCodexHookHash(t *testing.T) {
+	for _, c := range []struct {
+		h    hookSpec
+		want string
+	}{
+		{hookSpec{event: "Stop", command: "fleetstate status # fleetstate up", timeout: 15},
+			"sha256:7d8ce46368cad9a64d0d3ec85df4cd3464a7e0399263329c4a2b7b8a4bb14b5a"},
+		{hookSpec{event: "PermissionRequest", command: "true", timeout: 600},
+			"sha256:84bfab601cd796832edd357e1b1cff50587dfa272fa1464175bc664008d5de00"},
+		{hookSpec{event: "PermissionRequest", command: "fleetstate hook permission --timeout 2m0s # fleetstate up", timeout: 135, group: 1},
+			"sha256:a05e64b354e5e6411bec7c6e6c04f8a51176154c24183ccc03f7e9b63530f47b"},
+	} {
+		if got := codexHookHash(c.h); got != c.want {
+			t.Errorf("hash of %+v: %s; want %s", c.h, got, c.want)
+		}
+	}
+	if got := codexHookKey("/h/hooks.json", hookSpec{event: "PermissionRequest", group: 1}); got != "/h/hooks.json:permission_request:1:0" {
+		t.Errorf("key %s; want /h/hooks.json:permission_request:1:0", got)
+	}
+}
+
+// TestCodexTrust: with trust, the agent's CODEX_HOME records the project
+// root as trusted and every hook up wrote with its hash; without it,
+// neither.
+func TestCodexTrust(t *testing.T) {
+	t.Setenv("CODEX_HOME", t.TempDir())
+	home := filepath.Join(t.TempDir(), "codex")
+	if _, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp", ""); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(home, "config.toml"))
+	if strings.Contains(string(data), "trust") {
+		t.Errorf("trust recorded without consent:\n%s", data)
+	}
+	for range 2 {
+		if _, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp", "/src/proj"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ = os.ReadFile(filepath.Join(home, "config.toml"))
+	text := string(data)
+	if !strings.Contains(text, "[projects.\"/src/proj\"]\ntrust_level = \"trusted\"\n") {
+		t.Errorf("the project is not trusted:\n%s", text)
+	}
+	hooksPath := filepath.Join(home, "hooks.json")
+	var hooks struct {
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Command string `json:"command"`
+				Timeout int    `json:"timeout"`
+			} `json:"hooks"`
+		} `json:"hooks"`
+	}
+	raw, _ := os.ReadFile(hooksPath)
+	if err := json.Unmarshal(raw, &hooks); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ev, groups := range hooks.Hooks {
+		for gi, g := range groups {
+			for hi, h := range g.Hooks {
+				n++
+				spec := hookSpec{event: ev, command: h.Command, timeout: h.Timeout, group: gi, handler: hi}
+				want := "[hooks.state." + tomlString(codexHookKey(hooksPath, spec)) + "]\ntrusted_hash = " + tomlString(codexHookHash(spec)) + "\n"
+				if strings.Count(text, want) != 1 {
+					t.Errorf("the hook %s of %s is not trusted once:\n%s", h.Command, ev, text)
+				}
+			}
+		}
+	}
+	if n != len(statusHookEvents)+1 {
+		t.Errorf("%d hooks in hooks.json; want the status hooks and the permission hook", n)
 	}
 }

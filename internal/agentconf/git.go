@@ -2,7 +2,6 @@ package agentconf
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -76,26 +75,87 @@ func gitOut(dir string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// ClaudeTrusts reports whether Claude Code has been told to trust the
-// folder dir: its first run in a folder asks, in the terminal, and waits.
-// It reads the user's ~/.claude.json (home); an unreadable file counts as
-// not trusted.
-func ClaudeTrusts(home, dir string) bool {
-	data, err := os.ReadFile(filepath.Join(home, ".claude.json"))
+// ProjectRoot returns the folder that Claude Code and Codex key their
+// trust of dir on: for a folder in a git repository, the root of the main
+// repository, also from a linked work tree (git worktree add), whose own
+// path neither CLI looks up; else dir itself. The path is absolute.
+func ProjectRoot(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return abs
+	}
+	common, err := gitOut(abs, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err == nil && filepath.Base(common) == ".git" {
+		return filepath.Dir(common)
+	}
+	if top, err := gitOut(abs, "rev-parse", "--show-toplevel"); err == nil && top != "" {
+		return top // a submodule, or a repository with its git folder elsewhere
+	}
+	return abs
+}
+
+// ClaudeConfigPath returns the file in which Claude Code keeps the user's
+// settings, trusted folders among them, for an agent whose environment
+// getenv reads: .claude.json in $CLAUDE_CONFIG_DIR, else in $HOME.
+func ClaudeConfigPath(getenv func(string) string) string {
+	if d := getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return filepath.Join(d, ".claude.json")
+	}
+	return filepath.Join(getenv("HOME"), ".claude.json")
+}
+
+// ClaudeTrusts reports whether Claude Code, whose user configuration is
+// the file config, has been told to trust the folder dir, or a folder
+// above it: its first run in a folder it does not trust asks, in the
+// terminal, and waits. An unreadable file counts as not trusted.
+func ClaudeTrusts(config, dir string) bool {
+	obj, err := readJSONObject(config)
 	if err != nil {
 		return false
 	}
-	var cfg struct {
-		Projects map[string]struct {
-			Trusted bool `json:"hasTrustDialogAccepted"`
-		} `json:"projects"`
-	}
-	if json.Unmarshal(data, &cfg) != nil {
-		return false
-	}
+	projects, _ := obj["projects"].(map[string]any)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return false
 	}
-	return cfg.Projects[abs].Trusted
+	for _, d := range []string{ProjectRoot(dir), abs} {
+		for ; ; d = filepath.Dir(d) {
+			p, _ := projects[d].(map[string]any)
+			if ok, _ := p["hasTrustDialogAccepted"].(bool); ok {
+				return true
+			}
+			if d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// TrustClaude records in config, Claude Code's user configuration, that
+// the folder dir is trusted, under the key Claude Code looks up
+// ([ProjectRoot]), as its answer "Yes, I trust this folder" does; the
+// rest of the file is kept. It reports whether it wrote.
+func TrustClaude(config, dir string) (bool, error) {
+	if ClaudeTrusts(config, dir) {
+		return false, nil
+	}
+	obj, err := readJSONObject(config)
+	if err != nil {
+		return false, err
+	}
+	projects, err := object(obj, config, "projects")
+	if err != nil {
+		return false, err
+	}
+	root := ProjectRoot(dir)
+	p, err := object(projects, config, root)
+	if err != nil {
+		return false, err
+	}
+	p["hasTrustDialogAccepted"] = true
+	return writeJSONFile(config, obj, true)
 }

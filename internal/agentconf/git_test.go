@@ -1,6 +1,7 @@
 package agentconf
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,20 +80,72 @@ func TestKeepOutOfGit(t *testing.T) {
 	}
 }
 
-// TestClaudeTrusts reads Claude Code's record of trusted folders.
+// TestClaudeTrusts reads Claude Code's record of trusted folders: a
+// folder is trusted when it, or a folder above it, is.
 func TestClaudeTrusts(t *testing.T) {
 	home, dir := t.TempDir(), t.TempDir()
-	if ClaudeTrusts(home, dir) {
+	config := filepath.Join(home, ".claude.json")
+	if ClaudeTrusts(config, dir) {
 		t.Error("trusted without a ~/.claude.json")
 	}
 	cfg := `{"projects":{"` + dir + `":{"hasTrustDialogAccepted":true},"/elsewhere":{"hasTrustDialogAccepted":false}}}`
-	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if !ClaudeTrusts(home, dir) {
+	if !ClaudeTrusts(config, dir) || !ClaudeTrusts(config, filepath.Join(dir, "sub")) {
 		t.Error("not trusted though ~/.claude.json says so")
 	}
-	if ClaudeTrusts(home, "/elsewhere") {
+	if ClaudeTrusts(config, "/elsewhere") {
 		t.Error("trusted though ~/.claude.json says not")
+	}
+}
+
+// TestTrustClaudeOfWorkTree: Claude Code keys the trust of a git work tree
+// on the main repository's root; TrustClaude records it there, keeps the
+// rest of the file, and a second call writes nothing.
+func TestTrustClaudeOfWorkTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	base := t.TempDir()
+	repo, wt := filepath.Join(base, "repo"), filepath.Join(base, "alice")
+	for _, args := range [][]string{
+		{"init", "-q", repo},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init"},
+		{"-C", repo, "worktree", "add", "-q", wt},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if got, want := ProjectRoot(wt), repo; got != want {
+		t.Errorf("ProjectRoot(work tree) = %s; want the main repository %s", got, want)
+	}
+	config := filepath.Join(t.TempDir(), ".claude.json")
+	if err := os.WriteFile(config, []byte(`{"theme":"dark","projects":{"/other":{"x":1}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := TrustClaude(config, wt); err != nil || !w {
+		t.Fatalf("TrustClaude = %v, %v; want written", w, err)
+	}
+	var cfg struct {
+		Theme    string                    `json:"theme"`
+		Projects map[string]map[string]any `json:"projects"`
+	}
+	data, _ := os.ReadFile(config)
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Theme != "dark" || cfg.Projects["/other"]["x"] != float64(1) {
+		t.Errorf("the rest of the file was not kept: %s", data)
+	}
+	if cfg.Projects[repo]["hasTrustDialogAccepted"] != true {
+		t.Errorf("no trust under the main repository %s: %s", repo, data)
+	}
+	if _, ok := cfg.Projects[wt]; ok {
+		t.Errorf("trust under the work tree's own path, which Claude Code does not read: %s", data)
+	}
+	if w, err := TrustClaude(config, wt); err != nil || w {
+		t.Errorf("second TrustClaude = %v, %v; want nothing written", w, err)
 	}
 }

@@ -496,7 +496,6 @@ func Up(ctx context.Context, c UpConfig) (Upped, error) {
 // cannot: a file git tracks, and a workdir Claude Code does not trust
 // yet, whose first run waits on a question in the agent's pane.
 func adviseClaude(ro *daemon.Roster, stderr io.Writer) {
-	home, _ := os.UserHomeDir()
 	for _, a := range ro.Agents {
 		if a.Program != daemon.ProgramClaude {
 			continue
@@ -509,9 +508,20 @@ func adviseClaude(ro *daemon.Roster, stderr io.Writer) {
 		for _, f := range tracked {
 			fmt.Fprintf(stderr, "fleetstate: up: %s: git tracks %s, which now holds the fleet's MCP server and hooks: leave them out of your commits\n", a.Name, f)
 		}
-		if a.Command != nil && !agentconf.ClaudeTrusts(home, a.Workdir) {
-			fmt.Fprintf(stderr, "fleetstate: up: %s: Claude Code asks once whether to trust %s, and waits: answer it in %s's pane, or run claude there once first\n", a.Name, a.Workdir, a.Name)
+		if a.Command != nil && !agentconf.ClaudeTrusts(agentconf.ClaudeConfigPath(agentEnv(a)), a.Workdir) {
+			fmt.Fprintf(stderr, "fleetstate: up: %s: Claude Code asks once whether to trust %s, and waits (the agent reads BLOCKED): answer it in %s's pane, or let up answer it with \"trust\": true in the fleet file\n", a.Name, agentconf.ProjectRoot(a.Workdir), a.Name)
 		}
+	}
+}
+
+// agentEnv returns the environment agent a runs with, as far as up's
+// configuration depends on it: the fleet file's env over up's own.
+func agentEnv(a daemon.RosterAgent) func(string) string {
+	return func(k string) string {
+		if v, ok := a.Env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
 	}
 }
 
@@ -583,22 +593,30 @@ func ConfigureAgents(store *fleetstate.Store, tokens *mcpadapter.Tokens, ro *dae
 			env[k] = v
 		}
 		env["FLEET_AGENT"], env["FLEET_ROLE"], env["FLEET_TOKEN"], env["FLEET_URL"] = a.Name, string(role), token, url
+		var files []string
 		switch a.Program {
 		case daemon.ProgramClaude:
-			files, err := agentconf.WriteClaudeConfig(a.Workdir, bin)
-			if err != nil {
-				return nil, nil, fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
+			files, err = agentconf.WriteClaudeConfig(a.Workdir, bin)
+			if err == nil && a.Command != nil && ro.Trusted(a) {
+				config := agentconf.ClaudeConfigPath(agentEnv(a))
+				var w bool
+				if w, err = agentconf.TrustClaude(config, a.Workdir); w {
+					files = append(files, config)
+				}
 			}
-			wrote = append(wrote, files...)
 		case daemon.ProgramCodex:
 			home := store.PrivatePath("agents/" + a.Name + "/codex")
 			env["CODEX_HOME"] = home
-			files, err := agentconf.WriteCodexConfig(home, bin, url)
-			if err != nil {
-				return nil, nil, fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
+			trust := ""
+			if a.Command != nil && ro.Trusted(a) {
+				trust = agentconf.ProjectRoot(a.Workdir)
 			}
-			wrote = append(wrote, files...)
+			files, err = agentconf.WriteCodexConfig(home, bin, url, trust)
 		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
+		}
+		wrote = append(wrote, files...)
 		if w, err := agentconf.WriteIfChanged(envPath, agentconf.EnvFile(env), true); err != nil {
 			return nil, nil, fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
 		} else if w {

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -76,7 +78,37 @@ type hookInput struct {
 	ToolInput json.RawMessage `json:"tool_input"`
 	Cwd       string          `json:"cwd"`
 	SessionID string          `json:"session_id"`
-	ToolUseID string          `json:"tool_use_id"`
+	ToolUseID string          `json:"tool_use_id"` // sent by neither CLI today
+	PromptID  string          `json:"prompt_id"`   // Claude Code: the prompt whose turn asks
+	TurnID    string          `json:"turn_id"`     // Codex: the turn that asks
+}
+
+// key names the tool use the agent asks about, the same across a re-run
+// of the hook, so that the request raised before and its decision are
+// found again: the tool use's ID where the agent sends one; else the
+// session, the turn (Claude Code's prompt, Codex's turn) and a digest of
+// the tool and its input. A tool use asked about twice in one turn, with
+// the same input, is one request. Without a session the key is random:
+// one run of the hook, one request.
+func (in hookInput) key() string {
+	switch {
+	case in.SessionID == "":
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return "hook-" + hex.EncodeToString(b[:])
+	case in.ToolUseID != "":
+		return in.SessionID + "/" + in.ToolUseID
+	}
+	var input bytes.Buffer
+	if json.Compact(&input, in.ToolInput) != nil {
+		input.Write(in.ToolInput)
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(in.ToolName), input.Bytes()} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return in.SessionID + "/" + in.PromptID + in.TurnID + "/" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // hookOutput is the decision in the shape Claude Code and Codex read.
@@ -93,10 +125,10 @@ func hookOutput(d fleetstate.Decision) any {
 
 // Permission raises the request read from stdin and waits at most
 // timeout for its decision; ok is false when there is none to print:
-// undecided, refused, or no daemon reached within timeout. It retries
-// while the daemon cannot be reached or is restarting, with the same
-// key, so that the request raised before a restart, and a decision made
-// on it, are found again.
+// undecided, refused, or no daemon listening at the URL (said at once).
+// It retries while the daemon is restarting or not yet the fleet's
+// owner, with the same key, so that the request raised before, and a
+// decision made on it, are found again.
 func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Reader, stderr io.Writer) (fleetstate.Decision, bool) {
 	say := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "fleetstate hook permission: "+format+"\n", args...)
@@ -110,12 +142,7 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 		say("$FLEET_TOKEN or $FLEET_URL is not set: not in a fleet")
 		return fleetstate.Decision{}, false
 	}
-	key := in.SessionID + "/" + in.ToolUseID
-	if in.SessionID == "" || in.ToolUseID == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		key = "hook-" + hex.EncodeToString(b[:])
-	}
+	key := in.key()
 	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + mcpadapter.PermissionPath
 	deadline := time.Now().Add(timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(callSlack))
@@ -142,9 +169,14 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 		case ctx.Err() != nil:
 			say("no decision within %v", timeout)
 			return fleetstate.Decision{}, false
+		case errors.Is(err, syscall.ECONNREFUSED):
+			// Nobody listens there: no daemon serves the fleet, and the
+			// agent asks as usual at once rather than after the window.
+			say("no daemon at %s (%v): the agent asks as usual", env.URL, err)
+			return fleetstate.Decision{}, false
 		}
-		// No daemon, or one closing or not yet serving: try again until
-		// the window ends.
+		// A daemon closing, restarting or not yet the fleet's owner: try
+		// again until the window ends.
 		t := time.NewTimer(min(wait, max(time.Until(deadline), 0)))
 		select {
 		case <-ctx.Done():

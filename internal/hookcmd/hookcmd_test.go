@@ -156,3 +156,100 @@ func TestHookBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// What the CLIs send their PermissionRequest hook: no tool_use_id, so the
+// request is named by the session, the turn and the tool's input.
+const (
+	claudeRequest = `{"session_id":"c4b9af88","transcript_path":"/t.jsonl","cwd":"/src","prompt_id":"48a75633","permission_mode":"default","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"echo one > one.txt","description":"write one"}}`
+	codexRequest  = `{"session_id":"01a24500","turn_id":"01a24501","transcript_path":"/r.jsonl","cwd":"/src","hook_event_name":"PermissionRequest","model":"m","permission_mode":"default","tool_name":"Bash","tool_input":{"command":"echo one > one.txt && echo wrote-one","description":"write"}}`
+)
+
+// TestHookRerunIsTheSameRequest: the agent runs the hook again for the
+// same tool use (two hooks of one event, or a re-run after a restart):
+// without a tool_use_id from either CLI, both runs are one request, and
+// one decision answers both.
+func TestHookRerunIsTheSameRequest(t *testing.T) {
+	for name, req := range map[string]string{"claude": claudeRequest, "codex": codexRequest} {
+		t.Run(name, func(t *testing.T) {
+			f := newFleet(t)
+			var calls atomic.Int32
+			inner := f.srv.Config.Handler
+			f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				inner.ServeHTTP(w, r)
+			})
+			outs := make(chan string, 2)
+			for range 2 {
+				go func() {
+					var out, errOut bytes.Buffer
+					_ = hookcmd.Run(context.Background(), []string{"permission", "--timeout", "30s"}, hookcmd.Env{URL: f.srv.URL, Token: f.token},
+						strings.NewReader(req), &out, &errOut)
+					outs <- out.String()
+				}()
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for (calls.Load() < 2 || len(f.rv.PermissionRequests()) == 0) && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond) // polling a condition, with a deadline
+			}
+			pending := f.rv.PermissionRequests()
+			if len(pending) != 1 {
+				t.Fatalf("%d requests pending; want 1 for one tool use", len(pending))
+			}
+			if err := f.rv.DecidePermission("operator", pending[0].ID, fleetstate.Decision{Behavior: fleetstate.BehaviorAllow}); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if got := <-outs; !strings.Contains(got, `"behavior":"allow"`) {
+					t.Errorf("stdout %q; want the allow", got)
+				}
+			}
+		})
+	}
+}
+
+// TestHookKeyTellsToolUsesApart: another input, turn or session is
+// another tool use.
+func TestHookKeyTellsToolUsesApart(t *testing.T) {
+	keys := map[string]string{}
+	for name, req := range map[string]string{
+		"claude":               claudeRequest,
+		"codex":                codexRequest,
+		"claude, other input":  strings.Replace(claudeRequest, "one > one.txt", "two > two.txt", 1),
+		"claude, other turn":   strings.Replace(claudeRequest, "48a75633", "48a75634", 1),
+		"codex, other session": strings.Replace(codexRequest, `"01a24500"`, `"01a24509"`, 1),
+	} {
+		k := hookcmd.KeyOf([]byte(req))
+		if other, dup := keys[k]; dup {
+			t.Errorf("%s and %s have one key %q", name, other, k)
+		}
+		keys[k] = name
+		if again := hookcmd.KeyOf([]byte(req)); again != k {
+			t.Errorf("%s: key %q, then %q", name, k, again)
+		}
+	}
+}
+
+// TestHookWithoutDaemonReturnsAtOnce: nothing listens at $FLEET_URL: the
+// hook prints nothing and gives up at once, naming the daemon it could
+// not reach, instead of holding the agent for its whole window.
+func TestHookWithoutDaemonReturnsAtOnce(t *testing.T) {
+	dead := "http://" + fleettest.DeadAddr(t) + "/mcp"
+	done := make(chan struct{})
+	var out, errOut bytes.Buffer
+	go func() {
+		defer close(done)
+		_ = hookcmd.Run(context.Background(), []string{"permission", "--timeout", "10m"}, hookcmd.Env{URL: dead, Token: "fst_x"},
+			strings.NewReader(claudeRequest), &out, &errOut)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // far below the 10-minute window
+		t.Fatal("the hook still waits for an absent daemon")
+	}
+	if out.Len() != 0 {
+		t.Errorf("stdout %q; want nothing", out.String())
+	}
+	if !strings.Contains(errOut.String(), dead) || !strings.Contains(errOut.String(), "no daemon") {
+		t.Errorf("stderr %q; want it to name %s", errOut.String(), dead)
+	}
+}
