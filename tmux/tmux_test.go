@@ -513,3 +513,59 @@ func TestLiteral(t *testing.T) {
 		}
 	}
 }
+
+// TestQuestionOnScreenBeatsHooks: a screen the Blocked patterns match
+// reads BLOCKED, with its question, whatever the hooks reported last (a
+// CLI asks in its terminal after its hooks said it works); once the
+// question is gone the hooks decide again.
+func TestQuestionOnScreenBeatsHooks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	srv := newServer(t, script(t, "printf 'Bash command\\n  rm -rf build\\nDo you want to proceed?\\n> 1. Yes\\n  2. No\\n'; read line; clear; echo done > "+dir+"/answered; exec sleep 600"))
+	pats := &Patterns{Blocked: []string{`Do you want to proceed\?`}, Idle: []string{`^READY>`}}
+	p, err := NewPane(srv, "fleet:agent.0", &PaneOptions{Patterns: pats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Report(fleetstate.StatusWorking)
+	var st fleetstate.Status
+	if !fleettest.Until(waitLimit, 10*time.Millisecond, func() bool {
+		st, err = p.Status(ctx)
+		return err == nil && st == fleetstate.StatusBlocked
+	}) {
+		t.Fatalf("Status = %s, %v; want BLOCKED from the screen", st, err)
+	}
+	q := p.Question()
+	for _, want := range []string{"rm -rf build", "Do you want to proceed?", "2. No"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("Question() = %q; want it to hold %q", q, want)
+		}
+	}
+	run(t, srv, "send-keys", "-t", "fleet:agent.0", "Enter")
+	waitFile(t, filepath.Join(dir, "answered"), "done\n")
+	if !fleettest.Until(waitLimit, 10*time.Millisecond, func() bool {
+		st, err = p.Status(ctx)
+		return err == nil && st == fleetstate.StatusWorking
+	}) {
+		t.Fatalf("Status = %s, %v after the question; want the hooks' WORKING", st, err)
+	}
+	if q := p.Question(); q != "" {
+		t.Errorf("Question() = %q after the question; want none", q)
+	}
+}
+
+// TestInterrupt presses Escape in the pane, as a person stopping a
+// coding agent's work would.
+func TestInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "key")
+	srv := newServer(t, script(t, "stty raw -echo; dd bs=1 count=1 2>/dev/null | od -An -c | tr -d ' \\n' > "+out+".tmp && mv "+out+".tmp "+out+"; exec sleep 600"))
+	p, err := NewPane(srv, "fleet:agent.0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Interrupt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, out, `033`)
+}

@@ -361,7 +361,8 @@ func lastLines(s string, n int) string {
 }
 
 // StopPanes stops the agents of rec's tmux session: SIGTERM to each
-// pane's process group, a bounded wait, SIGKILL; then the session, and the
+// pane's process group, and to the processes the agents left with a
+// CODEX_HOME of the fleet's, a bounded wait, SIGKILL; then the session, and the
 // fleet's tmux server with it when no other session is left on it (its
 // socket too, when it is in store's private folder). It returns how many
 // agents stopped.
@@ -378,6 +379,10 @@ func StopPanes(ctx context.Context, store *fleetstate.Store, rec Record) (int, e
 		}
 	}
 	stopped := StopAll(pids, Alive)
+	// Codex starts daemons of its own (codex app-server) that leave the
+	// pane's process group and outlive it: the agents' CODEX_HOMEs name
+	// them.
+	StopAll(ProcessesWithEnv("CODEX_HOME", store.PrivatePath("agents")), Alive)
 	if len(panes) > 0 {
 		if _, err := srv.Run(ctx, "", "kill-session", "-t", "="+rec.Session); err != nil && !errors.Is(err, fleetstate.ErrMemberGone) {
 			return stopped, fmt.Errorf("down: tmux: %v", err)

@@ -26,3 +26,6 @@ func SignalTree(pid int, sig syscall.Signal) {
 		_ = p.Kill()
 	}
 }
+
+// ProcessesWithEnv finds nothing where there is no /proc to read.
+func ProcessesWithEnv(name, dir string) []int { return nil }

@@ -48,3 +48,35 @@ func SignalTree(pid int, sig syscall.Signal) {
 	_ = syscall.Kill(-pid, sig)
 	_ = syscall.Kill(pid, sig)
 }
+
+// ProcessesWithEnv returns the processes of this user whose environment
+// sets name to a path inside dir, as far as /proc shows them (Linux); none
+// elsewhere. down finds with it the daemons that Codex starts on its own
+// (codex app-server, whose parent is then 1) and that outlive the pane.
+func ProcessesWithEnv(name, dir string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	prefix := []byte(name + "=")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue // another user's, or gone
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, string(prefix)); ok {
+				if v == dir || strings.HasPrefix(v, dir+string(os.PathSeparator)) {
+					pids = append(pids, pid)
+				}
+				break
+			}
+		}
+	}
+	return pids
+}
