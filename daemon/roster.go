@@ -46,8 +46,10 @@ type Roster struct {
 	Programs map[string]*tmux.Patterns `json:"programs,omitempty"`
 	// Timeouts are the rendezvous bounds of the daemon fleetstate up
 	// starts, by the name of serve's flag without "-timeout": "send",
-	// "ask", "ready", "rejoin" (Go durations, "20s"). A daemon started by
-	// hand takes its flags instead.
+	// "ask", "ready", "rejoin" (Go durations, "20s"), and "permission",
+	// how long the members' PermissionRequest hook waits for a decision
+	// before the agent's own prompt shows (default 2m). A daemon started
+	// by hand takes its flags instead.
 	Timeouts map[string]string `json:"timeouts,omitempty"`
 	// Notify is the command of the daemon fleetstate up starts that is
 	// run for each event a person should see (serve --notify; up
@@ -94,6 +96,13 @@ type RosterAgent struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Trust is Roster.Trust for this agent alone.
 	Trust bool `json:"trust,omitempty"`
+}
+
+// PermissionWait returns how long the members' PermissionRequest hook
+// waits for a decision: timeouts.permission, or zero for the default.
+func (ro *Roster) PermissionWait() time.Duration {
+	d, _ := time.ParseDuration(ro.Timeouts["permission"])
+	return d
 }
 
 // Trusted reports whether the person consented that fleetstate up answer
@@ -255,12 +264,14 @@ func (ro *Roster) validate() error {
 	}
 	for _, k := range sortedKeys(ro.Timeouts) {
 		switch k {
-		case "send", "ask", "ready", "rejoin":
+		case "send", "ask", "ready", "rejoin", "permission":
 		default:
-			return fmt.Errorf("timeouts.%s: not a timeout: want send, ask, ready or rejoin", k)
+			return fmt.Errorf("timeouts.%s: not a timeout: want send, ask, ready, rejoin or permission", k)
 		}
 		if d, err := time.ParseDuration(ro.Timeouts[k]); err != nil || d <= 0 {
 			return fmt.Errorf("timeouts.%s: %q is not a positive duration such as \"20s\"", k, ro.Timeouts[k])
+		} else if k == "permission" && d > fleetstate.MaxPermissionTimeout {
+			return fmt.Errorf("timeouts.permission: %v is longer than a permission request may wait (%v)", d, fleetstate.MaxPermissionTimeout)
 		}
 	}
 	if ro.Approvals != nil {
@@ -342,7 +353,9 @@ func sortedKeys(m map[string]string) []string {
 func (ro *Roster) ServeFlags() []string {
 	var out []string
 	for _, k := range sortedKeys(ro.Timeouts) {
-		out = append(out, "--"+k+"-timeout", ro.Timeouts[k])
+		if k != "permission" { // the hooks', not the daemon's
+			out = append(out, "--"+k+"-timeout", ro.Timeouts[k])
+		}
 	}
 	if ro.Notify != "" {
 		out = append(out, "--notify", ro.Notify)

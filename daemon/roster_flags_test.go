@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestRosterServeFlags: the fleet file's timeouts and notify command are
@@ -27,5 +29,39 @@ func TestRosterServeFlags(t *testing.T) {
 	ro.Notify = ""
 	if got := ro.ServeFlags(); slices.Contains(got, "--notify") {
 		t.Errorf("ServeFlags() without notify = %q", got)
+	}
+}
+
+// TestRosterPermissionWaitAndTrust: timeouts.permission is the hooks'
+// wait, not a flag of the daemon; one longer than a request may wait is
+// refused; trust is the file's or the agent's own.
+func TestRosterPermissionWaitAndTrust(t *testing.T) {
+	dir := t.TempDir()
+	load := func(data string) (*Roster, error) {
+		path := filepath.Join(dir, "fleet.json")
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return LoadRoster(path, dir)
+	}
+	ro, err := load(`{"timeouts":{"permission":"5s","send":"20s"},"agents":[{"name":"lead","role":"lead"},{"name":"bob","role":"member","trust":true}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ro.PermissionWait(); got != 5*time.Second {
+		t.Errorf("PermissionWait() = %v; want 5s", got)
+	}
+	if got, want := ro.ServeFlags(), []string{"--send-timeout", "20s"}; !slices.Equal(got, want) {
+		t.Errorf("ServeFlags() = %q; want %q", got, want)
+	}
+	if ro.Trusted(ro.Agents[0]) || !ro.Trusted(ro.Agents[1]) {
+		t.Errorf("Trusted = %v, %v; want only bob", ro.Trusted(ro.Agents[0]), ro.Trusted(ro.Agents[1]))
+	}
+	ro, err = load(`{"trust":true,"agents":[{"name":"lead","role":"lead"}]}`)
+	if err != nil || !ro.Trusted(ro.Agents[0]) || ro.PermissionWait() != 0 {
+		t.Errorf("a file's trust: %v, %v", err, ro)
+	}
+	if _, err := load(`{"timeouts":{"permission":"2h"},"agents":[]}`); err == nil || !strings.Contains(err.Error(), "timeouts.permission") {
+		t.Errorf("a wait of 2h: %v; want an error naming timeouts.permission", err)
 	}
 }

@@ -19,6 +19,7 @@ package agentconf
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -237,7 +238,8 @@ func addString(obj map[string]any, path, key, s string) error {
 // server's approval and its tools' permission into workdir's
 // .claude/settings.json. It returns the files
 // it changed.
-func WriteClaudeConfig(workdir, bin string) ([]string, error) {
+func WriteClaudeConfig(workdir string, c Config) ([]string, error) {
+	bin := c.Bin
 	var changed []string
 	mcpPath := filepath.Join(workdir, ".mcp.json")
 	obj, err := readJSONObject(mcpPath)
@@ -284,7 +286,7 @@ func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 	if mode, _ := perms["defaultMode"].(string); mode == "" || mode == "auto" {
 		perms["defaultMode"] = "default"
 	}
-	if _, err := setFleetHooks(set, setPath, bin, "Notification"); err != nil {
+	if _, err := setFleetHooks(set, setPath, c, "Notification"); err != nil {
 		return nil, err
 	}
 	if w, err := writeJSONObject(setPath, set); err != nil {
@@ -295,18 +297,30 @@ func WriteClaudeConfig(workdir, bin string) ([]string, error) {
 	return changed, nil
 }
 
-// permissionWait is how long the PermissionRequest hook fleetstate up
-// writes waits for a decision, and permissionHookTimeout the seconds
-// after which the agent stops the hook (Claude Code's default is 60).
-const (
-	permissionWait        = 2 * time.Minute
-	permissionHookTimeout = int(permissionWait/time.Second) + 15
-)
+// DefaultPermissionWait is how long the PermissionRequest hook fleetstate
+// up writes waits for a decision unless the fleet file says otherwise;
+// the agent is told to stop the hook 15 s after that (Claude Code's
+// default is 60 s).
+const DefaultPermissionWait = 2 * time.Minute
 
 // permissionHook is the PermissionRequest hook's command; outside a
 // fleet it prints nothing, and the agent asks as usual.
-func permissionHook(bin string) string {
-	return `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " hook permission --timeout " + permissionWait.String() + " " + hookMarker
+func permissionHook(bin string, wait time.Duration) string {
+	return `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " hook permission --timeout " + wait.String() + " " + hookMarker
+}
+
+// Config is what the configuration of one agent's program refers to.
+type Config struct {
+	Bin string // the fleetstate binary the MCP proxy and the hooks run
+	URL string // the daemon's MCP endpoint (Codex's config names it; Claude Code's reads $FLEET_URL)
+	// Trust is the folder whose trust, and that of the hooks written,
+	// is recorded, as the CLI records a person's answers to its
+	// first-run questions (Codex; see TrustClaude for Claude Code); ""
+	// records none.
+	Trust string
+	// PermissionWait bounds the wait of the PermissionRequest hook for a
+	// decision; zero means DefaultPermissionWait.
+	PermissionWait time.Duration
 }
 
 // hookSpec is one hook command fleetstate up writes: where it sits in
@@ -325,12 +339,12 @@ type hookSpec struct {
 // and the PermissionRequest hook that raises the agent's permission
 // prompts in the fleet. Outside a fleet (no token in the environment)
 // every one of them does nothing. It returns the hooks it wrote.
-func setFleetHooks(obj map[string]any, path, bin string, extra ...string) ([]hookSpec, error) {
+func setFleetHooks(obj map[string]any, path string, c Config, extra ...string) ([]hookSpec, error) {
 	hooks, err := object(obj, path, "hooks")
 	if err != nil {
 		return nil, err
 	}
-	status := `test -z "$FLEET_TOKEN" || ` + shellQuote(bin) + " status " + hookMarker
+	status := `test -z "$FLEET_TOKEN" || ` + shellQuote(c.Bin) + " status " + hookMarker
 	var specs []hookSpec
 	for _, ev := range append(slices.Clone(statusHookEvents), extra...) {
 		specs = append(specs, hookSpec{event: ev, command: status, timeout: statusHookTimeout})
@@ -339,7 +353,8 @@ func setFleetHooks(obj map[string]any, path, bin string, extra ...string) ([]hoo
 	// unless told; this one waits up to its own bound. A second
 	// PermissionRequest hook beside the status hook: the agent runs
 	// both at once.
-	specs = append(specs, hookSpec{event: "PermissionRequest", command: permissionHook(bin), timeout: permissionHookTimeout})
+	wait := cmp.Or(c.PermissionWait, DefaultPermissionWait)
+	specs = append(specs, hookSpec{event: "PermissionRequest", command: permissionHook(c.Bin, wait), timeout: int(wait/time.Second) + 15})
 	for i := range specs {
 		if err := setHook(hooks, path, &specs[i]); err != nil {
 			return nil, err
@@ -398,7 +413,8 @@ func codexBlock(bin, url string) string {
 // Codex records the answers to its first-run questions: "Trust this
 // folder?" and "Hooks need review". Without it, Codex asks them in the
 // agent's pane.
-func WriteCodexConfig(home, bin, url, trust string) ([]string, error) {
+func WriteCodexConfig(home string, c Config) ([]string, error) {
+	bin, url, trust := c.Bin, c.URL, c.Trust
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, err
 	}
@@ -428,7 +444,7 @@ func WriteCodexConfig(home, bin, url, trust string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	specs, err := setFleetHooks(obj, hooksPath, bin)
+	specs, err := setFleetHooks(obj, hooksPath, c)
 	if err != nil {
 		return nil, err
 	}

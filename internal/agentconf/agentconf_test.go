@@ -43,7 +43,7 @@ func TestCodexConfig(t *testing.T) {
 	}
 	t.Setenv("CODEX_HOME", user)
 	home := filepath.Join(t.TempDir(), "codex")
-	files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp", "")
+	files, err := WriteCodexConfig(home, Config{Bin: "/bin/fleetstate", URL: "http://127.0.0.1:9/mcp"})
 	if err != nil || len(files) != 2 {
 		t.Fatalf("WriteCodexConfig: %v, %v; want config.toml and hooks.json", files, err)
 	}
@@ -63,7 +63,7 @@ func TestCodexConfig(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(home, "auth.json")); err != nil {
 		t.Errorf("the user's login is not linked: %v", err)
 	}
-	if files, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp", ""); err != nil || len(files) != 0 {
+	if files, err := WriteCodexConfig(home, Config{Bin: "/bin/fleetstate", URL: "http://127.0.0.1:9/mcp"}); err != nil || len(files) != 0 {
 		t.Errorf("second write: %v, %v; want nothing written", files, err)
 	}
 }
@@ -79,7 +79,7 @@ func TestClaudeConfigRefusesForeignShapes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".claude", "settings.json"), bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WriteClaudeConfig(dir, "/bin/fleetstate"); err == nil || !strings.Contains(err.Error(), "settings.json") {
+	if _, err := WriteClaudeConfig(dir, Config{Bin: "/bin/fleetstate"}); err == nil || !strings.Contains(err.Error(), "settings.json") {
 		t.Errorf("WriteClaudeConfig: %v; want an error naming settings.json", err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, ".claude", "settings.json")); string(got) != string(bad) {
@@ -133,7 +133,7 @@ func TestEnvFileRoundTrip(t *testing.T) {
 func TestClaudePermissionHook(t *testing.T) {
 	dir := t.TempDir()
 	for range 2 {
-		if _, err := WriteClaudeConfig(dir, "/bin/fleetstate"); err != nil {
+		if _, err := WriteClaudeConfig(dir, Config{Bin: "/bin/fleetstate"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +191,7 @@ func TestClaudePermissionMode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := WriteClaudeConfig(dir, "/bin/fleetstate"); err != nil {
+		if _, err := WriteClaudeConfig(dir, Config{Bin: "/bin/fleetstate"}); err != nil {
 			t.Fatal(err)
 		}
 		var set struct {
@@ -239,7 +239,7 @@ func TestCodexHookHash(t *testing.T) {
 func TestCodexTrust(t *testing.T) {
 	t.Setenv("CODEX_HOME", t.TempDir())
 	home := filepath.Join(t.TempDir(), "codex")
-	if _, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp", ""); err != nil {
+	if _, err := WriteCodexConfig(home, Config{Bin: "/bin/fleetstate", URL: "http://127.0.0.1:9/mcp"}); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(filepath.Join(home, "config.toml"))
@@ -247,7 +247,7 @@ func TestCodexTrust(t *testing.T) {
 		t.Errorf("trust recorded without consent:\n%s", data)
 	}
 	for range 2 {
-		if _, err := WriteCodexConfig(home, "/bin/fleetstate", "http://127.0.0.1:9/mcp", "/src/proj"); err != nil {
+		if _, err := WriteCodexConfig(home, Config{Bin: "/bin/fleetstate", URL: "http://127.0.0.1:9/mcp", Trust: "/src/proj"}); err != nil {
 			t.Fatal(err)
 		}
 	}

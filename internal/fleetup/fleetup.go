@@ -601,7 +601,7 @@ func ConfigureAgents(store *fleetstate.Store, tokens *mcpadapter.Tokens, ro *dae
 		var files []string
 		switch a.Program {
 		case daemon.ProgramClaude:
-			files, err = agentconf.WriteClaudeConfig(a.Workdir, bin)
+			files, err = agentconf.WriteClaudeConfig(a.Workdir, agentconf.Config{Bin: bin, PermissionWait: ro.PermissionWait()})
 			if err == nil && a.Command != nil && ro.Trusted(a) {
 				config := agentconf.ClaudeConfigPath(agentEnv(a))
 				var w bool
@@ -612,11 +612,11 @@ func ConfigureAgents(store *fleetstate.Store, tokens *mcpadapter.Tokens, ro *dae
 		case daemon.ProgramCodex:
 			home := store.PrivatePath("agents/" + a.Name + "/codex")
 			env["CODEX_HOME"] = home
-			trust := ""
+			c := agentconf.Config{Bin: bin, URL: url, PermissionWait: ro.PermissionWait()}
 			if a.Command != nil && ro.Trusted(a) {
-				trust = agentconf.ProjectRoot(a.Workdir)
+				c.Trust = agentconf.ProjectRoot(a.Workdir)
 			}
-			files, err = agentconf.WriteCodexConfig(home, bin, url, trust)
+			files, err = agentconf.WriteCodexConfig(home, c)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("up: agents[%d] (%s): %v", i, a.Name, err)
