@@ -10,14 +10,15 @@ import (
 )
 
 // The environment variables that turn a skip into a failure. .ci/run sets
-// them all, so that in CI a test that needs tmux, a tmpfs, npm or Chromium
-// runs and never skips; on a developer's machine without them the test skips and
-// says why.
+// them all, so that in CI a test that needs tmux, a tmpfs, npm, Chromium
+// or the real coding-agent CLIs runs and never skips; on a developer's
+// machine without them the test skips and says why.
 const (
 	RequireTmux        = "FLEETSTATE_REQUIRE_TMUX"
 	RequireTmpfs       = "FLEETSTATE_REQUIRE_TMPFS"
 	RequireConformance = "FLEETSTATE_REQUIRE_CONFORMANCE"
 	RequireChromium    = "FLEETSTATE_REQUIRE_CHROMIUM"
+	RequireAgents      = "FLEETSTATE_REQUIRE_AGENTS"
 )
 
 // Unavailable ends tb because something it needs from the machine is
