@@ -61,9 +61,11 @@
 // thus answered the same, with the same ids. A say ends the turn; the
 // next user message without a script of its own goes on with the step
 // after it. Past the last step the answer is [EndText]. A request whose
-// conversation holds no script, and one that offers no tools (a side
-// request, such as Codex's title), is answered [NoScriptText]; a script
-// with a malformed line is answered with the error's text.
+// conversation holds no script, and one that offers no tools, is
+// answered [NoScriptText]; one that asks for JSON of a schema (Codex's
+// title of a new thread, which quotes the prompt, script and all) with
+// an object of the schema's required properties; a script with a
+// malformed line with the error's text.
 //
 // # Usage
 //

@@ -25,6 +25,12 @@ type responsesRequest struct {
 	Stream bool   `json:"stream"`
 	Input  []item `json:"input"`
 	Tools  []tool `json:"tools"`
+	Text   struct {
+		Format struct {
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"format"`
+	} `json:"text"`
 }
 
 type tool struct {
@@ -160,7 +166,13 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *Request) {
 	}
 	c := readResponses(r, &req)
 	a := s.plan(c)
-	if len(req.Tools) == 0 {
+	switch {
+	case req.Text.Format.Type == "json_schema":
+		// A side request that wants JSON, such as Codex's title of a new
+		// thread: it quotes the user's prompt, script and all, and offers
+		// a tool or two, but a tool call is no answer to it.
+		a = action{step: -1, kind: StepSay, text: schemaAnswer(req.Text.Format.Schema), usage: s.usage}
+	case len(req.Tools) == 0:
 		a = action{step: -1, kind: StepSay, text: NoScriptText, usage: s.usage}
 	}
 	r.Answer.Step, r.Answer.Usage, r.Answer.Status = a.step, a.usage, http.StatusOK
@@ -229,4 +241,36 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *Request) {
 	}
 	event("response.output_item.done", map[string]any{"output_index": 0, "item": done})
 	event("response.completed", map[string]any{"response": response("completed", []any{done}, openaiUsage(a.usage))})
+}
+
+// schemaAnswer returns a JSON object that satisfies schema, as far as a
+// side request's schema goes: each required property of a simple type,
+// a string being [NoScriptText]. Codex's title schema asks for
+// {"title": string}.
+func schemaAnswer(schema json.RawMessage) string {
+	var sch struct {
+		Properties map[string]struct {
+			Type string `json:"type"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	json.Unmarshal(schema, &sch)
+	out := map[string]any{}
+	for _, name := range sch.Required {
+		switch sch.Properties[name].Type {
+		case "string":
+			out[name] = NoScriptText
+		case "number", "integer":
+			out[name] = 0
+		case "boolean":
+			out[name] = false
+		case "array":
+			out[name] = []any{}
+		case "null":
+			out[name] = nil
+		default:
+			out[name] = map[string]any{}
+		}
+	}
+	return string(mustJSON(out))
 }

@@ -454,6 +454,7 @@ func TestResponses(t *testing.T) {
 		tools []any
 		want  wire
 		step  int
+		text  any // the request's "text", its output format
 	}{
 		{name: "no script", input: []any{input("user", "<environment_context/>"), input("user", "hello")}, tools: codexTools,
 			want: wire{Text: "ok", Stop: "completed"}, step: -1},
@@ -473,10 +474,26 @@ func TestResponses(t *testing.T) {
 		{name: "a say ends a turn and the next message goes on", input: []any{input("user", "[[script]]\nsay one\nbash ls\n[[end]]"), input("assistant", "one"), input("user", "go on")},
 			tools: codexTools, want: wire{Tool: "exec_command", Input: `{"cmd":"ls","justification":"The test's script runs this command.","sandbox_permissions":"require_escalated"}`, Stop: "completed"}, step: 1},
 	}
+	titleSchema := map[string]any{"type": "json_schema", "strict": true, "name": "codex_output_schema", "schema": map[string]any{
+		"type": "object", "required": []string{"title"}, "additionalProperties": false,
+		"properties": map[string]any{"title": map[string]any{"type": "string", "minLength": 1, "maxLength": 36}}}}
+	tests = append(tests, struct {
+		name  string
+		input []any
+		tools []any
+		want  wire
+		step  int
+		text  any
+	}{name: "a side request for JSON", input: []any{input("user", "Generate a concise, single-line task title.\n\nUser prompt:\n"+script1)},
+		tools: codexTools[:1], text: map[string]any{"format": titleSchema}, want: wire{Text: `{"title":"ok"}`, Stop: "completed"}, step: -1})
 	srv := modelserver.Start(t, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, body := post(t, srv.URL()+"/v1/responses", map[string]any{"model": "gpt-test", "stream": true, "input": tt.input, "tools": tt.tools})
+			req := map[string]any{"model": "gpt-test", "stream": true, "input": tt.input, "tools": tt.tools}
+			if tt.text != nil {
+				req["text"] = tt.text
+			}
+			status, body := post(t, srv.URL()+"/v1/responses", req)
 			if status != http.StatusOK {
 				t.Fatalf("status %d: %s", status, body)
 			}

@@ -19,9 +19,13 @@ const (
 // CodexProvider is the name of the model provider [CodexHome] configures.
 const CodexProvider = "scripted"
 
-// CodexModel is the model [CodexHome] configures: the default of Codex
-// 0.169.0, so that Codex shows no notice about a model it does not know.
-const CodexModel = "gpt-5.5"
+// CodexModel is the model [CodexHome] configures, the default of Codex
+// 0.169.0, and codexMigration the model Codex offers to move it to on
+// its first start ("Meet GPT-6 Sol"), an offer [CodexHome] marks as seen.
+const (
+	CodexModel     = "gpt-5.5"
+	codexMigration = "gpt-6-sol"
+)
 
 // foreignEnv are the prefixes of the environment variables of the
 // machine's own agents and vendors, which [Env] leaves out.
@@ -66,7 +70,11 @@ func ClaudeHome(tb testing.TB, home, baseURL, apiKey string) []string {
 		"theme":                  "dark",
 		"numStartups":            1,
 		"autoUpdates":            false,
-		"customApiKeyResponses":  map[string]any{"approved": []string{approved}, "rejected": []string{}},
+		// The notice of auto mode, and the logo's animation, are shown
+		// once; a returning user has seen them.
+		"hasSeenAutoDefaultNotice": true,
+		"lastClawdEntranceVersion": version(ClaudeCodePackage),
+		"customApiKeyResponses":    map[string]any{"approved": []string{approved}, "rejected": []string{}},
 	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -120,7 +128,13 @@ enabled = false
 [notice]
 hide_full_access_warning = true
 hide_rate_limit_model_nudge = true
-`, CodexModel, CodexProvider, CodexProvider, strings.TrimSuffix(baseURL, "/")+"/v1", CodexKeyEnv)
+
+[notice.model_migrations]
+%q = %q
+
+[tui]
+screen_reader_detection_done = true
+`, CodexModel, CodexProvider, CodexProvider, strings.TrimSuffix(baseURL, "/")+"/v1", CodexKeyEnv, CodexModel, codexMigration)
 	if extra != "" {
 		cfg += "\n" + extra + "\n"
 	}
