@@ -461,7 +461,7 @@ func (ro *Roster) panes() (map[string]*tmux.Pane, error) {
 		if srv == nil {
 			srv = tmux.NewServer(ro.TmuxSocket)
 		}
-		opts := &tmux.PaneOptions{Patterns: ro.patterns(a)}
+		opts := &tmux.PaneOptions{Patterns: ro.patterns(a), InterruptCommands: agent.InterruptCommands(a.Program)}
 		var p *tmux.Pane
 		var err error
 		if a.Command != nil {

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fleetstate/fleetstate"
 )
@@ -277,6 +278,17 @@ type PaneOptions struct {
 	// ScreenLines is how many lines at the bottom of the screen the
 	// patterns look at. Zero means 15.
 	ScreenLines int
+	// HookSettle is how long a hook's report of WORKING or BLOCKED stands
+	// against a screen that reads IDLE: the screen lags the hook for a
+	// moment when a turn starts, and a turn a person interrupts (Esc)
+	// ends without the Stop hook, after which the idle screen is the
+	// truth. Zero means 2 s.
+	HookSettle time.Duration
+	// InterruptCommands are typed into the pane, each followed by Enter,
+	// after the Escape that interrupts the agent (see [Pane.Interrupt]):
+	// Codex's "/stop", which ends the commands Codex leaves running in
+	// the background of an interrupted turn.
+	InterruptCommands []string
 }
 
 // defaultScreenLines is the ScreenLines of a zero PaneOptions.
@@ -288,7 +300,10 @@ const defaultScreenLines = 15
 // hooks when it reports them ([Pane.Report]) and from screen patterns
 // otherwise, except that a screen the Blocked patterns match (a question
 // of the program's own, such as a permission prompt) reads BLOCKED
-// whatever the hooks said, with its question ([Pane.Question]). A pane
+// whatever the hooks said, with its question ([Pane.Question]), and a
+// screen the Idle patterns match reads IDLE once the hooks' last report
+// is [PaneOptions].HookSettle old (an interrupted turn ends without a
+// hook). A pane
 // that no longer exists is [fleetstate.ErrMemberGone].
 //
 // A Pane is safe for concurrent use.
@@ -300,14 +315,21 @@ type Pane struct {
 	clear   []string
 	pats    *compiled
 	screen  int
+	settle  time.Duration
+	// interrupt are the commands typed after Escape by Interrupt.
+	interrupt []string
 
 	mu        sync.Mutex
 	paneID    string            // guarded by mu; the pane target resolves to ("%N"), once known
 	turnStart int               // guarded by mu; absolute line where the last delivery began, -1 before any
 	hook      fleetstate.Status // guarded by mu
 	hooked    bool              // guarded by mu; a hook has reported
+	hookedAt  time.Time         // guarded by mu; when
 	question  string            // guarded by mu; what the screen asked at the last status read
 }
+
+// defaultHookSettle is the HookSettle of a zero PaneOptions.
+const defaultHookSettle = 2 * time.Second
 
 // NewPane returns the pane target (a tmux target such as "fleet:0.1" or a
 // pane ID such as "%3") on srv.
@@ -319,12 +341,15 @@ func NewPane(srv *Server, target string, opts *PaneOptions) (*Pane, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pane{srv: srv, target: target, clear: opts.ClearKeys, pats: pats, screen: opts.ScreenLines, turnStart: -1}
+	p := &Pane{srv: srv, target: target, clear: opts.ClearKeys, pats: pats, screen: opts.ScreenLines, settle: opts.HookSettle, interrupt: opts.InterruptCommands, turnStart: -1}
 	if p.clear == nil {
 		p.clear = []string{"C-e", "C-u"}
 	}
 	if p.screen <= 0 {
 		p.screen = defaultScreenLines
+	}
+	if p.settle <= 0 {
+		p.settle = defaultHookSettle
 	}
 	return p, nil
 }
@@ -363,7 +388,7 @@ func (p *Pane) fixed() bool { return p.agent == "" && strings.HasPrefix(p.target
 // read.
 func (p *Pane) Report(st fleetstate.Status) {
 	p.mu.Lock()
-	p.hook, p.hooked = st, true
+	p.hook, p.hooked, p.hookedAt = st, true, time.Now()
 	p.mu.Unlock()
 }
 
@@ -505,7 +530,7 @@ func (p *Pane) Status(ctx context.Context) (fleetstate.Status, error) {
 		return fleetstate.StatusUnknown, err
 	}
 	p.mu.Lock()
-	hook, hooked := p.hook, p.hooked
+	hook, hooked, since := p.hook, p.hooked, time.Since(p.hookedAt)
 	p.mu.Unlock()
 	st, q := hook, ""
 	if p.pats != nil {
@@ -517,7 +542,7 @@ func (p *Pane) Status(ctx context.Context) (fleetstate.Status, error) {
 		switch seen := p.pats.classify(screen); {
 		case seen == fleetstate.StatusBlocked:
 			st, q = seen, question(screen)
-		case !hooked:
+		case !hooked || seen == fleetstate.StatusIdle && since >= p.settle:
 			st = seen
 		case st == fleetstate.StatusBlocked:
 			// The hooks said the program asks (a permission prompt) and
@@ -543,15 +568,50 @@ func (p *Pane) Question() string {
 }
 
 // Interrupt implements [fleetstate.Interrupter]: it presses Escape in the
-// pane, which stops the work of Claude Code and Codex.
+// pane, which stops the work of Claude Code and Codex; then, once the
+// screen reads idle (for a few seconds at most), it types each of the
+// pane's [PaneOptions].InterruptCommands, as a person stopping what the
+// agent left running would.
 func (p *Pane) Interrupt(ctx context.Context) error {
 	in, err := p.info(ctx)
 	if err != nil {
 		return err
 	}
-	_, err = p.srv.Run(ctx, "", "send-keys", "-t", in.id, "Escape")
-	return err
+	if _, err = p.srv.Run(ctx, "", "send-keys", "-t", in.id, "Escape"); err != nil || len(p.interrupt) == 0 {
+		return err
+	}
+	deadline := time.Now().Add(interruptWait)
+	for p.pats != nil && time.Now().Before(deadline) && ctx.Err() == nil {
+		screen, err := p.srv.Run(ctx, "", "capture-pane", "-p", "-J", "-t", in.id)
+		if err != nil {
+			return err
+		}
+		if p.pats.classify(lastLines(screen, p.screen)) == fleetstate.StatusIdle {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, c := range p.interrupt {
+		if _, err := p.srv.Run(ctx, "", "send-keys", "-t", in.id, "-l", "--", c); err != nil {
+			return err
+		}
+		// Keys that follow typed text at once are taken for part of a
+		// paste (Codex reads its Enter as a newline of the text).
+		time.Sleep(typedEnterPause)
+		if _, err := p.srv.Run(ctx, "", "send-keys", "-t", in.id, "Enter"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// interruptWait bounds the wait of Interrupt for the screen to read idle
+// after Escape, and typedEnterPause is the pause between a command it
+// types and the Enter that submits it.
+const (
+	interruptWait   = 5 * time.Second
+	typedEnterPause = 500 * time.Millisecond
+)
 
 // Tail implements [fleetstate.Member]: the lines from the last delivery's
 // prompt to the cursor, wrapped lines joined, at most lines of them;

@@ -569,3 +569,27 @@ func TestInterrupt(t *testing.T) {
 	}
 	waitFile(t, out, `033`)
 }
+
+// TestIdleScreenEndsAStaleHookReport: a turn interrupted at the pane ends
+// without the Stop hook, so the hooks' WORKING stands only HookSettle
+// against a screen that reads idle; a fresh report wins.
+func TestIdleScreenEndsAStaleHookReport(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, script(t, "printf 'READY> '; exec sleep 600"))
+	p, err := NewPane(srv, "fleet:agent.0", &PaneOptions{Patterns: &Patterns{Idle: []string{`^READY>`}}, HookSettle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitScreen(t, srv, "READY>")
+	p.Report(fleetstate.StatusWorking)
+	if st, err := p.Status(ctx); err != nil || st != fleetstate.StatusWorking {
+		t.Fatalf("Status right after the hook's WORKING = %s, %v; want WORKING", st, err)
+	}
+	var st fleetstate.Status
+	if !fleettest.Until(waitLimit, 10*time.Millisecond, func() bool {
+		st, err = p.Status(ctx)
+		return err == nil && st == fleetstate.StatusIdle
+	}) {
+		t.Fatalf("Status = %s, %v; want IDLE once the report is older than HookSettle", st, err)
+	}
+}

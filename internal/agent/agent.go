@@ -95,6 +95,17 @@ type ScreenPatterns struct {
 	Working, Blocked, Idle []string
 }
 
+// InterruptCommands returns what is typed into program's terminal, after
+// the Escape that interrupts its turn, to stop what the turn left running:
+// Codex keeps an interrupted turn's commands running in the background
+// until /stop.
+func InterruptCommands(program string) []string {
+	if program == "codex" {
+		return []string{"/stop"}
+	}
+	return nil
+}
+
 // ScreenPatternsOf returns the built-in screen patterns of program
 // ("claude" or "codex"); ok is false for any other program.
 func ScreenPatternsOf(program string) (p ScreenPatterns, ok bool) {
