@@ -159,32 +159,54 @@ func Unescape(s string) (string, error) {
 }
 
 // Clip returns the first n characters of [Escape](s) and, when that cuts
-// anything off, a mark that says how much: "… (+1234 more characters)".
+// anything off, a [Mark] that says how much: "… (+1234 more characters)".
 // An escape is never cut in two: a clip ends before it or after it. The
 // count is of the escaped text's characters.
 func Clip(s string, n int) string {
+	head, rest := Cut(s, n)
+	if rest == 0 {
+		return head
+	}
+	return head + Mark(rest)
+}
+
+// Quote is [Clip] with the escaped text in double quotes and the mark,
+// if any, after them: "git status\n"… (+93 more characters).
+func Quote(s string, n int) string {
+	head, rest := Cut(s, n)
+	if rest == 0 {
+		return `"` + head + `"`
+	}
+	return `"` + head + `"` + Mark(rest)
+}
+
+// Cut returns the first n characters of [Escape](s), never half an
+// escape, and how many characters of the escaped text it left out.
+func Cut(s string, n int) (head string, rest int) {
 	e := Escape(s)
-	if utf8.RuneCountInString(e) <= n {
-		return e
+	total := utf8.RuneCountInString(e)
+	if total <= n {
+		return e, 0
 	}
 	cut, count := 0, 0
 	for i, w := 0, 0; i < len(e); i += w {
-		w = 1
 		if e[i] == '\\' {
 			w = escapeLen(e[i:])
 		} else {
 			_, w = utf8.DecodeRuneInString(e[i:])
 		}
-		if count+utf8.RuneCountInString(e[i:i+w]) > n {
+		c := utf8.RuneCountInString(e[i : i+w])
+		if count+c > n {
 			break
 		}
-		count += utf8.RuneCountInString(e[i : i+w])
+		count += c
 		cut = i + w
 	}
-	return e[:cut] + Mark(utf8.RuneCountInString(e[cut:]))
+	return e[:cut], total - count
 }
 
-// Mark is what a view writes in place of the rest characters it clipped.
+// Mark is what a view writes in place of the rest characters it left
+// out of a text.
 func Mark(rest int) string {
 	if rest == 1 {
 		return "… (+1 more character)"

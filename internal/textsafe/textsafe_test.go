@@ -74,6 +74,15 @@ func TestClip(t *testing.T) {
 	}
 }
 
+func TestQuote(t *testing.T) {
+	if got, want := textsafe.Quote("ls -l", 10), `"ls -l"`; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+	if got, want := textsafe.Quote("git status\n\n; rm -rf ~/work", 12), `"git status\n"… (+17 more characters)`; got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}
+
 func TestUnescapeRefuses(t *testing.T) {
 	for _, in := range []string{`\`, `a\q`, `\u12`, `\xzz`, `\U0000`} {
 		if got, err := textsafe.Unescape(in); err == nil {
