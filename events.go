@@ -35,8 +35,8 @@ const (
 	EventMemberRemoved EventKind = "member_removed" // a member was removed (its token revoked)
 	// Permission requests: Permission is the request.
 	EventPermissionRequested EventKind = "permission_requested" // a member asks to use a tool
-	EventPermissionDecided   EventKind = "permission_decided"   // someone, or a rule, decided; Permission.Decision says how and who
-	EventPermissionExpired   EventKind = "permission_expired"   // it ended undecided; Content says why
+	EventPermissionDecided   EventKind = "permission_decided"   // someone, or a rule, decided: Permission.Decision says how, By who, Content the message
+	EventPermissionExpired   EventKind = "permission_expired"   // it ended undecided: Content says why, By "timeout" or "clean"
 )
 
 // Event is one thing that happened in the fleet. Fields that do not apply
@@ -58,6 +58,8 @@ type Event struct {
 	Held bool `json:"held,omitempty"`
 	// Permission is the request of a permission event.
 	Permission *PermissionRequest `json:"permission,omitempty"`
+	// By names who or what ended a permission request: "operator", a lead, "rule …", "timeout" or "clean".
+	By string `json:"by,omitempty"`
 	// Gap counts the events this subscriber missed just before this one,
 	// because its buffer was full.
 	Gap uint64 `json:"gap,omitempty"`

@@ -113,7 +113,7 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 		r.addPermission(p)
 		r.publish(Event{Kind: EventPermissionRequested, Member: member, Permission: p.Copy()})
 		if p.Decision != nil {
-			r.publish(Event{Kind: EventPermissionDecided, Member: member, Content: p.Decision.Message, Permission: p.Copy()})
+			r.publish(Event{Kind: EventPermissionDecided, Member: member, Content: p.Decision.Message, Permission: p.Copy(), By: p.Decision.By})
 		}
 	}
 	r.unlockW()
@@ -177,7 +177,7 @@ func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 		return withOp(op, err)
 	}
 	p.Decide(d)
-	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: p.Copy()})
+	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: p.Copy(), By: by})
 	return nil
 }
 
@@ -196,16 +196,16 @@ func (r *Rendezvous) addPermission(p *permit.Entry) {
 		r.lockW()
 		defer r.unlockW()
 		if !r.closed && r.perms.Holds(p) {
-			r.endPermission(p, "its window passed undecided")
+			r.endPermission(p, "timeout", "its window passed undecided")
 		}
 	})
 }
 
 // endPermission forgets p; a pending p ends undecided, with an event that
-// says why. r.mu and r.wmu must be held.
-func (r *Rendezvous) endPermission(p *permit.Entry, why string) {
+// says what ended it (by) and why. r.mu and r.wmu must be held.
+func (r *Rendezvous) endPermission(p *permit.Entry, by, why string) {
 	if r.perms.End(p) {
-		r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: why, Permission: p.Copy()})
+		r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: why, Permission: p.Copy(), By: by})
 	}
 	r.j.releasePermission(p.ID)
 }
@@ -214,7 +214,7 @@ func (r *Rendezvous) endPermission(p *permit.Entry, why string) {
 // journal's records go with its reset. r.mu and r.wmu must be held.
 func (r *Rendezvous) cleanPermissions() {
 	r.perms.Clean(func(p *permit.Entry) {
-		r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: "the fleet was cleaned", Permission: p.Copy()})
+		r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: "the fleet was cleaned", Permission: p.Copy(), By: "clean"})
 	})
 }
 

@@ -13,8 +13,14 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/internal/procgroup"
+	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
+
+// logInput is how many characters of a permission request's input, or
+// of its decision's message, an event's log line holds.
+const logInput = 200
 
 // logEvents writes each event of sub to log as one structured line, until
 // the subscription ends. A gap (the logger fell behind) is logged too.
@@ -23,27 +29,45 @@ func logEvents(log *slog.Logger, sub *fleetstate.Subscription) {
 		if e.Gap > 0 {
 			log.Warn("fleetstate: events not logged: the log fell behind", "missed", e.Gap)
 		}
-		attrs := []any{"seq", e.Seq, "kind", e.Kind}
-		for _, kv := range [][2]string{{"member", e.Member}, {"lead", e.Lead}, {"turn", e.TurnID}, {"ticket", e.Ticket}, {"status", e.Status}} {
-			if kv[1] != "" {
-				attrs = append(attrs, kv[0], kv[1])
-			}
-		}
-		if o := e.Outcome; o != nil {
-			attrs = append(attrs, "outcome", o.Kind)
-			if o.Reason != "" {
-				attrs = append(attrs, "reason", o.Reason)
-			}
-			attrs = append(attrs, "held", e.Held)
-		}
-		if p := e.Permission; p != nil {
-			attrs = append(attrs, "request", p.ID, "tool", p.Tool)
-			if d := p.Decision; d != nil {
-				attrs = append(attrs, "behavior", d.Behavior, "by", d.By)
-			}
-		}
-		log.Info("fleetstate: event", attrs...)
+		logEvent(log, e)
 	}
+}
+
+// logEvent writes e to log as one structured line.
+func logEvent(log *slog.Logger, e fleetstate.Event) {
+	attrs := []any{"seq", e.Seq, "kind", e.Kind}
+	for _, kv := range [][2]string{{"member", e.Member}, {"lead", e.Lead}, {"turn", e.TurnID}, {"ticket", e.Ticket}, {"status", e.Status}} {
+		if kv[1] != "" {
+			attrs = append(attrs, kv[0], kv[1])
+		}
+	}
+	if o := e.Outcome; o != nil {
+		attrs = append(attrs, "outcome", o.Kind)
+		if o.Reason != "" {
+			attrs = append(attrs, "reason", o.Reason)
+		}
+		attrs = append(attrs, "held", e.Held)
+	}
+	if p := e.Permission; p != nil {
+		// What was asked, escaped and clipped: a log line stays one
+		// line, and shows what a terminal would hide.
+		attrs = append(attrs, "request", p.ID, "tool", textsafe.Clip(p.Tool, 60),
+			"input", textsafe.Clip(agent.MainInput(p.Tool, p.Input), logInput))
+		if d := p.Decision; d != nil {
+			attrs = append(attrs, "behavior", d.Behavior)
+		}
+		by := e.By
+		if by == "" && p.Decision != nil {
+			by = p.Decision.By
+		}
+		if by != "" {
+			attrs = append(attrs, "by", textsafe.Clip(by, 60))
+		}
+		if e.Content != "" {
+			attrs = append(attrs, "message", textsafe.Clip(e.Content, logInput))
+		}
+	}
+	log.Info("fleetstate: event", attrs...)
 }
 
 // Bounds of the notification command.

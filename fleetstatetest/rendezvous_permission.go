@@ -74,15 +74,19 @@ func testPermissionAllow(t *testing.T, s suite) {
 			t.Fatalf("pending after the decision = %+v; want none", left)
 		}
 		var kinds []fleetstate.EventKind
+		var last fleetstate.Event
 		for len(kinds) < 2 {
-			e := <-sub.Events()
-			if e.Permission == nil || e.Permission.ID != p.ID {
-				t.Fatalf("event %+v; want one of the request", e)
+			last = <-sub.Events()
+			if last.Permission == nil || last.Permission.ID != p.ID || last.Permission.Tool != "Bash" || last.Permission.Input != `{"command":"ls"}` {
+				t.Fatalf("event %+v; want one of the request, with its tool and input", last)
 			}
-			kinds = append(kinds, e.Kind)
+			kinds = append(kinds, last.Kind)
 		}
 		if kinds[0] != fleetstate.EventPermissionRequested || kinds[1] != fleetstate.EventPermissionDecided {
 			t.Fatalf("events %v; want requested, decided", kinds)
+		}
+		if d := last.Permission.Decision; last.By != "operator" || d == nil || d.Behavior != fleetstate.BehaviorAllow {
+			t.Fatalf("decided event by %q, decision %+v; want allow by operator", last.By, d)
 		}
 	})
 }
@@ -109,12 +113,20 @@ func testPermissionDenyWithMessage(t *testing.T, s suite) {
 func testPermissionTimeoutUndecided(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
 		f := s.newFleet(t, nil)
+		sub, _ := f.r.Subscribe(0)
+		defer sub.Close()
 		req := bashRequest("make", "")
 		req.Timeout = 30 * time.Second
 		start := time.Now()
 		got := f.ask(context.Background(), "scout", req)
 		p := f.pending()
 		res := <-got
+		if e := <-sub.Events(); e.Kind != fleetstate.EventPermissionRequested {
+			t.Fatalf("event %+v; want the request", e)
+		}
+		if e := <-sub.Events(); e.Kind != fleetstate.EventPermissionExpired || e.By != "timeout" || e.Content == "" || e.Permission.Tool != "Bash" {
+			t.Fatalf("event %+v; want it expired by timeout, saying why, with the request", e)
+		}
 		if res.err != nil || res.ok || res.d.Behavior != "" {
 			t.Fatalf("RequestPermission past its window = %+v, %v, %v; want undecided", res.d, res.ok, res.err)
 		}
@@ -285,8 +297,8 @@ func testPermissionPolicy(t *testing.T, s suite) {
 			t.Fatalf("RequestPermission under a rule = %+v, %v, %v; want allow by the rule", d, ok, err)
 		}
 		for _, want := range []fleetstate.EventKind{fleetstate.EventPermissionRequested, fleetstate.EventPermissionDecided} {
-			if e := <-sub.Events(); e.Kind != want {
-				t.Fatalf("event %+v; want %s", e, want)
+			if e := <-sub.Events(); e.Kind != want || want == fleetstate.EventPermissionDecided && e.By != "rule Read(*)" {
+				t.Fatalf("event %+v; want %s (a decision by the rule)", e, want)
 			}
 		}
 		got := f.ask(context.Background(), "scout", bashRequest("ls", ""))

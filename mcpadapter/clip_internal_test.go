@@ -62,3 +62,17 @@ func TestClipSnapshotPermissions(t *testing.T) {
 		t.Errorf("clipSnapshot changed the snapshot it was given: %+v", snap.Permissions)
 	}
 }
+
+// The recent events keep a permission request's input clipped, with its
+// length, as the snapshot keeps it.
+func TestClipEventPermission(t *testing.T) {
+	long := `{"command":"` + strings.Repeat("x", 20) + `"}`
+	e := fleetstate.Event{Kind: fleetstate.EventPermissionRequested, Permission: &fleetstate.PermissionRequest{ID: "p1", Tool: "Bash", Input: long}}
+	got := clipEvent(e, 8)
+	if p := got.Permission; p.Input != long[:8] || p.InputBytes != len(long) || p.Tool != "Bash" {
+		t.Errorf("clipped request %+v; want input %q of %d bytes", p, long[:8], len(long))
+	}
+	if e.Permission.Input != long || e.Permission.InputBytes != 0 {
+		t.Errorf("clipEvent changed the event it was given: %+v", e.Permission)
+	}
+}

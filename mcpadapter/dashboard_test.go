@@ -179,7 +179,7 @@ func TestDashboardLogin(t *testing.T) {
 	if page.StatusCode != http.StatusOK || !strings.Contains(body, `data-member="scout"`) || !strings.Contains(body, "/dashboard/static/app.js") {
 		t.Fatalf("page: %s\n%s", page.Status, body)
 	}
-	for _, asset := range []string{"static/app.js", "static/app.css", "static/icon.svg"} {
+	for _, asset := range []string{"static/app.js", "static/textsafe.js", "static/app.css", "static/icon.svg"} {
 		if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath+asset); resp.StatusCode != http.StatusOK {
 			t.Errorf("%s: %s", asset, resp.Status)
 		}

@@ -92,11 +92,18 @@ func (r *recentEvents) upTo(seq uint64, clip int) []fleetstate.Event {
 	return out
 }
 
-// clipEvent returns e with its content and its outcome's content clipped
-// to clip bytes (see clipText); e's own outcome is not changed.
+// clipEvent returns e with its content, its outcome's content and its
+// permission request's input clipped to clip bytes (see clipText; the
+// request's InputBytes says how long its input is); e's own outcome and
+// request are not changed.
 func clipEvent(e fleetstate.Event, clip int) fleetstate.Event {
 	if len(e.Content) > clip {
 		e.Content = clipText(e.Content, clip)
+	}
+	if p := e.Permission; p != nil && len(p.Input) > clip {
+		c := *p
+		c.Input, c.InputBytes = clipText(p.Input, clip), len(p.Input)
+		e.Permission = &c
 	}
 	if e.Outcome != nil && len(e.Outcome.Content) > clip {
 		o := *e.Outcome

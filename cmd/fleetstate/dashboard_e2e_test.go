@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/textsafe"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -162,6 +163,8 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	waitText(t, ctx, "#conn", "live")
 	waitText(t, ctx, "#turns", "count the files in cmd/")
+	// The events before the page loaded are listed at once.
+	waitText(t, ctx, "#events", "asked", "answered", "outcome")
 	if err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`details[data-turn=%q] summary`, turn))); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +192,54 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestDashboardShowsRequestsEscapedInChromium: what a permission request
+// holds that a page would hide or reorder (newlines, a right-to-left
+// override) shows escaped; the row clips the input with a mark of how
+// much is left, and shows it whole on demand; the events say what was
+// asked. The page's escaping is the Go one's, on the same inputs.
+func TestDashboardShowsRequestsEscapedInChromium(t *testing.T) {
+	ctx := browserTab(t)
+	f := newFleet(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(webLogin(t, f.dir))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#conn", "live")
+
+	for _, text := range []string{
+		"", "git status\n\n; rm -rf ~", "echo \u202egnp.exe \u2066x\u2069\u200e\u200f",
+		"zero\u200bwidth\ufeff \u3164 \ufe0f \U000e0041", "tab\tcr\r\x1b[2J\x7f\u0085",
+		`back\slash`, "café 東京 ✓ \U0001f600 \u00a0\u2028\u2029",
+	} {
+		in, err := json.Marshal(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js := fmt.Sprintf(`JSON.stringify([fleetstateText.escape(%s), fleetstateText.clip(%s, 12)])`, in, in)
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal([]string{textsafe.Escape(text), textsafe.Clip(text, 12)})
+		if got != string(want) {
+			t.Errorf("the page escapes %q as %s; the Go escaping as %s", text, got, want)
+		}
+	}
+
+	hidden := "git status" + strings.Repeat(`\n`, 40) + "; rm -rf ~/work" + strings.Repeat(" ", 300)
+	runHook(t, f.d.url, f.tokens["m1"], hidden, time.Minute)
+	waitText(t, ctx, "#requests", "git status") // first, in the first row
+	runHook(t, f.d.url, f.tokens["m2"], `echo \u202egnp.exe`, time.Minute)
+	waitText(t, ctx, "#requests", `git status\n\n\n`, "more characters)", `echo \u202egnp.exe`)
+	if s := textOf(ctx, "#requests"); strings.ContainsRune(s, '\u202e') {
+		t.Errorf("the requests show a raw right-to-left override:\n%s", s)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(`#requests tr:first-child details.input-all summary`)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#requests tr:first-child details.input-all", "; rm -rf ~/work")
+	waitText(t, ctx, "#events", `asks Bash "git status\n`, `asks Bash "echo \u202egnp.exe"`)
 }
 
 // TestWebCommand covers `fleetstate web`'s ways in and its errors.

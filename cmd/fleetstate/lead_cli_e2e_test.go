@@ -383,9 +383,17 @@ func TestCLIAsLead(t *testing.T) {
 	// $FLEET_URL, as up sets it for every agent, stands for --url; the
 	// daemon's base URL serves as well as its /mcp endpoint.
 	env = append(env, "FLEET_URL="+strings.TrimSuffix(f.d.url, "/mcp"))
-	r = leadCLI(t, env, "", "cancel", sent.Ticket, "--json")
+	// The short form fleetstate watch shows names the ticket.
+	short := strings.TrimPrefix(sent.Ticket, "ticket-")[:8]
+	r = leadCLI(t, env, "", "cancel", short, "--json")
 	if r.code != 0 {
-		t.Fatalf("cancel with $FLEET_URL: exit %d: %s", r.code, r.stderr)
+		t.Fatalf("cancel %s with $FLEET_URL: exit %d: %s", short, r.code, r.stderr)
+	}
+	// A lead the fleet file does not let decide is told so, not that
+	// no request waits.
+	if r := leadCLI(t, env, "", "requests"); r.code == 0 || !strings.Contains(r.stderr, "may not see or decide permission requests") ||
+		!strings.Contains(r.stderr, string(fleetstate.CodeNotPermitted)) {
+		t.Errorf("requests as a lead that may not decide: exit %d, %q, %q; want refused with ERR_NOT_PERMITTED", r.code, r.stdout, r.stderr)
 	}
 	if _, err := lead.Poll(t.Context(), sent.Ticket, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
 		t.Errorf("the lead's fleet_poll after cancel: %v; want ERR_UNKNOWN_TICKET (acknowledged)", err)
@@ -480,7 +488,11 @@ func TestCLIRequestsApproveDeny(t *testing.T) {
 		t.Errorf("requests:\n%s\nwant each request's ID and command", out)
 	}
 
-	if out := f.ok(t, "approve", ids["m1"]); !strings.Contains(out, "approved "+ids["m1"]) {
+	if out := f.ok(t, "requests", ids["m2"][:12]); !strings.Contains(out, "request "+ids["m2"]) || !strings.Contains(out, "rm -rf build") {
+		t.Errorf("requests ID (a short form):\n%s\nwant the request whole", out)
+	}
+	// The short form fleetstate watch shows: the UUID's first eight digits.
+	if out := f.ok(t, "approve", strings.TrimPrefix(ids["m1"], "perm-")[:8]); !strings.Contains(out, "approved "+ids["m1"]) {
 		t.Errorf("approve printed %q", out)
 	}
 	if got := allowed.output(t, 30*time.Second); got != allowOut {

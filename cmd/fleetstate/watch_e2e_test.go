@@ -297,8 +297,10 @@ func TestWatchKeysActInTmux(t *testing.T) {
 
 // TestWatchDecidesPermissionsInTmux: a member's agent asks through its
 // PermissionRequest hook (the real `fleetstate hook permission`); the
-// request shows in the watch, which acts as the operator (--dir); y on it
-// allows, and the hook prints the allow; n on the next denies.
+// request shows in the watch, which acts as the operator (--dir). y on
+// the selected request shows it whole and a second y allows it, and the
+// hook prints the allow; n on the next shows it, takes a message, and
+// the hook prints the denial with it.
 func TestWatchDecidesPermissionsInTmux(t *testing.T) {
 	dir := t.TempDir()
 	tokens := addTokens(t, dir, map[string]string{"scout": "member"})
@@ -307,12 +309,15 @@ func TestWatchDecidesPermissionsInTmux(t *testing.T) {
 	p.waitFor("the snapshot", `live[\s\S]*MEMBERS`)
 	keys := func(k ...string) { p.tmux(append([]string{"send-keys", "-t", "w"}, k...)...) }
 
-	for _, c := range []struct{ key, command, want string }{
-		{"y", "go test ./...", `"behavior":"allow"`},
-		{"n", "rm -rf build", `"behavior":"deny"`},
+	for _, c := range []struct {
+		key, command string
+		want         []string
+	}{
+		{"y", "go test ./...", []string{`"behavior":"allow"`}},
+		{"n", "rm -rf build", []string{`"behavior":"deny"`, "not the shared build"}},
 	} {
 		h := runHook(t, d.url, tokens["scout"], c.command, time.Minute)
-		p.waitFor("the request", `PERMISSION REQUESTS \(1\)[\s\S]*scout\s+Bash\s+"`+regexp.QuoteMeta(c.command))
+		p.waitFor("the request", `PERMISSION REQUESTS \(1\)[\s\S]*scout\s+Bash\s+\d+s\s+"`+regexp.QuoteMeta(c.command))
 		for range 4 { // tab moves through members, tickets, questions, requests
 			if strings.Contains(p.screen(), "tab section (requests)") {
 				break
@@ -320,15 +325,29 @@ func TestWatchDecidesPermissionsInTmux(t *testing.T) {
 			keys("Tab")
 			time.Sleep(200 * time.Millisecond)
 		}
-		p.waitFor("the requests selected", `tab section \(requests\)`)
+		p.waitFor("the requests section", `tab section \(requests\)`)
+		// A request that left takes the selection with it: the next one
+		// is selected afresh.
+		keys("Down")
+		p.waitFor("the request selected", `▸ \S+\s+scout\s+Bash`)
 		keys(c.key)
+		p.waitFor("the request whole", `PERMISSION REQUEST perm-[\s\S]*`+regexp.QuoteMeta(c.command))
+		if c.key == "y" {
+			keys("y")
+		} else {
+			keys("-l", "not the shared build")
+			keys("Enter")
+		}
 		select {
 		case <-h.done:
 		case <-time.After(20 * time.Second):
 			t.Fatalf("the hook had no decision 20s after %s in the watch:\n%s", c.key, p.screen())
 		}
-		if got := h.output(t, time.Second); !strings.Contains(got, c.want) {
-			t.Fatalf("the hook after %s in the watch printed %q; want %s", c.key, got, c.want)
+		got := h.output(t, time.Second)
+		for _, want := range c.want {
+			if !strings.Contains(got, want) {
+				t.Fatalf("the hook after %s in the watch printed %q; want %s", c.key, got, want)
+			}
 		}
 		p.waitFor("the request gone", `PERMISSION REQUESTS \(0\)`)
 	}

@@ -130,6 +130,11 @@ type Request struct {
 	Input   string    `json:"input"`
 	Cwd     string    `json:"cwd"`
 	Created time.Time `json:"asked"`
+	// Deadline is when the request ends undecided.
+	Deadline time.Time `json:"deadline"`
+	// InputBytes is the whole input's length when Input is clipped (the
+	// daemon clips a snapshot's inputs); zero when Input is whole.
+	InputBytes int `json:"input_bytes,omitempty"`
 }
 
 // question is a ticket's question waiting for an answer.

@@ -3,12 +3,14 @@ package fleetwatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
 
 // The sections the selection moves through, in the order tab visits them.
@@ -31,7 +33,13 @@ const (
 	modeConfirm      // confirming the cancel of ticket target
 	modeChoose       // choosing the member to send a task to
 	modeBrief        // typing the brief for member target
+	modeRequest      // reading permission request target whole
+	modeAllow        // reading request target; y allows it
+	modeDeny         // reading request target, typing why it is denied
 )
+
+// reading reports whether md shows a permission request whole.
+func (md mode) reading() bool { return md == modeRequest || md == modeAllow || md == modeDeny }
 
 // ActionDoneMsg says how an action the view started ended.
 type ActionDoneMsg struct {
@@ -61,8 +69,13 @@ func (m Model) count(s int) int {
 	return len(m.requests)
 }
 
-// sel is the selected row of section s, within its rows (-1: none).
+// sel is the selected row of section s, within its rows (-1: none). The
+// selected permission request is the one of ID m.req, wherever it is in
+// the list: a request that leaves the list takes the selection with it.
 func (m Model) sel(s int) int {
+	if s == secRequests {
+		return slices.IndexFunc(m.requests, func(r Request) bool { return r.ID == m.req })
+	}
 	n := m.count(s)
 	if n == 0 {
 		return -1
@@ -114,6 +127,8 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		id := m.target
 		m.notice = "cancelling ticket " + shortID(id) + "…"
 		return m, m.act("cancelled ticket "+shortID(id), func(ctx context.Context) error { return m.actions.Cancel(ctx, id) })
+	case modeRequest, modeAllow, modeDeny:
+		return m.readingKey(msg)
 	case modeChoose:
 		n := len(m.members)
 		if n == 0 { // removed while choosing
@@ -133,11 +148,19 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	switch k {
-	case "q", "esc":
+	case "q":
 		return m, tea.Quit
-	case "up", "k":
-		m.cursor[m.section] = max(m.sel(m.section)-1, 0)
-	case "down", "j":
+	case "esc":
+		m.notice = "" // every prompt's esc leaves it; here there is none to leave
+	case "up", "k", "down", "j":
+		if m.section == secRequests {
+			m.selectRequest(k == "down" || k == "j")
+			break
+		}
+		if k == "up" || k == "k" {
+			m.cursor[m.section] = max(m.sel(m.section)-1, 0)
+			break
+		}
 		m.cursor[m.section] = max(m.sel(m.section)+1, 0)
 		if n := m.count(m.section); m.cursor[m.section] >= n {
 			m.cursor[m.section] = max(n-1, 0)
@@ -148,6 +171,13 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			step = numSections - 1
 		}
 		m.section = (m.section + step) % numSections
+		if m.section == secRequests && m.req == "" && len(m.requests) > 0 {
+			m.req = m.requests[0].ID
+		}
+	case "enter", "v":
+		if m.section == secRequests {
+			return m.read(modeRequest)
+		}
 	case "a", "c", "s", "y", "n":
 		if m.actions == nil {
 			m.notice = "this view only watches"
@@ -192,22 +222,176 @@ func (m Model) begin(k string) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.mode = modeChoose
-	case "y", "n":
-		d, ok := m.actions.(Decider)
-		i := m.sel(secRequests)
-		switch {
-		case m.section != secRequests || i < 0:
-			m.notice = "select a permission request first (tab to REQUESTS)"
-		case !ok:
-			m.notice = "permission requests cannot be decided from this view yet"
+	case "y":
+		return m.read(modeAllow)
+	case "n":
+		return m.read(modeDeny)
+	}
+	return m, nil
+}
+
+// selectRequest moves the selection of the permission requests down or
+// up by one; with none selected, it selects the first.
+func (m *Model) selectRequest(down bool) {
+	n := len(m.requests)
+	if n == 0 {
+		return
+	}
+	i := m.sel(secRequests)
+	switch {
+	case i < 0:
+		i = 0
+	case down:
+		i = min(i+1, n-1)
+	default:
+		i = max(i-1, 0)
+	}
+	m.req = m.requests[i].ID
+}
+
+// read shows the selected permission request whole, in mode md: to read
+// it (modeRequest), to allow it after y (modeAllow), or to deny it with
+// the message typed (modeDeny). Deciding needs a selection made by the
+// person: the request the selection named, never the one now in its
+// place.
+func (m Model) read(md mode) (tea.Model, tea.Cmd) {
+	i := m.sel(secRequests)
+	if m.section != secRequests || i < 0 {
+		m.notice = "select a permission request first (tab to REQUESTS, ↑↓ to choose)"
+		return m, nil
+	}
+	if _, ok := m.actions.(Decider); md != modeRequest && !ok {
+		m.notice = "permission requests cannot be decided from this view yet"
+		return m, nil
+	}
+	m.mode, m.target, m.scroll, m.input = md, m.requests[i].ID, 0, ""
+	return m, nil
+}
+
+// readingKey handles a key while a permission request is shown whole.
+func (m Model) readingKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	k := msg.String()
+	r := m.request(m.target)
+	if r == nil { // gone: dropRequest ends the mode, this is a safeguard
+		m.mode = modeBrowse
+		return m, nil
+	}
+	switch k {
+	case "esc":
+		m.leaveReading()
+		return m, nil
+	case "up":
+		m.scroll = max(m.scroll-1, 0)
+		return m, nil
+	case "down":
+		m.scroll++
+		return m, nil
+	case "pgup":
+		m.scroll = max(m.scroll-max(m.height/2, 1), 0)
+		return m, nil
+	case "pgdown":
+		m.scroll += max(m.height/2, 1)
+		return m, nil
+	}
+	d, _ := m.actions.(Decider)
+	switch m.mode {
+	case modeRequest:
+		switch k {
+		case "q", "v", "enter":
+			m.mode = modeBrowse
+		case "k":
+			m.scroll = max(m.scroll-1, 0)
+		case "j":
+			m.scroll++
+		case "y", "n":
+			md := map[string]mode{"y": modeAllow, "n": modeDeny}[k]
+			if d == nil {
+				m.notice = "permission requests cannot be decided from this view yet"
+				m.mode = modeBrowse
+				return m, nil
+			}
+			m.mode, m.input = md, ""
+		}
+	case modeAllow:
+		switch k {
+		case "k":
+			m.scroll = max(m.scroll-1, 0)
+		case "j":
+			m.scroll++
+		case "y":
+			m.mode = modeBrowse
+			return m, m.decide(d, *r, true, "")
+		case "n", "q":
+			m.leaveReading()
+		}
+	case modeDeny:
+		switch k {
+		case "enter":
+			m.mode = modeBrowse
+			text := strings.TrimSpace(m.input)
+			m.input = ""
+			return m, m.decide(d, *r, false, text)
+		case "backspace":
+			if rs := []rune(m.input); len(rs) > 0 {
+				m.input = string(rs[:len(rs)-1])
+			}
 		default:
-			id, allow := m.requests[i].ID, k == "y"
-			return m, m.act(map[bool]string{true: "allowed ", false: "denied "}[allow]+id, func(ctx context.Context) error {
-				return d.Decide(ctx, id, allow, "")
-			})
+			m.input += msg.Text
 		}
 	}
 	return m, nil
+}
+
+// leaveReading goes back to the lists, saying that a decision begun was
+// not sent.
+func (m *Model) leaveReading() {
+	switch m.mode {
+	case modeAllow:
+		m.notice = "allow of " + shortID(m.target) + " not sent"
+	case modeDeny:
+		m.notice = "deny of " + shortID(m.target) + " not sent"
+	}
+	m.mode, m.input = modeBrowse, ""
+}
+
+// decide sends the decision on request r, by its ID.
+func (m *Model) decide(d Decider, r Request, allow bool, message string) tea.Cmd {
+	done, doing := "denied ", "denying "
+	if allow {
+		done, doing = "allowed ", "allowing "
+	}
+	of := shortID(r.ID) + " (" + textsafe.Clip(r.Tool, 40) + " of " + r.Member + ")"
+	m.notice = doing + of + "…"
+	id := r.ID
+	return m.act(done+of, func(ctx context.Context) error { return d.Decide(ctx, id, allow, message) })
+}
+
+// request returns the pending request id, or nil.
+func (m Model) request(id string) *Request {
+	for i := range m.requests {
+		if m.requests[i].ID == id {
+			return &m.requests[i]
+		}
+	}
+	return nil
+}
+
+// dropRequest notes that request id left the list, for why: a selection
+// of it ends, and so does the reading of it, with a notice that names it,
+// so that no key acts on another request in its place.
+func (m *Model) dropRequest(id, why string) {
+	reading := m.mode.reading() && m.target == id
+	if m.req != id && !reading {
+		return
+	}
+	m.req = ""
+	m.notice = "request " + shortID(id) + " " + why + "; nothing is selected"
+	if reading {
+		if m.mode != modeRequest {
+			m.notice += "; your decision was not sent"
+		}
+		m.mode, m.input = modeBrowse, ""
+	}
 }
 
 // submit sends the text typed in mode m.prev, which enter has just left.
@@ -241,7 +425,7 @@ func (m Model) submit(text string) (tea.Model, tea.Cmd) {
 
 // paste adds pasted text to the text being typed, on one line.
 func (m Model) paste(text string) Model {
-	if m.mode == modeAnswer || m.mode == modeBrief {
+	if m.mode == modeAnswer || m.mode == modeBrief || m.mode == modeDeny {
 		m.input += strings.Join(strings.Fields(text), " ")
 	}
 	return m
@@ -267,6 +451,17 @@ func (m Model) footer() []string {
 		out = append(out, titleStyle.Render("brief for "+m.target+": ")+m.input+"█", dimStyle.Render("enter sends it detached · esc leaves"))
 	case modeConfirm:
 		out = append(out, warnStyle.Render(fmt.Sprintf("cancel ticket %s of %s? y/n", shortID(m.target), m.about)))
+	case modeRequest:
+		keys := "↑↓ scroll · esc/enter back"
+		if _, ok := m.actions.(Decider); ok {
+			keys = "y allow · n deny · " + keys
+		}
+		out = append(out, dimStyle.Render(keys))
+	case modeAllow:
+		out = append(out, warnStyle.Render("allow request "+shortID(m.target)+", as shown above? y allows · esc/n leaves"), dimStyle.Render("↑↓ scroll"))
+	case modeDeny:
+		out = append(out, titleStyle.Render("deny "+shortID(m.target)+"; why (optional, for the agent): ")+m.input+"█",
+			dimStyle.Render("enter denies · esc leaves · ↑↓ scroll"))
 	case modeChoose:
 		name := "(no member)"
 		if i := m.sel(secMembers); i >= 0 {
@@ -277,7 +472,7 @@ func (m Model) footer() []string {
 		if m.notice != "" {
 			out = append(out, m.notice)
 		}
-		out = append(out, dimStyle.Render("↑↓/jk move · tab section ("+sectionNames[m.section]+") · a answer · c cancel · s send · y/n allow/deny · q quit"))
+		out = append(out, dimStyle.Render("↑↓/jk move · tab section ("+sectionNames[m.section]+") · a answer · c cancel · s send · enter/v read request · y/n allow/deny · q quit"))
 	}
 	return out
 }

@@ -2,10 +2,13 @@ package fleetwatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -61,6 +64,8 @@ func press(t *testing.T, m Model, keys ...string) (Model, []tea.Msg) {
 			msg = tea.KeyPressMsg{Code: tea.KeyEscape}
 		case "down":
 			msg = tea.KeyPressMsg{Code: tea.KeyDown}
+		case "up":
+			msg = tea.KeyPressMsg{Code: tea.KeyUp}
 		default:
 			r := []rune(k)
 			msg = tea.KeyPressMsg{Code: r[0], Text: k}
@@ -276,5 +281,225 @@ func TestChoosingWhenTheMembersGo(t *testing.T) {
 	m, _ = press(t, m, "down", "enter")
 	if m.mode != modeBrowse || len(f.calls) != 0 || !strings.Contains(screen(m), "no member to send to") {
 		t.Errorf("mode %d, calls %q; want browsing, no call:\n%s", m.mode, f.calls, screen(m))
+	}
+}
+
+// fakeDecider is fakeActions that decides permission requests too.
+type fakeDecider struct{ *fakeActions }
+
+func (f fakeDecider) Decide(_ context.Context, id string, allow bool, message string) error {
+	f.record(fmt.Sprintf("decide %s %v %s", id, allow, message))
+	return f.err
+}
+
+const (
+	reqA = "perm-aaaa1111-0000-4000-8000-00000000000a"
+	reqB = "perm-bbbb2222-0000-4000-8000-00000000000b"
+)
+
+// requestsSnapshot has two pending requests, A then B.
+func requestsSnapshot() SnapshotMsg {
+	s := snapshot()
+	s.Requests = []Request{
+		{ID: reqA, Member: "scout", Tool: "Bash", Input: `{"command":"make test"}`, Created: t0, Deadline: t0.Add(2 * time.Minute)},
+		{ID: reqB, Member: "miner", Tool: "Bash", Input: `{"command":"rm -rf ~/work"}`, Created: t0, Deadline: t0.Add(2 * time.Minute)},
+	}
+	return s
+}
+
+func permEvent(seq uint64, kind fleetstate.EventKind, id string, d *fleetstate.Decision, by, content string) EventMsg {
+	p := &fleetstate.PermissionRequest{ID: id, Member: "scout", Tool: "Bash", Input: `{"command":"make test"}`, Decision: d}
+	return ev(seq, 0, kind, fleetstate.Event{Member: "scout", Permission: p, By: by, Content: content})
+}
+
+// A decision acts on the request the person selected, by its ID: when
+// that request leaves the list, the selection goes with it, and y or n
+// never falls on the request that took its place.
+func TestDecisionsFollowTheRequestNotItsPlace(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		gone EventMsg
+		why  string
+	}{
+		{"expired", permEvent(5, fleetstate.EventPermissionExpired, reqA, nil, "timeout", "its window passed undecided"), "ended undecided (timeout): its window passed undecided"},
+		{"decided elsewhere", permEvent(5, fleetstate.EventPermissionDecided, reqA, &fleetstate.Decision{Behavior: fleetstate.BehaviorAllow, By: "lead-b"}, "lead-b", ""), "allowed by lead-b"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeActions{}
+			m := feed(New("", t0, nil).WithActions(fakeDecider{f}), requestsSnapshot())
+			m, _ = press(t, m, "tab", "tab", "tab")
+			if v := screen(m); !strings.Contains(v, "▸ aaaa1111") {
+				t.Fatalf("tab to the requests does not select the first:\n%s", v)
+			}
+			m = feed(m, c.gone)
+			v := screen(m)
+			if strings.Contains(v, "▸") || !strings.Contains(v, "request aaaa1111 "+c.why+"; nothing is selected") {
+				t.Fatalf("after A left: a row is selected, or no notice of %q:\n%s", c.why, v)
+			}
+			m, _ = press(t, m, "y", "y", "n", "enter")
+			if len(f.calls) != 0 || !strings.Contains(screen(m), "select a permission request first") {
+				t.Fatalf("y, n with nothing selected: calls %q; want none\n%s", f.calls, screen(m))
+			}
+			// Reading A when it leaves ends the reading, and sends nothing.
+			m = feed(New("", t0, nil).WithActions(fakeDecider{f}), requestsSnapshot())
+			m, _ = press(t, m, "tab", "tab", "tab", "y")
+			m = feed(m, c.gone)
+			if m.mode != modeBrowse || !strings.Contains(screen(m), "request aaaa1111 "+c.why+"; nothing is selected; your decision was not sent") {
+				t.Fatalf("A left under its confirmation: mode %d\n%s", m.mode, screen(m))
+			}
+			m, _ = press(t, m, "y")
+			if len(f.calls) != 0 {
+				t.Fatalf("y after A left under its confirmation: calls %q; want none", f.calls)
+			}
+			// B selected stays selected when A, above it, leaves.
+			m = feed(New("", t0, nil).WithActions(fakeDecider{f}), requestsSnapshot())
+			m, _ = press(t, m, "tab", "tab", "tab", "down")
+			m = feed(m, c.gone)
+			m, _ = press(t, m, "y", "y")
+			if want := "decide " + reqB + " true "; len(f.calls) != 1 || f.calls[0] != want {
+				t.Errorf("calls %q; want %q", f.calls, want)
+			}
+		})
+	}
+}
+
+// A new snapshot without the selected request drops the selection too.
+func TestSnapshotWithoutTheSelectedRequest(t *testing.T) {
+	f := &fakeActions{}
+	m := feed(New("", t0, nil).WithActions(fakeDecider{f}), requestsSnapshot())
+	m, _ = press(t, m, "tab", "tab", "tab")
+	s := requestsSnapshot()
+	s.Requests = s.Requests[1:]
+	m = feed(m, s)
+	m, _ = press(t, m, "y", "y")
+	if len(f.calls) != 0 || m.req != "" {
+		t.Errorf("calls %q, selection %q; want none", f.calls, m.req)
+	}
+}
+
+// y and n show the request whole, escaped, before anything is sent; y
+// confirms, n takes an optional message, and esc leaves without a call.
+func TestDecisionsShowTheWholeInputFirst(t *testing.T) {
+	hidden := "git status" + strings.Repeat("\n", 40) + "; rm -rf ~/work"
+	input, _ := json.Marshal(map[string]string{"command": hidden})
+	s := snapshot()
+	s.Requests = []Request{{ID: reqA, Member: "scout", Tool: "Bash", Input: string(input), Cwd: "/src", Created: t0}}
+	f := &fakeActions{}
+	m := feed(New("", t0, nil).WithActions(fakeDecider{f}), s, tea.WindowSizeMsg{Width: 100, Height: 40})
+
+	v := screen(m)
+	if !strings.Contains(v, `"git status\n\n`) || !strings.Contains(v, "more characters)") {
+		t.Fatalf("the request's row does not show its newlines and what it clips:\n%s", v)
+	}
+	m, _ = press(t, m, "tab", "tab", "tab", "y")
+	v = screen(m)
+	for _, want := range []string{"PERMISSION REQUEST " + reqA, `; rm -rf ~/work`, `\n\n\n`, "allow request aaaa1111, as shown above? y allows"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("y: the confirmation lacks %q:\n%s", want, v)
+		}
+	}
+	if len(f.calls) != 0 {
+		t.Fatalf("y alone sent %q; want a confirmation first", f.calls)
+	}
+	m, _ = press(t, m, "esc")
+	if len(f.calls) != 0 || m.mode != modeBrowse || !strings.Contains(screen(m), "allow of aaaa1111 not sent") {
+		t.Fatalf("esc: calls %q, mode %d\n%s", f.calls, m.mode, screen(m))
+	}
+	m, _ = press(t, m, "n")
+	if v := screen(m); !strings.Contains(v, "; rm -rf ~/work") || !strings.Contains(v, "deny aaaa1111; why (optional, for the agent): █") {
+		t.Fatalf("n: no whole input or no message prompt:\n%s", v)
+	}
+	m, _ = press(t, m, append(typed("not in ~/work"), "enter")...)
+	if want := "decide " + reqA + " false not in ~/work"; len(f.calls) != 1 || f.calls[0] != want {
+		t.Fatalf("calls %q; want %q", f.calls, want)
+	}
+	if !strings.Contains(screen(m), "denied aaaa1111 (Bash of scout)") {
+		t.Errorf("no notice of the denial:\n%s", screen(m))
+	}
+	m, _ = press(t, m, "y", "y")
+	if want := "decide " + reqA + " true "; len(f.calls) != 2 || f.calls[1] != want {
+		t.Fatalf("calls %q; want %q last", f.calls, want)
+	}
+	// enter reads a request whole without deciding; so does v.
+	m, _ = press(t, m, "enter")
+	if v := screen(m); m.mode != modeRequest || !strings.Contains(v, "; rm -rf ~/work") || !strings.Contains(v, "WHOLE INPUT (JSON, escaped)") {
+		t.Fatalf("enter: mode %d\n%s", m.mode, v)
+	}
+	m, _ = press(t, m, "esc")
+	if m.mode != modeBrowse || len(f.calls) != 2 {
+		t.Errorf("esc from reading: mode %d, calls %q", m.mode, f.calls)
+	}
+}
+
+// What a request holds that a terminal would hide or draw as something
+// else is shown escaped: newlines in a tool's name, bidi overrides.
+func TestRequestsShowHiddenCharactersEscaped(t *testing.T) {
+	s := snapshot()
+	s.Requests = []Request{
+		{ID: reqA, Member: "scout", Tool: "Bash", Input: "{\"command\":\"echo \u202egnp.exe\"}", Created: t0},
+		{ID: reqB, Member: "scout", Tool: "Bash\nminer  yes  IDLE", Input: "{}", Created: t0},
+	}
+	m := feed(New("", t0, nil), s)
+	v := screen(m)
+	if strings.ContainsRune(v, '\u202e') || strings.Contains(v, "\nminer  yes  IDLE") {
+		t.Fatalf("the view draws what the request hides:\n%s", v)
+	}
+	if !strings.Contains(v, `Bash\nminer  yes  IDLE`) || !strings.Contains(v, `"echo \u202egnp.exe"`) {
+		t.Errorf("the view does not show the escapes:\n%s", v)
+	}
+	m, _ = press(t, m, "tab", "tab", "tab", "v")
+	if v := screen(m); m.mode != modeRequest || strings.ContainsRune(v, '\u202e') || !strings.Contains(v, `echo \u202egnp.exe`) {
+		t.Errorf("v without actions: mode %d\n%s", m.mode, v)
+	}
+}
+
+// Esc never quits: every prompt says esc leaves it, and on the lists
+// there is no prompt. q and ctrl+c quit.
+func TestEscDoesNotQuit(t *testing.T) {
+	for _, actions := range []Actions{nil, &fakeActions{}} {
+		m := feed(New("", t0, nil), snapshot())
+		if actions != nil {
+			m = m.WithActions(actions)
+		}
+		_, cmd := m.Update(tea.KeyPressMsg{Code: tea.KeyEscape})
+		if cmd != nil {
+			if _, quit := cmd().(tea.QuitMsg); quit {
+				t.Errorf("esc on the lists (actions %v) quits", actions != nil)
+			}
+		}
+		for _, k := range []tea.KeyPressMsg{{Code: 'q', Text: "q"}, {Code: 'c', Mod: tea.ModCtrl}} {
+			if _, cmd := m.Update(k); cmd == nil {
+				t.Errorf("%s does not quit", k.String())
+			} else if _, quit := cmd().(tea.QuitMsg); !quit {
+				t.Errorf("%s does not quit", k.String())
+			}
+		}
+	}
+}
+
+// Permission events say what was asked, how it ended, and by whom.
+func TestPermissionEventsSayWhatAndWho(t *testing.T) {
+	deny := &fleetstate.Decision{Behavior: fleetstate.BehaviorDeny, Message: "not the\nshared build", By: "lead-a"}
+	for _, c := range []struct {
+		name string
+		e    EventMsg
+		want string
+	}{
+		{"asked", permEvent(5, fleetstate.EventPermissionRequested, reqA, nil, "", ""), `aaaa1111 asks Bash "make test"`},
+		{"allowed by the operator", permEvent(5, fleetstate.EventPermissionDecided, reqA, &fleetstate.Decision{Behavior: fleetstate.BehaviorAllow, By: "operator"}, "operator", ""),
+			`aaaa1111 Bash "make test": allowed by operator`},
+		{"denied with a message", permEvent(5, fleetstate.EventPermissionDecided, reqA, deny, "lead-a", deny.Message),
+			`aaaa1111 Bash "make test": denied by lead-a: "not the\nshared build"`},
+		{"by a rule, from a daemon without By", permEvent(5, fleetstate.EventPermissionDecided, reqA, &fleetstate.Decision{Behavior: fleetstate.BehaviorAllow, By: "rule Bash(make *)"}, "", ""),
+			`allowed by rule Bash(make *)`},
+		{"expired", permEvent(5, fleetstate.EventPermissionExpired, reqA, nil, "timeout", "its window passed undecided"),
+			`aaaa1111 Bash "make test": ended undecided (timeout): its window passed undecided`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := feed(New("", t0, nil), snapshot(), c.e)
+			if v := screen(m); !strings.Contains(v, c.want) {
+				t.Errorf("the event reads otherwise; want %q in\n%s", c.want, v)
+			}
+		})
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/agent"
+	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
 
 // Bounds of what the view keeps and shows.
@@ -37,6 +38,9 @@ const (
 	// maxContent is how many characters of a brief, question, answer or
 	// reply a line shows.
 	maxContent = 60
+	// maxTool is how many characters of a tool's name, or of who decided,
+	// a line shows.
+	maxTool = 40
 	// tickEvery is the period of the clock that ages the open turns. It
 	// moves the display only: it reads nothing.
 	tickEvery = time.Second
@@ -119,6 +123,8 @@ type Model struct {
 	answering map[string]context.CancelFunc // by turn: answers under way, ended when the stream shows them
 	section   int                           // the section the selection is in
 	cursor    [numSections]int              // the selected row of each section
+	req       string                        // the ID of the selected permission request; "" for none
+	scroll    int                           // the first line shown of the request being read
 	mode      mode
 	prev      mode   // the mode enter just left
 	input     string // what was typed in modeAnswer or modeBrief
@@ -217,6 +223,11 @@ func (m *Model) applySnapshot(msg SnapshotMsg) {
 	sort.Slice(m.members, func(i, j int) bool { return m.members[i].Name < m.members[j].Name })
 	m.tickets = append([]fleetstate.TicketInfo(nil), s.Tickets...)
 	m.requests = msg.Requests
+	for _, id := range []string{m.req, m.target} {
+		if id != "" && m.request(id) == nil {
+			m.dropRequest(id, "is no longer pending")
+		}
+	}
 }
 
 // apply changes the model by one event, as the rendezvous changed by it.
@@ -241,11 +252,13 @@ func (m *Model) apply(e fleetstate.Event) {
 	switch e.Kind {
 	case fleetstate.EventPermissionRequested:
 		if p := e.Permission; p != nil && !slices.ContainsFunc(m.requests, func(r Request) bool { return r.ID == p.ID }) {
-			m.requests = append(m.requests, Request{ID: p.ID, Member: p.Member, Tool: p.Tool, Input: p.Input, Cwd: p.Cwd, Created: p.Asked})
+			m.requests = append(m.requests, Request{ID: p.ID, Member: p.Member, Tool: p.Tool, Input: p.Input, Cwd: p.Cwd,
+				Created: p.Asked, Deadline: p.Deadline, InputBytes: p.InputBytes})
 		}
 	case fleetstate.EventPermissionDecided, fleetstate.EventPermissionExpired:
 		if p := e.Permission; p != nil {
 			m.requests = slices.DeleteFunc(m.requests, func(r Request) bool { return r.ID == p.ID })
+			m.dropRequest(p.ID, permissionEnd(e))
 		}
 	case fleetstate.EventMemberAdded:
 		if mem == nil {
@@ -366,8 +379,60 @@ func describe(e fleetstate.Event) eventLine {
 		}
 	case fleetstate.EventAcked:
 		l.text = "ticket " + shortID(e.Ticket) + " collected by " + e.Lead
+	case fleetstate.EventPermissionRequested, fleetstate.EventPermissionDecided, fleetstate.EventPermissionExpired:
+		l.text = permissionText(e)
 	}
 	return l
+}
+
+// permissionText says what a permission event is about: what was asked
+// (the tool and its main input, clipped and escaped), and for a decided
+// or expired request how it ended and by whom.
+func permissionText(e fleetstate.Event) string {
+	p := e.Permission
+	if p == nil {
+		return textsafe.Quote(e.Content, maxContent)
+	}
+	asked := textsafe.Clip(p.Tool, maxTool) + " " + textsafe.Quote(agent.MainInput(p.Tool, p.Input), maxContent)
+	if e.Kind == fleetstate.EventPermissionRequested {
+		return shortID(p.ID) + " asks " + asked
+	}
+	return shortID(p.ID) + " " + asked + ": " + permissionEnd(e)
+}
+
+// permissionEnd says how a decided or expired request ended, and by
+// whom: "allowed by operator", `denied by lead-a: "not there"`, "ended
+// undecided (timeout): its window passed undecided".
+func permissionEnd(e fleetstate.Event) string {
+	by := e.By
+	if p := e.Permission; by == "" && p != nil && p.Decision != nil {
+		by = p.Decision.By // from a daemon that does not set By
+	}
+	var s string
+	switch {
+	case e.Kind == fleetstate.EventPermissionExpired:
+		s = "ended undecided"
+		if by != "" {
+			s += " (" + textsafe.Clip(by, maxTool) + ")"
+		}
+		if e.Content != "" {
+			s += ": " + textsafe.Clip(e.Content, maxContent)
+		}
+		return s
+	case e.Permission != nil && e.Permission.Decision != nil && e.Permission.Decision.Behavior == fleetstate.BehaviorAllow:
+		s = "allowed"
+	case e.Permission != nil && e.Permission.Decision != nil && e.Permission.Decision.Behavior == fleetstate.BehaviorDeny:
+		s = "denied"
+	default:
+		s = "decided"
+	}
+	if by != "" {
+		s += " by " + textsafe.Clip(by, maxTool)
+	}
+	if e.Content != "" {
+		s += ": " + textsafe.Quote(e.Content, maxContent)
+	}
+	return s
 }
 
 func outcomeText(o fleetstate.Outcome) string {
@@ -380,13 +445,26 @@ func outcomeText(o fleetstate.Outcome) string {
 	return string(o.Kind)
 }
 
-// quote shows content on one line, clipped.
+// quote shows content on one line, clipped, its hidden characters
+// escaped (see [textsafe.EscapeText]).
 func quote(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = textsafe.EscapeText(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > maxContent {
 		s = string(r[:maxContent-1]) + "…"
 	}
 	return `"` + s + `"`
+}
+
+// fitQuote is [textsafe.Quote] of s in at most room columns, its mark
+// included, when that leaves any of s to show.
+func fitQuote(s string, room int) string {
+	n := room
+	q := textsafe.Quote(s, n)
+	for w := lipgloss.Width(q); w > room && n > 1; w = lipgloss.Width(q) {
+		n = max(n-(w-room), 1)
+		q = textsafe.Quote(s, n)
+	}
+	return q
 }
 
 // shortID is a ticket's or turn's ID as a view shows it: the first eight
@@ -456,30 +534,11 @@ func (m Model) View() tea.View {
 
 // Render is the text of the view, with its styles as ANSI sequences.
 func (m Model) Render() string {
+	if r := m.request(m.target); m.mode.reading() && r != nil {
+		return m.renderRequest(*r)
+	}
 	var top []string
-	header := titleStyle.Render("fleetstate watch") + "  " + m.url + "  "
-	switch m.conn {
-	case connecting:
-		header += warnStyle.Render("connecting…")
-	case live:
-		header += okStyle.Render("live") + dimStyle.Render(fmt.Sprintf(" · event %d", m.seq))
-	case down:
-		s := "disconnected"
-		if m.connErr != "" {
-			s += ": " + m.connErr
-		}
-		if m.retry > 0 {
-			s += fmt.Sprintf("; retrying in %s", m.retry.Round(time.Millisecond))
-		}
-		header += errStyle.Render(s)
-	}
-	if m.actions == nil {
-		header += "   " + dimStyle.Render("q quits")
-	}
-	top = append(top, header)
-	if m.gap != "" {
-		top = append(top, warnStyle.Render("⚠ "+m.gap))
-	}
+	top = append(top, m.header()...)
 
 	stale := m.conn == down && len(m.members) > 0
 	head := titleStyle.Render(fmt.Sprintf("MEMBERS (%d)", len(m.members)))
@@ -556,9 +615,19 @@ func (m Model) Render() string {
 		if len(m.requests) == 0 {
 			top = append(top, dimStyle.Render("  none waiting"))
 		} else {
-			rows := [][]string{{"MEMBER", "TOOL", "INPUT", "CWD", "AGE"}}
+			rows := [][]string{{"REQUEST", "MEMBER", "TOOL", "AGE"}}
 			for _, r := range m.requests {
-				rows = append(rows, []string{r.Member, r.Tool, quote(agent.MainInput(r.Tool, r.Input)), r.Cwd, age(m.now.Sub(r.Created))})
+				rows = append(rows, []string{shortID(r.ID), r.Member, textsafe.Clip(r.Tool, maxTool), age(m.now.Sub(r.Created))})
+			}
+			// The input comes last, clipped to the room left, so that
+			// the mark of what it clips stays on the screen.
+			room := maxContent + 2
+			if m.width > 0 {
+				room = min(room, max(m.width-lipgloss.Width(table(rows, nil)[0])-2, 10))
+			}
+			rows[0] = append(rows[0], "INPUT")
+			for i, r := range m.requests {
+				rows[i+1] = append(rows[i+1], fitQuote(agent.MainInput(r.Tool, r.Input), room))
 			}
 			top = append(top, m.mark(secRequests, table(rows, map[int]bool{}))...)
 		}
@@ -591,6 +660,98 @@ func (m Model) Render() string {
 	lines := append(top, bottom...)
 	if m.height > 0 && len(lines) > m.height-len(foot) {
 		lines = lines[:max(m.height-len(foot), 0)]
+	}
+	lines = append(lines, foot...)
+	if m.width > 0 {
+		for i, l := range lines {
+			lines[i] = ansi.Truncate(l, m.width, "…")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// header is the view's first lines: the daemon, the connection, and the
+// last gap.
+func (m Model) header() []string {
+	header := titleStyle.Render("fleetstate watch") + "  " + m.url + "  "
+	switch m.conn {
+	case connecting:
+		header += warnStyle.Render("connecting…")
+	case live:
+		header += okStyle.Render("live") + dimStyle.Render(fmt.Sprintf(" · event %d", m.seq))
+	case down:
+		s := "disconnected"
+		if m.connErr != "" {
+			s += ": " + m.connErr
+		}
+		if m.retry > 0 {
+			s += fmt.Sprintf("; retrying in %s", m.retry.Round(time.Millisecond))
+		}
+		header += errStyle.Render(s)
+	}
+	if m.actions == nil {
+		header += "   " + dimStyle.Render("q quits")
+	}
+	out := []string{header}
+	if m.gap != "" {
+		out = append(out, warnStyle.Render("⚠ "+m.gap))
+	}
+	return out
+}
+
+// renderRequest is the view of one permission request, whole: who asks,
+// for which tool, where, and its input escaped (see [textsafe.Escape]),
+// wrapped to the width and scrolled to m.scroll, above the prompt of the
+// decision under way.
+func (m Model) renderRequest(r Request) string {
+	width := m.width
+	if width <= 0 {
+		width = 100
+	}
+	wrap := func(s string) []string {
+		var out []string
+		for _, l := range strings.Split(ansi.Hardwrap(s, max(width-2, 10), true), "\n") {
+			out = append(out, "  "+l)
+		}
+		return out
+	}
+	top := m.header()
+	top = append(top, "", titleStyle.Render("PERMISSION REQUEST "+r.ID))
+	ends := ""
+	if !r.Deadline.IsZero() {
+		ends = ", ends undecided in " + age(r.Deadline.Sub(m.now))
+	}
+	top = append(top, table([][]string{
+		{"member", r.Member},
+		{"tool", textsafe.Escape(r.Tool)},
+		{"cwd", textsafe.Escape(r.Cwd)},
+		{"asked", clock(r.Created) + " (" + age(m.now.Sub(r.Created)) + " ago" + ends + ")"},
+	}, nil)...)
+	var body []string
+	main := agent.MainInput(r.Tool, r.Input)
+	head := "INPUT"
+	if main != r.Input {
+		head = "MAIN INPUT"
+	}
+	body = append(body, "", titleStyle.Render(head)+dimStyle.Render(fmt.Sprintf(" (%d characters escaped: \\n is a line break, \\u202e an invisible character, \\\\ a backslash)", len([]rune(textsafe.Escape(main))))))
+	body = append(body, wrap(textsafe.Escape(main))...)
+	if main != r.Input {
+		body = append(body, "", titleStyle.Render("WHOLE INPUT (JSON, escaped)"))
+		body = append(body, wrap(textsafe.Escape(r.Input))...)
+	}
+	if r.InputBytes > 0 {
+		body = append(body, "", warnStyle.Render(fmt.Sprintf("the daemon sent %d of the input's %d bytes: fleetstate requests %s shows it whole", len(r.Input), r.InputBytes, shortID(r.ID))))
+	}
+	foot := append([]string{""}, m.footer()...)
+	room := len(body)
+	if m.height > 0 {
+		room = max(m.height-len(top)-len(foot)-1, 1)
+	}
+	scroll := min(m.scroll, max(len(body)-room, 0))
+	shown := body[scroll:min(scroll+room, len(body))]
+	lines := append(top, shown...)
+	if len(body) > room {
+		lines = append(lines, dimStyle.Render(fmt.Sprintf("  lines %d-%d of %d (↑↓ scroll)", scroll+1, scroll+len(shown), len(body))))
 	}
 	lines = append(lines, foot...)
 	if m.width > 0 {

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/agent"
+	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
 
 // FormatOutcome is the human form of an outcome: a line that says what
@@ -120,45 +120,59 @@ func indent(text string) string {
 	return "  " + strings.ReplaceAll(text, "\n", "\n  ") + "\n"
 }
 
-// clean escapes the control characters of s other than newline and tab,
-// and invalid UTF-8, so that text from an agent cannot drive the
-// terminal it is printed on.
-func clean(s string) string {
-	if !strings.ContainsFunc(s, unsafeRune) {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == unicode.ReplacementChar && !strings.HasPrefix(s[i:], string(unicode.ReplacementChar)):
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unsafeRune(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// clean escapes the characters of s that a terminal would hide or obey
+// (see [textsafe.EscapeText]), newlines and tabs aside, so that text
+// from an agent cannot drive the terminal it is printed on.
+func clean(s string) string { return textsafe.EscapeText(s) }
 
-func unsafeRune(r rune) bool {
-	return r != '\n' && r != '\t' && (unicode.IsControl(r) || r == unicode.ReplacementChar ||
-		r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r))
-}
+// maxInput is how many characters of a request's input its row shows.
+const maxInput = 80
 
 // FormatRequests formats the pending permission requests as a table, the
-// command (or file, or URL) of each rather than its input's JSON.
+// command (or file, or URL) of each rather than its input's JSON,
+// escaped (see [textsafe.Escape]) and clipped with a mark that says how
+// much more [FormatRequest] would show.
 func FormatRequests(ps []fleetstate.PermissionRequest, now time.Time) string {
 	if len(ps) == 0 {
 		return "no permission requests waiting\n"
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMEMBER\tTOOL\tINPUT\tCWD\tAGE")
+	fmt.Fprintln(tw, "ID\tMEMBER\tTOOL\tAGE\tCWD\tINPUT")
+	clipped := false
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(p.ID), clean(p.Member), clean(p.Tool),
-			clean(agent.MainInput(p.Tool, p.Input)), clean(p.Cwd), age(now.Sub(p.Asked)))
+		input := textsafe.Quote(agent.MainInput(p.Tool, p.Input), maxInput)
+		clipped = clipped || !strings.HasSuffix(input, `"`)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", textsafe.Escape(p.ID), textsafe.Escape(p.Member), textsafe.Clip(p.Tool, 40),
+			age(now.Sub(p.Asked)), textsafe.Clip(p.Cwd, 40), input)
 	}
 	tw.Flush()
+	if clipped {
+		b.WriteString("fleetstate requests ID shows a request whole\n")
+	}
+	return b.String()
+}
+
+// FormatRequest formats one permission request whole: who asks, for
+// which tool, where, and its input, escaped (see [textsafe.Escape]) and
+// never clipped: the main input (the command, file or URL) and the
+// input's whole JSON.
+func FormatRequest(p fleetstate.PermissionRequest, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "request %s\n", textsafe.Escape(p.ID))
+	fmt.Fprintf(&b, "  member: %s\n  tool:   %s\n  cwd:    %s\n", textsafe.Escape(p.Member), textsafe.Escape(p.Tool), textsafe.Escape(p.Cwd))
+	fmt.Fprintf(&b, "  asked:  %s ago", age(now.Sub(p.Asked)))
+	if !p.Deadline.IsZero() {
+		fmt.Fprintf(&b, "; ends undecided in %s", age(p.Deadline.Sub(now)))
+	}
+	b.WriteString("\nescaped: \\n is a line break, \\t a tab, \\u202e an invisible character, \\\\ a backslash\n")
+	main := agent.MainInput(p.Tool, p.Input)
+	if main != p.Input {
+		fmt.Fprintf(&b, "main input:\n  %s\n", textsafe.Escape(main))
+	}
+	fmt.Fprintf(&b, "input:\n  %s\n", textsafe.Escape(p.Input))
+	if p.InputBytes > 0 {
+		fmt.Fprintf(&b, "(clipped: %d of %d bytes)\n", len(p.Input), p.InputBytes)
+	}
 	return b.String()
 }

@@ -3,6 +3,7 @@ package leadcli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"strings"
@@ -117,5 +118,40 @@ func TestCommandsAreTheirHelp(t *testing.T) {
 		if leadcli.Has(name) {
 			t.Errorf("Has(%q) = true", name)
 		}
+	}
+}
+
+// A request's row shows what a terminal would hide (newlines, bidi
+// marks) escaped, draws no row of its own from a tool's name, and marks
+// what it clips; FormatRequest shows it whole.
+func TestFormatRequests(t *testing.T) {
+	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	hidden := "git status" + strings.Repeat("\n", 40) + "; rm -rf ~/work"
+	input, _ := json.Marshal(map[string]string{"command": hidden})
+	ps := []fleetstate.PermissionRequest{
+		{ID: "perm-1", Member: "alice", Tool: "Bash", Input: string(input), Cwd: "/src", Asked: now.Add(-5 * time.Second)},
+		{ID: "perm-2", Member: "bob", Tool: "Bash\nperm-3  carol  Bash  1s  /src  \"ls\"", Input: `{"command":"ls"}`, Asked: now},
+		{ID: "perm-4", Member: "dan", Tool: "Bash", Input: "{\"command\":\"echo \u202egnp.exe\"}", Asked: now},
+	}
+	got := leadcli.FormatRequests(ps, now)
+	for _, c := range []struct{ name, want string }{
+		{"newlines escaped and the clip marked", `"git status\n\n\n`},
+		{"how much is clipped", `… (+25 more characters)`},
+		{"where to see it whole", "fleetstate requests ID shows a request whole"},
+		{"a tool's newline escaped", `Bash\nperm-3  carol`},
+		{"a bidi override escaped", `"echo \u202egnp.exe"`},
+	} {
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%s: no %q in\n%s", c.name, c.want, got)
+		}
+	}
+	if lines := strings.Count(got, "\n"); lines != 5 || strings.ContainsRune(got, '\u202e') {
+		t.Errorf("got %d lines (want 5: heading, 3 rows, hint), or a raw bidi mark:\n%s", lines, got)
+	}
+
+	whole := leadcli.FormatRequest(ps[0], now)
+	if !strings.Contains(whole, `; rm -rf ~/work`) || !strings.Contains(whole, `git status`+strings.Repeat(`\n`, 40)+`; rm`) ||
+		strings.Count(whole, "\n") > 12 {
+		t.Errorf("FormatRequest does not show the input whole on escaped lines:\n%s", whole)
 	}
 }

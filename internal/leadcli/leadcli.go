@@ -98,12 +98,17 @@ func Run(ctx context.Context, name string, args []string, stdin io.Reader, stdou
 	}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	cl, err := o.dial(ctx, name)
+	cl, base, token, err := o.dial(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	r.c = cl
+	r.c, r.base, r.token = cl, base, token
+	if c.ids != "" && len(pos) > 0 {
+		if pos[0], err = r.resolve(ctx, c.ids, pos[0]); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	if err := c.run(ctx, r, pos); err != nil {
 		return r.explain(ctx, err)
 	}
@@ -131,7 +136,11 @@ type command struct {
 	// bound is how long the whole command may take; nil means
 	// callBound.
 	bound func(*opts) time.Duration
-	run   func(ctx context.Context, r *runner, args []string) error
+	// ids, if set, is the kind of ID the first argument is (idTicket,
+	// idTurn, idRequest): a short form of it, as fleetstate watch shows
+	// it, is taken for the whole ID it starts.
+	ids string
+	run func(ctx context.Context, r *runner, args []string) error
 }
 
 func lookup(name string) (command, bool) {
@@ -196,7 +205,7 @@ func table() []command {
 				Usage:   "fleetstate poll [TICKET] [--wait D] [--keep] [--json] [--dir DIR | --url URL]",
 				About:   "Prints every ticket of yours, oldest first, or the one named: its state (queued, working, question, done) and, once done, its outcome. --wait waits up to D (at most the daemon's bound, 60 s) for news first. A finished outcome it printed is acknowledged unless --keep; a question stays until you answer it.",
 				Example: "fleetstate poll tk-01J9Z6 --wait 30s"},
-			args: "at most one TICKET", min: 0, max: 1, keep: true,
+			args: "at most one TICKET", min: 0, max: 1, keep: true, ids: idTicket,
 			flags: func(fs *flag.FlagSet, o *opts) {
 				fs.DurationVar(&o.pollWait, "wait", 0, "wait up to this long for news (such as 30s)")
 			},
@@ -242,7 +251,7 @@ func table() []command {
 				Usage:   "fleetstate ack TICKET [--json] [--dir DIR | --url URL]",
 				About:   "Drops a ticket whose turn has ended, with its outcome. A ticket whose turn is still queued or open is refused: fleetstate cancel ends it.",
 				Example: "fleetstate ack tk-01J9Z6"},
-			args: "TICKET", min: 1, max: 1,
+			args: "TICKET", min: 1, max: 1, ids: idTicket,
 			run: func(ctx context.Context, r *runner, args []string) error {
 				if err := r.c.Ack(ctx, args[0]); err != nil {
 					return err
@@ -259,7 +268,7 @@ func table() []command {
 				Usage:   "fleetstate answer TURN TEXT [--keep] [--json] [--dir DIR | --url URL]",
 				About:   "Answers the question the member asked in turn TURN (poll shows it, with the turn ID) with TEXT (\"-\" reads it from standard input), then waits for the turn's next outcome, up to the daemon's send timeout, and prints it. A finished outcome it printed is acknowledged unless --keep.",
 				Example: `fleetstate answer turn-01J9Z6 "yes, drop the old table"`},
-			args: "TURN TEXT", min: 2, max: 2, keep: true,
+			args: "TURN TEXT", min: 2, max: 2, keep: true, ids: idTurn,
 			check: func(r *runner, args []string) error { return r.readText(&args[1]) },
 			bound: func(*opts) time.Duration { return waitBound },
 			run: func(ctx context.Context, r *runner, args []string) error {
@@ -275,7 +284,7 @@ func table() []command {
 				Usage:   "fleetstate cancel TICKET [--keep] [--json] [--dir DIR | --url URL]",
 				About:   "Ends the ticket's turn as failed, reason cancelled: a queued message is never delivered, and a member working on it learns it on its next call for the turn. A ticket that already ended keeps its outcome, which is printed. The outcome printed is acknowledged unless --keep.",
 				Example: "fleetstate cancel tk-01J9Z6"},
-			args: "TICKET", min: 1, max: 1, keep: true,
+			args: "TICKET", min: 1, max: 1, keep: true, ids: idTicket,
 			run: func(ctx context.Context, r *runner, args []string) error {
 				o, err := r.c.Cancel(ctx, args[0])
 				if err != nil {
@@ -306,25 +315,32 @@ func table() []command {
 			},
 		},
 		{
-			Command: Command{Name: "requests", Summary: "list the members' pending permission requests",
-				Usage:   "fleetstate requests [--json] [--dir DIR | --url URL]",
-				About:   "Lists the permission requests the members' agents raised and nobody decided yet: each one's ID, member, tool, the command or input, and its age. The operator sees them, and a lead where the fleet file lets leads decide; decide with fleetstate approve or deny.",
-				Example: "fleetstate requests"},
-			args: "no arguments", min: 0, max: 0,
-			run: func(ctx context.Context, r *runner, _ []string) error {
-				var out struct {
-					Permissions []fleetstate.PermissionRequest `json:"permissions"`
-				}
-				if err := r.c.Call(ctx, "fleet_members", nil, &out); err != nil {
+			Command: Command{Name: "requests", Summary: "list the members' pending permission requests, or show one whole",
+				Usage:   "fleetstate requests [ID] [--json] [--dir DIR | --url URL]",
+				About:   "Lists the permission requests the members' agents raised and nobody decided yet: each one's ID, member, tool, age, and the command or input, escaped (a newline shows as \\n, an invisible character as \\u202e) and clipped. With ID (or the short form fleetstate watch shows), prints that request whole, escaped. The operator sees them, and a lead where the fleet file lets leads decide; decide with fleetstate approve or deny.",
+				Example: "fleetstate requests 3f2a9c1e"},
+			args: "at most one ID", min: 0, max: 1, ids: idRequest,
+			run: func(ctx context.Context, r *runner, args []string) error {
+				ps, err := r.requests(ctx)
+				if err != nil {
 					return err
 				}
-				if out.Permissions == nil {
-					out.Permissions = []fleetstate.PermissionRequest{}
+				if len(args) == 1 {
+					for _, p := range ps {
+						if p.ID == args[0] {
+							if r.opts.json {
+								return r.printJSON(p)
+							}
+							fmt.Fprint(r.stdout, FormatRequest(p, time.Now()))
+							return nil
+						}
+					}
+					return &mcpadapter.ToolError{Code: fleetstate.CodeUnknownRequest, Message: fmt.Sprintf("no pending request %q", args[0])}
 				}
 				if r.opts.json {
-					return r.printJSON(map[string]any{"permissions": out.Permissions})
+					return r.printJSON(map[string]any{"permissions": ps})
 				}
-				fmt.Fprint(r.stdout, FormatRequests(out.Permissions, time.Now()))
+				fmt.Fprint(r.stdout, FormatRequests(ps, time.Now()))
 				return nil
 			},
 		},
@@ -346,7 +362,7 @@ func decideCommand(name, summary, about, example string) command {
 	}
 	return command{
 		Command: Command{Name: name, Summary: summary, Usage: usage, About: about, Example: example},
-		args:    "ID", min: 1, max: 1,
+		args:    "ID", min: 1, max: 1, ids: idRequest,
 		flags: func(fs *flag.FlagSet, o *opts) {
 			if !allow {
 				fs.StringVar(&o.message, "message", "", "why it is denied, for the member")
@@ -377,8 +393,32 @@ type runner struct {
 	name   string
 	opts   *opts
 	c      *mcpadapter.Client
+	base   string // the daemon's base URL, for its event stream
+	token  string
 	stdin  io.Reader
 	stdout io.Writer
+}
+
+// errMayNotDecide is the refusal of a lead the fleet file does not let
+// decide permission requests: fleet_members lists none for it.
+var errMayNotDecide = &mcpadapter.ToolError{Code: fleetstate.CodeNotPermitted,
+	Message: "this lead may not see or decide permission requests: the fleet file does not let leads decide; the operator does (--dir DIR)"}
+
+// requests returns the pending permission requests, or errMayNotDecide.
+func (r *runner) requests(ctx context.Context) ([]fleetstate.PermissionRequest, error) {
+	var out struct {
+		Permissions *[]fleetstate.PermissionRequest `json:"permissions"`
+	}
+	if err := r.c.Call(ctx, "fleet_members", nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Permissions == nil {
+		return nil, errMayNotDecide
+	}
+	if *out.Permissions == nil {
+		return []fleetstate.PermissionRequest{}, nil
+	}
+	return *out.Permissions, nil
 }
 
 // readText replaces a text of "-" with standard input, and refuses an
@@ -476,45 +516,53 @@ func (r *runner) explain(ctx context.Context, err error) error {
 	case fleetstate.CodeTicketOpen:
 		return fmt.Errorf("%s: %s", r.name, strings.Replace(msg, "fleet_cancel", "fleetstate cancel", 1))
 	case fleetstate.CodeNotPermitted:
+		if te == errMayNotDecide || strings.Contains(msg, "decide permission requests") {
+			return fmt.Errorf("%s: %s (%s)", r.name, msg, te.Code)
+		}
 		return fmt.Errorf("%s: %s: the lead commands need a lead's token in $FLEET_TOKEN, or --dir as the operator", r.name, msg)
+	case fleetstate.CodeUnknownRequest:
+		return fmt.Errorf("%s: %s: fleetstate requests lists the pending requests", r.name, msg)
 	}
 	return fmt.Errorf("%s: %s (%s)", r.name, msg, te.Code)
 }
 
 // dial connects to the daemon as the operator (--dir) or as a lead
-// (--url, $FLEET_URL, with $FLEET_TOKEN).
-func (o *opts) dial(ctx context.Context, name string) (*mcpadapter.Client, error) {
-	token := os.Getenv("FLEET_TOKEN")
+// (--url, $FLEET_URL, with $FLEET_TOKEN), and returns the daemon's base
+// URL and the token it took.
+func (o *opts) dial(ctx context.Context, name string) (c *mcpadapter.Client, base, token string, err error) {
+	token = os.Getenv("FLEET_TOKEN")
 	switch {
 	case o.dir != "" && o.url != "":
-		return nil, fmt.Errorf("%s: give --dir (the operator) or --url (a lead), not both", name)
+		return nil, "", "", fmt.Errorf("%s: give --dir (the operator) or --url (a lead), not both", name)
 	case o.url != "":
 		if token == "" {
-			return nil, fmt.Errorf("%s: no token: --url needs a lead's token in $FLEET_TOKEN (fleetstate token add --role lead), or act as the operator with --dir DIR", name)
+			return nil, "", "", fmt.Errorf("%s: no token: --url needs a lead's token in $FLEET_TOKEN (fleetstate token add --role lead), or act as the operator with --dir DIR", name)
 		}
-		return o.dialLead(ctx, name, o.url, token)
+		c, base, err = o.dialLead(ctx, name, o.url, token)
 	case o.dir == "" && token != "" && os.Getenv("FLEET_URL") != "":
-		return o.dialLead(ctx, name, os.Getenv("FLEET_URL"), token)
+		c, base, err = o.dialLead(ctx, name, os.Getenv("FLEET_URL"), token)
+	default:
+		c, base, token, err = o.dialOperator(ctx, name)
 	}
-	return o.dialOperator(ctx, name)
+	return c, base, token, err
 }
 
-func (o *opts) dialLead(ctx context.Context, name, raw, token string) (*mcpadapter.Client, error) {
+func (o *opts) dialLead(ctx context.Context, name, raw, token string) (*mcpadapter.Client, string, error) {
 	url, err := mcpURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, "", fmt.Errorf("%s: %w", name, err)
 	}
 	c, err := dialBounded(ctx, url, token)
 	switch {
 	case err == nil:
-		return c, nil
+		return c, strings.TrimSuffix(url, "/mcp"), nil
 	case refused(err):
-		return nil, fmt.Errorf("%s: the daemon at %s refuses the token in $FLEET_TOKEN (unknown or revoked): make one with fleetstate token add --role lead", name, url)
+		return nil, "", fmt.Errorf("%s: the daemon at %s refuses the token in $FLEET_TOKEN (unknown or revoked): make one with fleetstate token add --role lead", name, url)
 	}
-	return nil, fmt.Errorf("%s: no daemon answers at %s (%v): start one with fleetstate serve or fleetstate up, or fix --url / $FLEET_URL", name, url, err)
+	return nil, "", fmt.Errorf("%s: no daemon answers at %s (%v): start one with fleetstate serve or fleetstate up, or fix --url / $FLEET_URL", name, url, err)
 }
 
-func (o *opts) dialOperator(ctx context.Context, name string) (*mcpadapter.Client, error) {
+func (o *opts) dialOperator(ctx context.Context, name string) (*mcpadapter.Client, string, string, error) {
 	d := o.dir
 	if d == "" {
 		d = fleetstate.DefaultDir()
@@ -526,35 +574,35 @@ func (o *opts) dialOperator(ctx context.Context, name string) (*mcpadapter.Clien
 	// A directory no daemon ever served has no owner file; opening it as a
 	// store would create it.
 	if _, err := os.Stat(filepath.Join(d, ".fleetstate", "owner")); err != nil {
-		return nil, noDaemon
+		return nil, "", "", noDaemon
 	}
 	store, err := fleetstate.Open(nil, d, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, "", "", fmt.Errorf("%s: %w", name, err)
 	}
 	owner, owned, err := store.FleetOwner()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, "", "", fmt.Errorf("%s: %w", name, err)
 	}
 	if !owned || owner.Addr == "" {
-		return nil, noDaemon
+		return nil, "", "", noDaemon
 	}
 	token, err := mcpadapter.OperatorToken(store)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, "", "", fmt.Errorf("%s: %w", name, err)
 	}
 	url, err := mcpURL(owner.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: the daemon serving %s gives the address %q: %w", name, d, owner.Addr, err)
+		return nil, "", "", fmt.Errorf("%s: the daemon serving %s gives the address %q: %w", name, d, owner.Addr, err)
 	}
 	c, err := dialBounded(ctx, url, token)
 	switch {
 	case err == nil:
-		return c, nil
+		return c, strings.TrimSuffix(url, "/mcp"), token, nil
 	case refused(err):
-		return nil, fmt.Errorf("%s: the daemon at %s refuses the operator token of %s: restart it with this version (fleetstate serve --dir %s)", name, url, d, d)
+		return nil, "", "", fmt.Errorf("%s: the daemon at %s refuses the operator token of %s: restart it with this version (fleetstate serve --dir %s)", name, url, d, d)
 	}
-	return nil, fmt.Errorf("%s: %w (%v)", name, noDaemon, err)
+	return nil, "", "", fmt.Errorf("%s: %w (%v)", name, noDaemon, err)
 }
 
 func dialBounded(ctx context.Context, url, token string) (*mcpadapter.Client, error) {

@@ -42,3 +42,32 @@ func TestReadText(t *testing.T) {
 		}
 	}
 }
+
+func TestMatchID(t *testing.T) {
+	ids := []string{
+		"ticket-0a1b2c3d-0000-4000-8000-000000000001",
+		"ticket-0a1b9999-0000-4000-8000-000000000002",
+		"ticket-77aa0000-0000-4000-8000-000000000003",
+	}
+	for _, c := range []struct{ name, arg, want, err string }{
+		{"the short form watch shows", "0a1b2c3d", ids[0], ""},
+		{"a start with its prefix", "ticket-77aa", ids[2], ""},
+		{"upper case", "77AA0000", ids[2], ""},
+		{"a whole ID", ids[1], ids[1], ""},
+		{"unknown: for the daemon to refuse", "ffff0000", "ffff0000", ""},
+		{"ambiguous", "0a1b", "", `"0a1b" starts 2 tickets (` + ids[0] + ", " + ids[1] + "): give more of the ID"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := matchID(idTicket, c.arg, ids)
+			if c.err != "" {
+				if err == nil || err.Error() != c.err {
+					t.Fatalf("matchID(%q) = %q, %v; want the error %q", c.arg, got, err, c.err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Errorf("matchID(%q) = %q, %v; want %q", c.arg, got, err, c.want)
+			}
+		})
+	}
+}

@@ -13,6 +13,9 @@
 (function () {
   // The same bounds as the daemon's transcripts.
   const MAX_EVENTS = 50, MAX_TURNS = 200, MAX_ENTRIES = 50, MAX_CONTENT = 4096;
+  // How many characters of a request's input its row shows, escaped.
+  const MAX_INPUT = 300;
+  const text = window.fleetstateText;
 
   const members = new Map(); // name -> MemberInfo
   const tickets = new Map(); // ticket (or turn ID) -> TicketInfo
@@ -93,6 +96,14 @@
     for (const t of snap.tickets || []) tickets.set(ticketKey(t), t);
     perms.clear();
     for (const p of snap.permissions || []) if (!p.decision) perms.set(p.id, p);
+    // The events just before the snapshot, so that the list is not empty
+    // until the next one; a daemon that started afresh counts anew.
+    const newest = events.length ? events[0].seq : 0;
+    if (snap.seq < newest) events = [];
+    const have = new Set(events.map((e) => e.seq));
+    for (const e of snap.recent || []) if (!have.has(e.seq)) events.push(e);
+    events.sort((a, b) => b.seq - a.seq);
+    if (events.length > MAX_EVENTS) events.length = MAX_EVENTS;
     setConn('live', 'live');
     pending = [];
     fetch('/dashboard/transcripts?after=' + snap.seq, { credentials: 'same-origin', cache: 'no-store' })
@@ -341,7 +352,9 @@
   // renderRequests shows the pending permission requests, in a section
   // that is hidden while there are none, each with Allow, and Deny with
   // an optional message (for the operator's login: the daemon refuses
-  // the others). A row being typed in is kept, not rebuilt.
+  // the others). What the agent wrote (tool, input, cwd) is shown
+  // escaped, the input clipped with a mark and whole beneath it. A row
+  // being typed in is kept, not rebuilt.
   const reqRows = new Map(); // request ID -> its row
   function renderRequests() {
     const section = $('requests-section');
@@ -353,10 +366,10 @@
       let tr = reqRows.get(p.id);
       if (!tr) {
         tr = el('tr', { 'data-request': p.id },
-          el('td', { 'data-label': 'member' }, p.member || ''),
-          el('td', { 'data-label': 'tool' }, p.tool || ''),
-          el('td', { 'data-label': 'input', class: 'mono' }, clip(mainInput(p), 300)),
-          el('td', { 'data-label': 'cwd', class: 'mono' }, p.cwd || ''),
+          el('td', { 'data-label': 'member' }, text.escape(p.member)),
+          el('td', { 'data-label': 'tool', class: 'mono' }, text.clip(p.tool, 60)),
+          el('td', { 'data-label': 'input', class: 'mono' }, ...inputCell(p)),
+          el('td', { 'data-label': 'cwd', class: 'mono' }, text.clip(p.cwd, 120)),
           el('td', { 'data-label': 'age', class: 'age', 'data-since': p.asked || '' }, age(p.asked)),
           el('td', { 'data-label': 'act', class: 'actions' }, ...decideControls(p)));
         reqRows.set(p.id, tr);
@@ -364,6 +377,21 @@
       rows.push(tr);
     }
     $('requests').tBodies[0].replaceChildren(...rows);
+  }
+
+  // inputCell is a request's input as its row shows it: the main input
+  // escaped and clipped, with a mark of how much is left out, and a
+  // disclosure that shows it whole, and the whole JSON input, escaped.
+  function inputCell(p) {
+    const main = mainInput(p);
+    const c = text.cut(main, MAX_INPUT);
+    const out = [el('span', { class: 'input-head' }, c.head + (c.rest ? text.mark(c.rest) : ''))];
+    const all = [el('pre', { class: 'input-whole', 'aria-label': 'Whole input' }, text.escape(main))];
+    if (main !== (p.input || '')) all.push(el('pre', { class: 'input-json', 'aria-label': 'Whole input as JSON' }, text.escape(p.input)));
+    if (p.input_bytes > 0) all.push(el('p', { class: 'bad' }, 'the daemon sent ' + (p.input || '').length + ' of the input\'s ' + p.input_bytes + ' bytes: fleetstate requests ' + p.id + ' shows it whole'));
+    const label = c.rest ? 'show all ' + [...text.escape(main)].length + ' characters' : 'show whole input';
+    out.push(el('details', { class: 'input-all' }, el('summary', {}, label), ...all));
+    return out;
   }
 
   // mainInput is what a person reads first of a request: the command,
@@ -463,16 +491,44 @@
     box.replaceChildren(...items);
   }
 
+  // shortID is an ID as the terminal view shows it: its UUID's first
+  // eight digits.
+  function shortID(id) {
+    id = id || '';
+    if ((id.match(/-/g) || []).length >= 5) id = id.slice(id.indexOf('-') + 1);
+    return id.slice(0, 8);
+  }
+
+  // permissionText says what a permission event is about, as the
+  // terminal view does: what was asked, how it ended, by whom.
+  function permissionText(e) {
+    const p = e.permission;
+    if (!p) return text.clip(e.content, 160);
+    const asked = text.clip(p.tool, 40) + ' ' + text.quote(mainInput(p), 120);
+    if (e.kind === 'permission_requested') return shortID(p.id) + ' asks ' + asked;
+    const by = e.by || (p.decision && p.decision.by) || '';
+    let end;
+    if (e.kind === 'permission_expired') {
+      end = 'ended undecided' + (by ? ' (' + text.clip(by, 40) + ')' : '') + (e.content ? ': ' + text.clip(e.content, 160) : '');
+    } else {
+      const b = p.decision && p.decision.behavior;
+      end = (b === 'allow' ? 'allowed' : b === 'deny' ? 'denied' : 'decided') + (by ? ' by ' + text.clip(by, 40) : '') +
+        (e.content ? ': ' + text.quote(e.content, 160) : '');
+    }
+    return shortID(p.id) + ' ' + asked + ': ' + end;
+  }
+
   function renderEvents() {
     const list = $('events');
     const items = events.map((e) => {
-      let what = e.content || e.status || '';
-      if (e.outcome) what = e.outcome.outcome + (e.outcome.reason ? ' (' + e.outcome.reason + ')' : '') + (e.outcome.content ? ': ' + e.outcome.content : '');
+      let what = text.clip(e.content || e.status || '', 160);
+      if (e.outcome) what = e.outcome.outcome + (e.outcome.reason ? ' (' + e.outcome.reason + ')' : '') + (e.outcome.content ? ': ' + text.clip(e.outcome.content, 160) : '');
+      if (e.kind.startsWith('permission_')) what = permissionText(e);
       return el('li', { 'data-seq': e.seq },
         clock(e.time) + '  ' + e.kind.padEnd(9) + ' ' + (e.member || '') + (e.turn_id ? ' ' + e.turn_id : '') +
-        (what ? '  ' + clip(what, 160) : '') + (e.gap ? '  (missed ' + e.gap + ')' : ''));
+        (what ? '  ' + what : '') + (e.gap ? '  (missed ' + e.gap + ')' : ''));
     });
-    if (!items.length) items.push(el('li', { class: 'empty' }, 'none since the page loaded'));
+    if (!items.length) items.push(el('li', { class: 'empty' }, 'none yet'));
     list.replaceChildren(...items);
   }
 
