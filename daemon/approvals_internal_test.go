@@ -66,6 +66,10 @@ func TestRosterApprovals(t *testing.T) {
 	if !errors.Is(err, ErrBadRule) || !strings.Contains(err.Error(), "approvals.allow[1]") {
 		t.Fatalf("a bad rule: %v; want ErrBadRule naming approvals.allow[1]", err)
 	}
+	_, err = parseRoster([]byte(`{"approvals":{"deny":["Read(src/[)"]},"agents":[]}`))
+	if want := `approvals.deny[0]: bad approval rule "Read(src/[)": the path segment "[" is not a valid pattern`; err == nil || err.Error() != want {
+		t.Fatalf("a bad path rule: %v; want %s", err, want)
+	}
 	if _, err := parseRoster([]byte(`{"approvals":{"ask":["Bash"]},"agents":[]}`)); err == nil {
 		t.Fatal("an unknown approvals field was accepted")
 	}

@@ -21,12 +21,16 @@
 // variable assignment, no parameter expansion, command or process
 // substitution, arithmetic, brace expansion or glob in a command name,
 // no redirection other than to and from /dev/null, between descriptors
-// (2>&1) and from a here-document without expansions, no loop,
+// (2>&1) and from a here-document or here-string without expansions,
+// no loop,
 // conditional, function, declaration, [[ ]] or coprocess, and no
 // command that runs another (sudo, env, xargs, sh -c, eval, exec, ...)
 // unless an allow rule names that command as its first word. Whatever
-// does not parse, holds a NUL byte, is longer than MaxCommandLen or
-// nests scripts deeper than maxDepth is not judged either.
+// does not parse, holds a NUL byte, is longer than [MaxCommandLen],
+// nests scripts more than four deep, runs more than 32 scripts within
+// or has more than 64 words after a command that runs another is not
+// judged either. Bash alone allows every command, except, where a Bash
+// deny rule exists, one the rules cannot judge.
 //
 // A simple command is matched as its words after quote removal, each
 // written again with single quotes where it needs them, joined by single
@@ -46,7 +50,9 @@
 // name (/bin/rm is rm), its flags are a set the command's flags must
 // include in any order or grouping (-rf is -fr, -r -f and, for rm,
 // --recursive --force and -R), and each of its other words must match
-// some word of the command. A deny rule also matches when its pattern
+// some word of the command, a leading ~ read as the home directory. A
+// command whose words are not all literal ("$HOME") is matched on those
+// that are. A deny rule also matches when its pattern
 // matches the whole command as the printer writes it, so
 // Bash(curl * | sh) denies "curl -s URL|sh".
 //
@@ -59,12 +65,14 @@
 // of the fleet file (a deny rule /path also denies the absolute /path),
 // and path or ./path is in the request's working directory. A pattern
 // with no slash but a trailing one, such as .env or *.pem/, matches a
-// name at any depth below the working directory. * and ?
-// match within one path segment, ** any number of segments, and a
+// name at any depth below the working directory. * and ? match within
+// one path segment, ** any number of segments, and a
 // pattern that matches a directory matches everything in it. Symbolic
 // links are not resolved. Where a pattern's anchor is unknown (no
 // working directory, home or fleet file) an allow rule matches nothing
-// and a deny rule matches at any depth.
+// and a deny rule matches at any depth. A path starting with ~ is
+// checked against deny rules both as the home directory and as a name
+// in the working directory, and is never allowed by a pattern.
 //
 // # Other tools
 //
@@ -298,28 +306,32 @@ func (s *Set) Decide(req Request) Decision {
 // glob reports whether pattern matches s whole, * matching any run of
 // characters (a / included).
 func glob(pattern, s string) bool {
-	// The classic linear matcher: on a mismatch, go back to the last *
-	// and let it take one more byte.
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case p < len(pattern) && pattern[p] == s[i]:
-			p++
-			i++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
+	// With * the only wildcard, taking each piece between stars at its
+	// first place after the one before is never wrong, and costs a
+	// scan of s rather than the product of the lengths.
+	first, rest, star := strings.Cut(pattern, "*")
+	if !star {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, first) {
+		return false
+	}
+	s = s[len(first):]
+	i := strings.LastIndexByte(rest, '*')
+	middle, last := "", rest
+	if i >= 0 {
+		middle, last = rest[:i], rest[i+1:]
+	}
+	if len(s) < len(last) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[:len(s)-len(last)]
+	for piece := range strings.SplitSeq(middle, "*") {
+		j := strings.Index(s, piece)
+		if j < 0 {
 			return false
 		}
+		s = s[j+len(piece):]
 	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
+	return true
 }

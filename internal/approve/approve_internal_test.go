@@ -145,9 +145,9 @@ func TestBashDenyPattern(t *testing.T) {
 		bp := compileBash(tc.pattern)
 		a := analyze(tc.cmd)
 		got := false
-		for _, words := range a.all {
-			for _, pos := range commandPositions(words) {
-				got = got || bp.deny.denies(words, pos, "/home/u")
+		for _, c := range a.all {
+			for _, pos := range c.pos {
+				got = got || bp.deny.denies(c.words, pos, "/home/u")
 			}
 		}
 		if got != tc.want {

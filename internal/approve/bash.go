@@ -202,17 +202,17 @@ func addFlag(s string, syn map[string]byte, short map[byte]bool, long map[string
 
 // word is one word of a command.
 type word struct {
-	s     string // the value after quote removal, when lit
-	src   string // as written
-	lit   bool   // no expansion can change it
-	glob  bool   // holds an unquoted *, ? or [
-	brace bool   // may be a brace expansion
-	tilde bool   // starts with an unquoted ~
+	s     string       // the value after quote removal, when lit
+	node  *syntax.Word // as parsed; nil for a word of loose
+	lit   bool         // no expansion can change it
+	glob  bool         // holds an unquoted *, ? or [
+	brace bool         // may be a brace expansion
+	tilde bool         // starts with an unquoted ~
 }
 
 // wordOf reads w.
 func wordOf(w *syntax.Word) word {
-	out := word{lit: true, src: printNode(w)}
+	out := word{lit: true, node: w}
 	var val, unq strings.Builder // unq: the unquoted characters, others as _
 	for i, part := range w.Parts {
 		switch p := part.(type) {
@@ -282,12 +282,39 @@ func wordOf(w *syntax.Word) word {
 	return out
 }
 
+// Bounds of the work one command costs: each script within is parsed
+// in turn, and each word after a runner may be a command.
+const (
+	maxScripts   = 32 // scripts within the command
+	maxPositions = 64 // words that may name a command, in one simple command
+)
+
+// source returns w as written, shortened to 100 bytes, for a person.
+func (w word) source() string {
+	s := w.s
+	if w.node != nil {
+		s = printNode(w.node)
+	}
+	if len(s) > 100 {
+		s = s[:100] + "…"
+	}
+	return s
+}
+
 // analysis is what the rules need of a Bash command.
 type analysis struct {
-	all    [][]word   // every simple command, at any depth: for deny rules
-	top    [][]string // the simple commands allow rules must cover
-	wholes []string   // the command and the scripts within, printed
-	why    string     // why allow rules cannot judge it; "" when they can
+	all     []simple   // every simple command, at any depth: for deny rules
+	top     [][]string // the simple commands allow rules must cover
+	wholes  []string   // the command and the scripts within, printed
+	why     string     // why allow rules cannot judge it; "" when they can
+	scripts int        // scripts within read so far
+}
+
+// simple is a simple command's words and the indexes of those that may
+// name a command (see commandPositions).
+type simple struct {
+	words []word
+	pos   []int
 }
 
 // analyze reads cmd.
@@ -311,10 +338,16 @@ func (a *analysis) cannot(why string) {
 // script reads src, a script at depth; top says whether its commands
 // are those allow rules must cover.
 func (a *analysis) script(src string, depth int, top bool) {
+	if depth > 0 {
+		a.scripts++
+	}
 	switch {
 	case depth > maxDepth:
 		a.cannot("scripts nest too deep")
 		a.loose(src)
+		return
+	case a.scripts > maxScripts:
+		a.cannot(fmt.Sprintf("it runs more than %d scripts within", maxScripts))
 		return
 	case len(src) > MaxCommandLen:
 		a.cannot(fmt.Sprintf("it is longer than %d bytes", MaxCommandLen))
@@ -356,10 +389,10 @@ func (a *analysis) loose(src string) {
 	for _, piece := range pieces {
 		var words []word
 		for _, f := range strings.Fields(unquote.Replace(piece)) {
-			words = append(words, word{s: f, src: f, lit: true})
+			words = append(words, word{s: f, lit: true})
 		}
 		if len(words) > 0 {
-			a.all = append(a.all, words)
+			a.all = append(a.all, simple{words: words, pos: a.positions(words)})
 		}
 	}
 	a.wholes = append(a.wholes, strings.Join(strings.Fields(src), " "))
@@ -416,13 +449,13 @@ func (a *analysis) topCall(c *syntax.CallExpr) {
 		wi := wordOf(w)
 		switch {
 		case !wi.lit:
-			a.cannot("an expansion or substitution: " + wi.src)
+			a.cannot("an expansion or substitution: " + wi.source())
 			return
 		case wi.brace:
-			a.cannot("a brace expansion: " + wi.src)
+			a.cannot("a brace expansion: " + wi.source())
 			return
 		case i == 0 && wi.glob:
-			a.cannot("a pattern in a command name: " + wi.src)
+			a.cannot("a pattern in a command name: " + wi.source())
 			return
 		}
 		words = append(words, wi.s)
@@ -444,7 +477,7 @@ func (a *analysis) redirect(r *syntax.Redirect) {
 	if r.Word != nil {
 		wi := wordOf(r.Word)
 		if !wi.lit || wi.glob || wi.brace {
-			a.cannot("a redirection to an expansion: " + wi.src)
+			a.cannot("a redirection to an expansion: " + wi.source())
 			return
 		}
 		target = wi.s
@@ -489,8 +522,9 @@ func (a *analysis) call(c *syntax.CallExpr, depth int) {
 	if len(words) == 0 {
 		return
 	}
-	a.all = append(a.all, words)
-	for _, pos := range commandPositions(words) {
+	positions := a.positions(words)
+	a.all = append(a.all, simple{words: words, pos: positions})
+	for _, pos := range positions {
 		name := base(words[pos].s)
 		rest := words[pos+1:]
 		switch {
@@ -537,15 +571,30 @@ func (a *analysis) embedded(words []word, depth int) {
 	if len(words) == 0 {
 		return
 	}
+	if a.scripts >= maxScripts {
+		a.cannot(fmt.Sprintf("it runs more than %d scripts within", maxScripts))
+		return
+	}
 	parts := make([]string, len(words))
 	for i, w := range words {
 		if !w.lit {
-			a.cannot("a script that is not literal: " + w.src)
+			a.cannot("a script that is not literal: " + w.source())
 			return
 		}
 		parts[i] = w.s
 	}
 	a.script(strings.Join(parts, " "), depth+1, false)
+}
+
+// positions returns commandPositions(words), at most maxPositions of
+// them: a command with more cannot be judged.
+func (a *analysis) positions(words []word) []int {
+	pos := commandPositions(words)
+	if len(pos) > maxPositions {
+		a.cannot(fmt.Sprintf("more than %d words after a command that runs another", maxPositions))
+		pos = pos[:maxPositions]
+	}
+	return pos
 }
 
 // commandPositions returns the indexes of words that may name a command
@@ -675,12 +724,12 @@ func (s *Set) bashDenies(r Rule, a *analysis) (string, bool) {
 			return whole, true
 		}
 	}
-	for _, words := range a.all {
-		for _, pos := range commandPositions(words) {
-			if bp.deny != nil && bp.deny.denies(words, pos, s.Home) {
-				return display(words[pos:]), true
+	for _, c := range a.all {
+		for _, pos := range c.pos {
+			if bp.deny != nil && bp.deny.denies(c.words, pos, s.Home) {
+				return display(c.words[pos:]), true
 			}
-			if lits, ok := literals(words[pos:]); ok && bp.matchText(bp.text, render(lits)) {
+			if lits, ok := literals(c.words[pos:]); ok && bp.matchText(bp.text, render(lits)) {
 				return render(lits), true
 			}
 		}
@@ -781,7 +830,7 @@ func display(words []word) string {
 		if w.lit {
 			parts[i] = render([]string{w.s})
 		} else {
-			parts[i] = w.src
+			parts[i] = w.source()
 		}
 	}
 	return strings.Join(parts, " ")

@@ -104,6 +104,9 @@ var hostileCases = []decideCase{
 	{name: "fullwidth letter", allow: gitStatus, input: "ｇit status", want: Ask},
 	{name: "Cyrillic letter", allow: gitStatus, input: "git statuѕ", want: Ask},
 	{name: "no-break space", allow: gitStatus, input: "git\u00a0status", want: Ask},
+	{name: "eval chain", allow: []string{"Bash(eval:*)"}, input: strings.Repeat("eval ", 40) + "id", want: Ask},
+	{name: "padding after sudo", allow: []string{"Bash(sudo:*)"}, deny: rmRF, input: "sudo" + strings.Repeat(" x", maxPositions) + " rm -rf /", want: Ask},
+	{name: "nested substitutions", allow: gitStatus, input: "git status " + strings.Repeat("$(", 2000) + strings.Repeat(")", 2000), want: Ask},
 	{name: "nested deeper than the bound", allow: []string{"Bash(bash:*)"}, input: `bash -c "bash -c 'bash -c \"bash -c \\\"bash -c id\\\"\"'"`, want: Ask},
 
 	// Deny rules, spelled otherwise; every Bash command allowed.
@@ -321,13 +324,13 @@ func TestHostile(t *testing.T) { runDecideCases(t, hostileCases) }
 func TestLegitimate(t *testing.T) { runDecideCases(t, legitimateCases) }
 
 // FuzzDecide: for any command and rules, Decide does not panic, and an
-// allowed command holds no expansion outside single quotes, names a
-// rule for each of its commands, and never holds a command a deny rule
-// spells out.
+// allowed command is one the rules judge, names allow rules only, holds
+// no expansion outside single quotes, matches no deny rule, and never
+// holds a command a deny rule spells out.
 func FuzzDecide(f *testing.F) {
 	for _, tc := range append(append([]decideCase{}, hostileCases...), legitimateCases...) {
-		if tc.tool != "" {
-			continue
+		if tc.tool != "" || len(tc.input) > 4096 {
+			continue // a long seed slows every mutation of it
 		}
 		allow, deny := "git status:*", "rm -rf"
 		if len(tc.allow) > 0 {
@@ -362,6 +365,15 @@ func FuzzDecide(f *testing.F) {
 		}
 		if s.Allow[0].kind == kindAll {
 			return
+		}
+		a := analyze(cmd)
+		if a.why != "" || len(a.top) == 0 {
+			t.Fatalf("%q allowed though %s", cmd, a.why)
+		}
+		for _, r := range s.Deny {
+			if detail, ok := s.bashDenies(r, a); ok {
+				t.Fatalf("%q allowed though deny rule %s matches %q", cmd, r, detail)
+			}
 		}
 		if !strings.Contains(cmd, "<<") && !strings.Contains(cmd, "#") {
 			if e := unquotedExpansion(cmd); e != "" {
