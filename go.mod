@@ -19,6 +19,7 @@ require (
 	github.com/spf13/afero v1.15.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.49.0
+	mvdan.cc/sh/v3 v3.14.1
 	pgregory.net/rapid v1.3.0
 )
 

@@ -1,26 +1,27 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/internal/agent"
+	"github.com/fleetstate/fleetstate/internal/approve"
 )
 
 // Approvals is what the fleet file says of the members' permission
 // requests (the "approvals" object): rules that decide some without
-// asking, in Claude Code's own syntax, and whether leads may decide.
+// asking, in Claude Code's syntax, and whether leads may decide.
 //
-// A rule is Tool, which matches every use of the tool, or Tool(pattern),
-// which matches a use whose main input the pattern matches whole: the
-// command of Bash, the file_path of Read, Edit, MultiEdit and Write, the
-// notebook_path of NotebookEdit, the url of WebFetch, and the whole input
-// as JSON for any other tool. In a pattern, * matches any run of
-// characters, and a pattern ending in :* (Claude Code's prefix form)
-// matches what starts with the text before it. A deny rule wins over an
-// allow rule; a request no rule matches waits for a person.
+// A rule is Tool, which matches every use of the tool, or Tool(pattern).
+// A Bash command is parsed as a shell parses it: it is allowed only when
+// an allow rule covers every simple command in it and nothing in it
+// (a substitution, an expansion, a redirection to a file, a loop, a
+// command that runs another) escapes the rules; a deny rule that
+// matches any command in it, however spelled, wins. File rules compare
+// cleaned absolute paths, /path being in the fleet file's directory.
+// A request no rule decides waits for a person. Package
+// internal/approve holds the full semantics.
 type Approvals struct {
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
@@ -28,108 +29,23 @@ type Approvals struct {
 	// on the permissions endpoint); the operator always may.
 	Leads bool `json:"leads,omitempty"`
 
-	allow, deny []rule // parsed by validate
+	rules approve.Set // parsed by validate; Home and Root set by policy
 }
 
 // ErrBadRule is the error of a fleet file's approval rule that does not
 // parse; the message says which rule and why.
-var ErrBadRule = errors.New("bad approval rule")
-
-// maxRuleLen bounds one rule.
-const maxRuleLen = 4096
-
-// rule is one parsed approval rule.
-type rule struct {
-	text    string // as written
-	tool    string
-	pattern string // without the parentheses; "" with all set
-	all     bool   // Tool alone: every use
-}
-
-// parseRule parses s, a rule in Claude Code's syntax.
-func parseRule(s string) (rule, error) {
-	bad := func(why string) (rule, error) { return rule{}, fmt.Errorf("%w %q: %s", ErrBadRule, s, why) }
-	if len(s) > maxRuleLen {
-		return bad(fmt.Sprintf("longer than %d bytes", maxRuleLen))
-	}
-	tool, rest, paren := strings.Cut(s, "(")
-	if tool == "" {
-		return bad("want Tool or Tool(pattern), such as Bash(git status*)")
-	}
-	for _, c := range tool {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return bad(fmt.Sprintf("the tool name %q holds %q: use letters, digits, _, - and . only", tool, c))
-		}
-	}
-	if !paren {
-		return rule{text: s, tool: tool, all: true}, nil
-	}
-	pattern, ok := strings.CutSuffix(rest, ")")
-	if !ok {
-		return bad("the pattern's ( has no closing ) at the end")
-	}
-	if pattern == "" {
-		return bad("an empty pattern matches nothing: write Tool alone for every use")
-	}
-	for _, c := range pattern {
-		if c < ' ' || c == 0x7f {
-			return bad("the pattern holds a control character")
-		}
-	}
-	return rule{text: s, tool: tool, pattern: pattern}, nil
-}
-
-// matches reports whether r covers a use of tool with input, the tool's
-// input as JSON text.
-func (r rule) matches(tool, input string) bool {
-	if r.tool != tool {
-		return false
-	}
-	return r.all || glob(r.pattern, agent.MainInput(tool, input))
-}
-
-// glob reports whether pattern matches s whole, * matching any run of
-// characters, and a final :* any text after the prefix before it.
-func glob(pattern, s string) bool {
-	if prefix, ok := strings.CutSuffix(pattern, ":*"); ok {
-		return strings.HasPrefix(s, prefix)
-	}
-	// The classic linear matcher: on a mismatch, go back to the last *
-	// and let it take one more byte.
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case p < len(pattern) && pattern[p] == s[i]:
-			p++
-			i++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
+var ErrBadRule = approve.ErrBadRule
 
 // validate parses every rule; an error names the rule's place.
 func (a *Approvals) validate() error {
-	a.allow, a.deny = nil, nil
+	a.rules = approve.Set{}
 	for _, set := range []struct {
 		key   string
 		texts []string
-		into  *[]rule
-	}{{"allow", a.Allow, &a.allow}, {"deny", a.Deny, &a.deny}} {
+		into  *[]approve.Rule
+	}{{"allow", a.Allow, &a.rules.Allow}, {"deny", a.Deny, &a.rules.Deny}} {
 		for i, text := range set.texts {
-			r, err := parseRule(text)
+			r, err := approve.ParseRule(text)
 			if err != nil {
 				return fmt.Errorf("approvals.%s[%d]: %w", set.key, i, err)
 			}
@@ -140,29 +56,36 @@ func (a *Approvals) validate() error {
 }
 
 // policy returns the rendezvous's policy of a's rules, or nil when there
-// are none.
-func (a *Approvals) policy() fleetstate.PermissionPolicy {
-	if a == nil || len(a.allow)+len(a.deny) == 0 {
+// are none: root is the fleet file's directory, home the home directory
+// (either "" when unknown).
+func (a *Approvals) policy(root, home string) fleetstate.PermissionPolicy {
+	if a == nil || len(a.rules.Allow)+len(a.rules.Deny) == 0 {
 		return nil
 	}
+	a.rules.Root, a.rules.Home = root, home
 	return func(req fleetstate.PermissionRequest) (fleetstate.Decision, bool) {
-		return a.decide(req.Tool, req.Input)
+		return a.decide(req.Tool, req.Input, req.Cwd)
 	}
 }
 
-// decide returns the decision of a's rules on a use of tool with input:
-// a deny rule first, then an allow rule.
-func (a *Approvals) decide(tool, input string) (fleetstate.Decision, bool) {
-	for _, r := range a.deny {
-		if r.matches(tool, input) {
-			return fleetstate.Decision{Behavior: fleetstate.BehaviorDeny, By: "rule " + r.text,
-				Message: "the fleet file's rule " + r.text + " denies this"}, true
-		}
+// decide returns the decision of a's rules on a use of tool with input
+// in the working directory cwd: a deny rule that matches anything in
+// it first, then allow rules that cover all of it.
+func (a *Approvals) decide(tool, input, cwd string) (fleetstate.Decision, bool) {
+	d := a.rules.Decide(approve.Request{Tool: tool, Input: input, Cwd: cwd})
+	by := "rule " + strings.Join(d.Rules, ", ")
+	if len(d.Rules) > 1 {
+		by = "rules " + strings.Join(d.Rules, ", ")
 	}
-	for _, r := range a.allow {
-		if r.matches(tool, input) {
-			return fleetstate.Decision{Behavior: fleetstate.BehaviorAllow, By: "rule " + r.text}, true
+	switch d.Verdict {
+	case approve.Deny:
+		msg := "the fleet file's rule " + d.Rules[0] + " denies this"
+		if d.Detail != "" {
+			msg += ": " + d.Detail
 		}
+		return fleetstate.Decision{Behavior: fleetstate.BehaviorDeny, By: by, Message: msg}, true
+	case approve.Allow:
+		return fleetstate.Decision{Behavior: fleetstate.BehaviorAllow, By: by}, true
 	}
 	return fleetstate.Decision{}, false
 }
@@ -179,7 +102,8 @@ func (d *Daemon) applyApprovals(st *state) error {
 		return err
 	}
 	if a := ro.Approvals; a != nil {
-		st.rv.SetPermissionPolicy(a.policy())
+		home, _ := os.UserHomeDir()
+		st.rv.SetPermissionPolicy(a.policy(ro.base, home))
 		st.leadsDecide.Store(a.Leads)
 	}
 	return nil

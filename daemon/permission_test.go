@@ -45,7 +45,7 @@ func TestPermissionRulesAndLeads(t *testing.T) {
 	dir := t.TempDir()
 	tok := addTokens(t, dir, map[string]string{"lead": "lead", "scout": "member"})
 	roster := filepath.Join(dir, "fleet.json")
-	if err := os.WriteFile(roster, []byte(`{"approvals":{"allow":["Bash(git status*)","Read(*)"],"deny":["Bash(rm -rf /*)"],"leads":true},
+	if err := os.WriteFile(roster, []byte(`{"approvals":{"allow":["Bash(git status *)","Read(*)"],"deny":["Bash(rm -rf /*)"],"leads":true},
 		"agents":[{"name":"lead","role":"lead"},{"name":"scout","role":"member"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +55,8 @@ func TestPermissionRulesAndLeads(t *testing.T) {
 	base := strings.TrimSuffix(url, "/mcp")
 
 	if status, d := hookPost(t, base, tok["scout"], map[string]any{"tool_name": "Bash", "tool_input": map[string]any{"command": "git status"}}); status != http.StatusOK ||
-		d.Behavior != fleetstate.BehaviorAllow || d.By != "rule Bash(git status*)" {
-		t.Fatalf("git status: %d %+v; want allowed by rule Bash(git status*)", status, d)
+		d.Behavior != fleetstate.BehaviorAllow || d.By != "rule Bash(git status *)" {
+		t.Fatalf("git status: %d %+v; want allowed by rule Bash(git status *)", status, d)
 	}
 	if status, d := hookPost(t, base, tok["scout"], map[string]any{"tool_name": "Bash", "tool_input": map[string]any{"command": "rm -rf /home"}}); status != http.StatusOK ||
 		d.Behavior != fleetstate.BehaviorDeny || d.By != "rule Bash(rm -rf /*)" {

@@ -24,7 +24,7 @@ import (
 
 // hookFleetFile lets the lead decide, and holds one allow and one deny
 // rule.
-const hookFleetFile = `{"approvals":{"allow":["Bash(git status*)"],"deny":["Bash(rm -rf /*)"],"leads":true},
+const hookFleetFile = `{"approvals":{"allow":["Bash(git status *)"],"deny":["Bash(rm -rf /*)"],"leads":true},
 	"agents":[{"name":"lead","role":"lead"},{"name":"scout","role":"member"}]}`
 
 // hookBackend starts a daemon of one fleet, again on the same address
@@ -218,7 +218,7 @@ func testHookPermission(t *testing.T, b hookBackend) {
 		if got := runHook(t, d.url, scout, "git status --short", time.Minute).output(t, 30*time.Second); got != allowOut {
 			t.Fatalf("git status: stdout %q; want %q", got, allowOut)
 		}
-		want := strings.Replace(denyOut, "%s", "the fleet file's rule Bash(rm -rf /*) denies this", 1)
+		want := strings.Replace(denyOut, "%s", "the fleet file's rule Bash(rm -rf /*) denies this: rm -rf /home", 1)
 		if got := runHook(t, d.url, scout, "rm -rf /home", time.Minute).output(t, 30*time.Second); got != want {
 			t.Fatalf("rm -rf /home: stdout %q; want %q", got, want)
 		}
