@@ -279,7 +279,7 @@ type PaneOptions struct {
 	// patterns look at. Zero means 15.
 	ScreenLines int
 	// HookSettle is how long a hook's report of WORKING or BLOCKED stands
-	// against a screen that reads IDLE: the screen lags the hook for a
+	// against a screen that reads IDLE: the screen lags the hooks for a
 	// moment when a turn starts, and a turn a person interrupts (Esc)
 	// ends without the Stop hook, after which the idle screen is the
 	// truth. Zero means 2 s.
@@ -302,8 +302,8 @@ const defaultScreenLines = 15
 // of the program's own, such as a permission prompt) reads BLOCKED
 // whatever the hooks said, with its question ([Pane.Question]), and a
 // screen the Idle patterns match reads IDLE once the hooks' last report
-// is [PaneOptions].HookSettle old (an interrupted turn ends without a
-// hook). A pane
+// is [PaneOptions].HookSettle old (a turn a person interrupts ends
+// without the Stop hook). A pane
 // that no longer exists is [fleetstate.ErrMemberGone].
 //
 // A Pane is safe for concurrent use.

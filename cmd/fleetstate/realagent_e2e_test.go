@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/modelserver"
@@ -27,6 +29,14 @@ import (
 // trees, brought up by fleetstate up in tmux panes with nobody at them,
 // and answered by a scripted model server on 127.0.0.1 (package
 // modelserver: each brief carries the script its member's model follows).
+
+// update makes TestRealFleet write the screens the real CLIs show into
+// internal/agent/testdata/screens, whose test holds the screen patterns
+// to them: go test ./cmd/fleetstate -run TestRealFleet -update.
+var update = flag.Bool("update", false, "write the real CLIs' screens into internal/agent/testdata/screens")
+
+// programOf names the CLI each member of the README's fleet runs.
+var programOf = map[string]string{"alice": "claude", "bob": "codex"}
 
 // realWait bounds each wait for a real agent: a model turn of the scripted
 // server takes a second or two, a CLI's start three to five.
@@ -192,6 +202,23 @@ func (f *realFleet) screen(agent string) string {
 		f.t.Fatal(err)
 	}
 	return out
+}
+
+// capture writes, with -update, what the pane of agent shows now into
+// internal/agent/testdata/screens/PROGRAM/NAME.txt, with the test's
+// folders named as a person's would be.
+func (f *realFleet) capture(agent, name string) {
+	f.t.Helper()
+	if !*update {
+		return
+	}
+	screen := f.screen(agent)
+	base := filepath.Dir(f.repo)
+	screen = strings.NewReplacer(f.home, "/home/you", base, "/home/you/src", f.dir, "/home/you/src/proj/.ai-fleet-state").Replace(screen)
+	path := filepath.Join("..", "..", "internal", "agent", "testdata", "screens", programOf[agent], name+".txt")
+	if err := os.WriteFile(path, []byte(screen), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // typeInto types text into the pane of agent and submits it, as a person
@@ -366,6 +393,17 @@ func TestRealFleet(t *testing.T) {
 	start := time.Now()
 	f.ready("IDLE", "alice", "bob")
 	t.Logf("every member ready and idle %v after up", time.Since(start).Round(time.Millisecond))
+	for m := range programOf {
+		f.capture(m, "idle")
+	}
+	// A person watching: the terminal view and the dashboard.
+	watch := startWatch(t, f.env, "--dir", f.dir)
+	watch.waitFor("the watch shows the members", `alice[\s\S]*bob`)
+	page := browserTab(t)
+	if err := chromedp.Do(page, chromedp.Navigate(webLogin(t, f.dir))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, page, "#members", "alice", "bob")
 
 	t.Run("task from the CLI", func(t *testing.T) {
 		for _, m := range []string{"alice", "bob"} {
@@ -381,6 +419,26 @@ func TestRealFleet(t *testing.T) {
 			args, _ := json.Marshal(map[string]any{"to": m, "content": script(reply(m + "-lead-ok"))})
 			f.typeInto("lead", script("tool fleet_send "+string(args), "say sent"))
 			f.toolResult(m + "-lead-ok")
+		}
+	})
+
+	t.Run("task from the dashboard", func(t *testing.T) {
+		for _, m := range []string{"alice", "bob"} {
+			if err := chromedp.Do(page, chromedp.SetValue("", m, byRole("#send", "combobox", "Member"))); err != nil {
+				t.Fatal(err)
+			}
+			typeRole(t, page, "#send", "textbox", "Brief", script(reply(m+"-dashboard-ok")))
+			clickRole(t, page, "#send", "button", "Send")
+			f.until(m+"'s reply to the dashboard's task", func() bool {
+				var doc fleetstate.TicketPage
+				f.cliJSON(&doc, "poll", "--keep")
+				for _, o := range doc.Tickets {
+					if o.From == m && o.Kind == fleetstate.OutcomeReply && o.Content == m+"-dashboard-ok" {
+						return true
+					}
+				}
+				return false
+			})
 		}
 	})
 
@@ -410,9 +468,11 @@ func TestRealFleet(t *testing.T) {
 			wt := filepath.Join(filepath.Dir(f.repo), m)
 			f.cli("send", m, script("bash echo one > one.txt", "bash echo two > two.txt", reply(m+"-permissions")))
 			p := f.request(m, "one.txt")
-			if out := f.cli("requests"); !strings.Contains(out, p.ID) || !strings.Contains(out, "echo one > one.txt") {
+			if out := f.cli("requests"); !strings.Contains(out, p.ID[:8]) || !strings.Contains(out, "echo one > one.txt") {
 				t.Errorf("requests does not show %s's request:\n%s", m, out)
 			}
+			watch.waitFor("the watch shows "+m+"'s request", m+`.*Bash.*echo one > one\.txt`)
+			waitText(t, page, "#requests", m, "echo one > one.txt")
 			f.cli("approve", p.ID)
 			f.until(m+" ran the allowed command", func() bool {
 				data, err := os.ReadFile(filepath.Join(wt, "one.txt"))
@@ -438,6 +498,7 @@ func TestRealFleet(t *testing.T) {
 				info = f.member(m)
 				return info.Status == "BLOCKED" && strings.Contains(info.Question, "three.txt")
 			})
+			f.capture(m, "blocked-permission")
 			brief := script(reply(m + "-after-prompt"))
 			var queued fleetstate.Outcome
 			f.cliJSON(&queued, "send", m, brief)
@@ -480,6 +541,8 @@ func TestRealFleet(t *testing.T) {
 				return false
 			}
 			f.until(m+" runs its endless command", working)
+			f.until(m+" reads WORKING", func() bool { return f.member(m).Status == "WORKING" })
+			f.capture(m, "working")
 			f.cli("cancel", sent.Ticket)
 			f.until(m+"'s command stopped by the cancel", func() bool { return !working() })
 		}

@@ -69,8 +69,41 @@ func Run(ctx context.Context, args []string, env Env, stdin io.Reader, stdout, s
 	if !ok {
 		return nil
 	}
-	return json.NewEncoder(stdout).Encode(hookOutput(d))
+	if err := json.NewEncoder(stdout).Encode(hookOutput(d)); err != nil {
+		return err
+	}
+	// The agent goes on with its turn (the tool runs, or the model hears
+	// of the denial), and no hook of its says so until the tool's use
+	// ends: the status the PermissionRequest made BLOCKED is WORKING
+	// again.
+	reportWorking(ctx, env, stderr)
+	return nil
 }
+
+// reportWorking tells the daemon that the agent works, as its status
+// hook does; a failure is only said on stderr.
+func reportWorking(ctx context.Context, env Env, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(ctx, statusWait)
+	defer cancel()
+	body, _ := json.Marshal(mcpadapter.StatusReport{Status: "working"})
+	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + mcpadapter.StatusPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+env.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "fleetstate hook permission: report the status: %v\n", err)
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+}
+
+// statusWait bounds the status report after a decision.
+const statusWait = 2 * time.Second
 
 // hookInput is the part of the agent's request the hook reads.
 type hookInput struct {

@@ -3,6 +3,7 @@ package hookcmd_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -130,6 +131,10 @@ func TestHookRetriesWhileTheDaemonRestarts(t *testing.T) {
 	var calls atomic.Int32
 	inner := f.srv.Config.Handler
 	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != mcpadapter.PermissionPath {
+			http.NotFound(w, r) // the status report after the decision
+			return
+		}
 		if calls.Add(1) <= 3 {
 			http.Error(w, "restarting", http.StatusServiceUnavailable)
 			return
@@ -251,5 +256,40 @@ func TestHookWithoutDaemonReturnsAtOnce(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), dead) || !strings.Contains(errOut.String(), "no daemon") {
 		t.Errorf("stderr %q; want it to name %s", errOut.String(), dead)
+	}
+}
+
+// TestHookReportsWorkingAfterADecision: a decided request lets the agent
+// go on, and no hook of the agent's says so until the tool's use ends:
+// the hook reports WORKING itself, with the agent's token.
+func TestHookReportsWorkingAfterADecision(t *testing.T) {
+	f := newFleet(t)
+	reports := make(chan string, 4)
+	inner := f.srv.Config.Handler
+	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == mcpadapter.StatusPath {
+			body, _ := io.ReadAll(r.Body)
+			reports <- r.Header.Get("Authorization") + " " + string(body)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	decideWhenPending(t, f.rv, fleetstate.Decision{Behavior: fleetstate.BehaviorAllow})
+	if got := hook(t, f.srv.URL, f.token); !strings.Contains(got, `"behavior":"allow"`) {
+		t.Fatalf("stdout %q; want the allow", got)
+	}
+	select {
+	case got := <-reports:
+		if want := "Bearer " + f.token + ` {"status":"working"}`; got != want {
+			t.Errorf("status report %q; want %q", got, want)
+		}
+	default:
+		t.Fatal("no status report after the decision")
+	}
+	g := newFleet(t)
+	g.srv.Config.Handler = f.srv.Config.Handler // another fleet's request, never decided
+	if got := hook(t, g.srv.URL, g.token, "--timeout", "100ms"); got != "" || len(reports) != 0 {
+		t.Errorf("undecided: stdout %q, %d reports; want neither", got, len(reports))
 	}
 }
