@@ -91,7 +91,8 @@ type HTTPOptions struct {
 // Origin that is not loopback (DNS rebinding); a request without a valid
 // token gets 401. When a member's last listening stream closes (its
 // process ended, however it ended), the member is disconnected from the
-// rendezvous: see [fleetstate.Rendezvous.Disconnect]. A refused request
+// rendezvous: see [fleetstate.Rendezvous.Disconnect]; so is a member that
+// holds no stream and makes no call for [HTTPOptions].SessionIdleTTL. A refused request
 // is answered with "Connection: close", so that a caller without a token
 // keeps no connection open. Live MCP sessions are capped per identity and
 // in all (see [HTTPOptions]); with a [Membership], revoking an identity's
@@ -306,10 +307,10 @@ type Handler struct {
 // ServeHTTP serves one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r) }
 
-// Close ends the listening streams, so that an HTTP
-// server's Shutdown need not wait for them; stops the session sweeper and
-// the members' idle timers; and stops listening to revocations. Requests that come after Close find no
-// session. Close the rendezvous first, so that the streams ending
+// Close ends the listening streams, so that an HTTP server's Shutdown
+// need not wait for them; stops the session sweeper and the members' idle
+// timers; and stops listening to revocations. Requests that come after
+// Close find no session. Close the rendezvous first, so that the streams ending
 // disconnects no member. Close is idempotent.
 func (h *Handler) Close() error {
 	var err error
