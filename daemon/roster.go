@@ -285,8 +285,8 @@ func (ro *Roster) validate() error {
 		if a.Name == "" {
 			return fmt.Errorf("%s.name: empty", at)
 		}
-		if err := fleetstate.ValidateAgentName(a.Name); err != nil {
-			return fmt.Errorf("%s.name: %v", at, err)
+		if err := mcpadapter.CheckAgentName(a.Name); err != nil {
+			return fmt.Errorf("%s.name: %w", at, err)
 		}
 		if j, dup := seen[a.Name]; dup {
 			return fmt.Errorf("%s.name: %q is agents[%d]'s name already", at, a.Name, j)

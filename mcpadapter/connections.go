@@ -28,10 +28,14 @@ import (
 //     it when the client's process dies, however it dies.
 //
 // A member is disconnected when its last listening stream closes, or when
-// its last session ends while it holds no stream. A client under protocol
-// 2026-07-28 that holds no stream has no connection to observe: each of
-// its calls is a connection of its own, and a call it abandons is a
-// cancellation (its question is withdrawn), not a departure.
+// its last session ends while it holds no stream. A member that holds no
+// stream has nothing but its calls to show it is there: it is also
+// disconnected when, holding no stream, it has made no call for the idle
+// session TTL (see [HTTPOptions].SessionIdleTTL), as its session would be
+// forgotten. That covers a session the server forgets on its own, and a
+// client under protocol 2026-07-28, whose calls are each a connection of
+// their own (a call it abandons is a cancellation, its question
+// withdrawn, not a departure).
 //
 // A listening stream that opens makes its member ready: a member whose
 // client reconnected after a restart of the daemon is there, even before
@@ -49,10 +53,11 @@ import (
 // member's open turn, which the older session may have taken, ends failed
 // member_gone, so that a reply never lands on a turn its connection did
 // not take; this makes it loud and loses nothing silently. An older
-// session without a stream is a connection that went: the newer session
-// is the member come back, and takes its turn over. Sessionless calls
-// (the 2026-07-28 protocol without a stream) cannot be told apart and are
-// not superseded.
+// session without a stream (one whose stream closed, or one that never
+// listened) is a connection that went, or that nothing shows to be there:
+// the newer session is the member come back, and takes its turn over.
+// Sessionless calls (the 2026-07-28 protocol without a stream) cannot be
+// told apart and are not superseded.
 type connections struct {
 	rv *fleetstate.Rendezvous
 
@@ -80,11 +85,17 @@ type connections struct {
 	currentOf  map[string][]string // guarded by mu; current inverted: the members whose current session it is, by session
 	superseded map[string]bool     // guarded by mu; sessions a newer session of their member replaced
 	returned   map[string][]string // guarded by mu; tickets of outcomes a lead's call returned, by connection
+	// idleTTL is how long a member that holds no stream stays connected
+	// after its last call ended; zero: for ever. Set before serving.
+	idleTTL time.Duration
+	calls   map[string]int         // guarded by mu; calls of each member in progress
+	idle    map[string]*time.Timer // guarded by mu; by member: disconnects it idleTTL after its last call
+	stopped bool                   // guarded by mu; no idle timer is armed any more
 }
 
 func newConnections(rv *fleetstate.Rendezvous) *connections {
 	return &connections{rv: rv, streams: map[string]int{}, streamsOf: map[string]int{}, came: map[string]time.Time{}, went: map[string]time.Time{}, closed: make(chan struct{}), grace: reconnectGrace, owners: map[string]Identity{}, sessions: map[Identity]int{},
-		current: map[string]string{}, currentOf: map[string][]string{}, superseded: map[string]bool{}, returned: map[string][]string{}}
+		current: map[string]string{}, currentOf: map[string][]string{}, superseded: map[string]bool{}, returned: map[string][]string{}, calls: map[string]int{}, idle: map[string]*time.Timer{}}
 }
 
 // A lead's connection and the outcomes it was returned.
@@ -192,15 +203,18 @@ func (c *connections) claim(ctx context.Context, member, sid string) error {
 }
 
 // cameBack reports whether session sid of a member is the member come
-// back after its session old went: old held a listening stream, which
-// closed, and sid held none until just before that (c.grace). A session
-// that listened beside old for longer, or an old one that never listened
-// (nothing tells whether it is still there), is a second connection. c.mu
-// must be held.
+// back after its session old went: old holds no listening stream, and if
+// it held one, sid held none until just before it closed (c.grace). An
+// old session that never listened shows nothing of its client: the newer
+// session is taken for the member. A session that listened beside old
+// for longer is a second connection. c.mu must be held.
 func (c *connections) cameBack(sid, old string) bool {
-	went, ok := c.went[old]
-	if c.streamsOf[old] > 0 || !ok {
+	if c.streamsOf[old] > 0 {
 		return false
+	}
+	went, ok := c.went[old]
+	if !ok {
+		return true
 	}
 	came, ok := c.came[sid]
 	return !ok || came.After(went.Add(-c.grace))
@@ -249,9 +263,8 @@ func (c *connections) hooks() *server.Hooks {
 			return // mayEnd refuses this before the session ends; kept as a second line
 		}
 		c.forget(sid)
-		// A session the server forgets on its own (it was idle) says
-		// nothing of the member: only a client closing its own session
-		// disconnects it.
+		// A session the server forgets on its own was idle for the
+		// session TTL: its member's idle timer (see callEnded) tells.
 		if set && owner.Role == RoleMember && c.streams[owner.Agent] == 0 && !c.hasSession(owner) {
 			_ = c.rv.Disconnect(owner.Agent) // an unknown member or a closed rendezvous has nothing to end
 		}
@@ -319,6 +332,56 @@ func (c *connections) streamClosed(member, sid string) {
 	}
 	delete(c.streams, member)
 	_ = c.rv.Disconnect(member)
+}
+
+// callStarted counts a call of member in progress: while it lasts, and
+// for idleTTL after the last one, the member is there.
+func (c *connections) callStarted(member string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[member]++
+	if tm := c.idle[member]; tm != nil {
+		tm.Stop()
+		delete(c.idle, member)
+	}
+}
+
+// callEnded uncounts a call of member; after the last one, a member that
+// holds no stream and calls nothing for idleTTL is disconnected.
+func (c *connections) callEnded(member string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls[member]--; c.calls[member] > 0 {
+		return
+	}
+	delete(c.calls, member)
+	if c.idleTTL <= 0 || c.stopped {
+		return
+	}
+	var tm *time.Timer
+	tm = time.AfterFunc(c.idleTTL, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.idle[member] != tm {
+			return // a call came meanwhile
+		}
+		delete(c.idle, member)
+		if c.streams[member] == 0 {
+			_ = c.rv.Disconnect(member) // an unknown member or a closed rendezvous has nothing to end
+		}
+	})
+	c.idle[member] = tm
+}
+
+// stopIdle stops the idle timers, for good.
+func (c *connections) stopIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	for member, tm := range c.idle {
+		tm.Stop()
+		delete(c.idle, member)
+	}
 }
 
 // identityOf returns the identity ctx carries and whether it carries one

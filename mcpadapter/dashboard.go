@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,8 +36,9 @@ import (
 // reads the fleet from /events (the browser sends the cookie) and the
 // transcripts of the turns from /dashboard/transcripts; it loads nothing
 // from elsewhere, which its Content-Security-Policy enforces. Its actions
-// (answer, cancel, send, ack) are POSTs that need the cookie, the page's own
-// origin and the login's CSRF token: see dashboard_actions.go.
+// (answer, cancel, send, ack, decide, logout) are POSTs that need the
+// cookie, the page's own origin and the login's CSRF token: see
+// dashboard_actions.go.
 
 // DashboardPath is where the daemon serves the dashboard: every path under
 // it.
@@ -51,12 +53,14 @@ const (
 	// DefaultDashboardSessionTTL is how long a login lasts: a working
 	// day, so that an operator logs in once a day.
 	DefaultDashboardSessionTTL = 12 * time.Hour
-	// maxLoginCodes bounds the codes outstanding; a new one beyond it
-	// drops the oldest, so a token holder asking in a loop holds memory
-	// bounded.
+	// maxLoginCodes bounds the codes outstanding of one principal (the
+	// operator, or one lead); a new one beyond it drops that principal's
+	// oldest, so a token holder asking in a loop holds memory bounded and
+	// never drops another's code. Leads are as many as the token file
+	// has, which the operator alone writes.
 	maxLoginCodes = 16
-	// maxDashboardSessions bounds the sessions; a login beyond it ends the
-	// oldest.
+	// maxDashboardSessions bounds the sessions of one principal; a login
+	// beyond it ends that principal's oldest.
 	maxDashboardSessions = 64
 	// transcriptWait bounds how long /dashboard/transcripts waits for the
 	// dashboard's own reading of the events to reach the sequence number
@@ -111,22 +115,27 @@ type Dashboard struct {
 	mu       sync.Mutex
 	codes    []loginCode                  // guarded by mu; oldest first
 	sessions map[[32]byte]*dashboardLogin // guarded by mu; by the SHA-256 of the cookie
+	logins   uint64                       // guarded by mu; logins so far
 }
 
-// loginCode is a one-time code, its expiry, and the token of the lead
-// that asked for it (empty for the operator), in memory only.
+// loginCode is a one-time code, its expiry, the token of the lead that
+// asked for it and that lead's name (both empty for the operator), in
+// memory only.
 type loginCode struct {
-	code, lead string
-	expires    time.Time
+	code, lead, principal string
+	expires               time.Time
 }
 
-// dashboardLogin is a session: when it ends, the lead token it came from,
-// if a lead's (the operator's holds for the daemon's life), and the CSRF
-// token its page sends back with each action.
+// dashboardLogin is a session: its place in the order of logins, when it
+// ends, the lead token it came from,
+// if a lead's (the operator's holds for the daemon's life), the lead's
+// name (empty for the operator), and the CSRF token its page sends back
+// with each action.
 type dashboardLogin struct {
-	created, expires time.Time
-	lead             string
-	csrf             string
+	n               uint64
+	expires         time.Time
+	lead, principal string
+	csrf            string
 }
 
 // NewDashboard returns the dashboard of rv. It reads rv's events from now
@@ -200,7 +209,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.servePage(w, r)
 	case p == DashboardPath+"transcripts":
 		d.serveTranscripts(w, r)
-	case p == DashboardPath+"answer", p == DashboardPath+"cancel", p == DashboardPath+"send", p == DashboardPath+"ack", p == DashboardPath+"decide":
+	case p == DashboardPath+"answer", p == DashboardPath+"cancel", p == DashboardPath+"send", p == DashboardPath+"ack", p == DashboardPath+"decide",
+		p == DashboardPath+"logout":
 		d.serveAction(w, r, strings.TrimPrefix(p, DashboardPath))
 	case strings.HasPrefix(p, DashboardPath+"static/") && r.Method == http.MethodGet:
 		d.files.ServeHTTP(w, r)
@@ -271,7 +281,7 @@ func (d *Dashboard) serveCode(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
-	lead, ok := d.bearer(r)
+	lead, principal, ok := d.bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
 		http.Error(w, "unauthorized: a login code is for the operator token or a lead's token", http.StatusUnauthorized)
@@ -285,10 +295,17 @@ func (d *Dashboard) serveCode(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	now := d.now()
 	d.pruneCodes(now)
-	if len(d.codes) >= maxLoginCodes {
-		d.codes = d.codes[1:]
+	n := 0
+	for _, c := range d.codes {
+		if c.principal == principal {
+			n++
+		}
 	}
-	d.codes = append(d.codes, loginCode{code: code, lead: lead, expires: now.Add(d.o.CodeTTL)})
+	if n >= maxLoginCodes {
+		i := slices.IndexFunc(d.codes, func(c loginCode) bool { return c.principal == principal })
+		d.codes = slices.Delete(d.codes, i, i+1)
+	}
+	d.codes = append(d.codes, loginCode{code: code, lead: lead, principal: principal, expires: now.Add(d.o.CodeTTL)})
 	d.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
@@ -299,23 +316,23 @@ func (d *Dashboard) serveCode(w http.ResponseWriter, r *http.Request) {
 }
 
 // bearer reports whether r carries the operator token or a lead's, and
-// the lead's token if it is one.
-func (d *Dashboard) bearer(r *http.Request) (lead string, ok bool) {
+// the lead's token and name if it is one.
+func (d *Dashboard) bearer(r *http.Request) (lead, name string, ok bool) {
 	token, found := bearerToken(r.Header.Get("Authorization"))
 	if !found {
-		return "", false
+		return "", "", false
 	}
 	if d.o.Operator != "" && subtle.ConstantTimeCompare([]byte(token), []byte(d.o.Operator)) == 1 {
-		return "", true
+		return "", "", true
 	}
 	if d.o.Tokens == nil {
-		return "", false
+		return "", "", false
 	}
 	id, found := d.o.Tokens.Lookup(token)
 	if !found || id.Role != RoleLead {
-		return "", false
+		return "", "", false
 	}
-	return token, true
+	return token, id.Agent, true
 }
 
 // pruneCodes drops the expired codes. d.mu must be held.
@@ -338,7 +355,7 @@ func (d *Dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	given := r.URL.Query().Get("code")
-	lead, ok := d.redeem(given)
+	c, ok := d.redeem(given)
 	if !ok {
 		d.page(w, http.StatusUnauthorized, "login", map[string]any{"Refused": true})
 		return
@@ -360,18 +377,23 @@ func (d *Dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
 			delete(d.sessions, k)
 		}
 	}
-	if len(d.sessions) >= maxDashboardSessions {
-		var oldest [32]byte
-		first := true
-		for k, s := range d.sessions {
-			if first || s.created.Before(d.sessions[oldest].created) {
-				oldest, first = k, false
-			}
+	var oldest [32]byte
+	n := 0
+	for k, s := range d.sessions {
+		if s.principal != c.principal {
+			continue
 		}
+		if n == 0 || s.n < d.sessions[oldest].n {
+			oldest = k
+		}
+		n++
+	}
+	if n >= maxDashboardSessions {
 		delete(d.sessions, oldest)
 	}
 	expires := now.Add(d.o.SessionTTL)
-	d.sessions[sha256.Sum256([]byte(value))] = &dashboardLogin{created: now, expires: expires, lead: lead, csrf: csrf}
+	d.logins++
+	d.sessions[sha256.Sum256([]byte(value))] = &dashboardLogin{n: d.logins, expires: expires, lead: c.lead, principal: c.principal, csrf: csrf}
 	d.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{
 		Name:     cookieName(r),
@@ -386,9 +408,9 @@ func (d *Dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
 
 // redeem takes code out of the outstanding codes if it is one of them and
 // has not expired. Every outstanding code is compared, in constant time.
-func (d *Dashboard) redeem(given string) (lead string, ok bool) {
+func (d *Dashboard) redeem(given string) (loginCode, bool) {
 	if given == "" || len(given) > 128 {
-		return "", false
+		return loginCode{}, false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -400,11 +422,22 @@ func (d *Dashboard) redeem(given string) (lead string, ok bool) {
 		}
 	}
 	if found < 0 {
-		return "", false
+		return loginCode{}, false
 	}
-	lead = d.codes[found].lead
+	c := d.codes[found]
 	d.codes = append(d.codes[:found], d.codes[found+1:]...)
-	return lead, true
+	return c, true
+}
+
+// logout ends the session whose cookie r carries, and clears the cookie.
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName(r)); err == nil {
+		key := sha256.Sum256([]byte(c.Value))
+		d.mu.Lock()
+		delete(d.sessions, key)
+		d.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName(r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 }
 
 // refuse answers a request without a live session: a page that says how

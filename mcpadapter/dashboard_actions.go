@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -19,6 +20,7 @@ import (
 //	POST /dashboard/cancel {"ticket"}            → Rendezvous.Cancel
 //	POST /dashboard/send   {"to", "brief"}       → Rendezvous.SendDetached
 //	POST /dashboard/ack    {"ticket"}            → Rendezvous.Ack
+//	POST /dashboard/logout {}                    → ends the login
 //
 // The operator's login acts on every lead's tickets, as the lead that
 // sent each, and sends as [OperatorAgent], as the operator token does over MCP; a lead's login acts on its own
@@ -29,7 +31,9 @@ import (
 // page itself: it needs the login cookie, an Origin that is the
 // dashboard's own (or, without an Origin, Sec-Fetch-Site: same-origin), the
 // login's CSRF token in the CSRFHeader header, compared in constant time,
-// and a JSON body, which a form of another site cannot send.
+// and a body of one JSON object and nothing after it, which a form of
+// another site cannot send. A failure is answered as the permission
+// endpoints answer it (see [PermissionHandler]): one status for each code.
 
 // CSRFHeader is the header that carries a dashboard login's CSRF token
 // on each action; the page has the token in its csrf-token meta element.
@@ -108,7 +112,11 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&args); err != nil {
+	err := dec.Decode(&args)
+	if err == nil {
+		err = endOfJSON(dec)
+	}
+	if err != nil {
 		if over := (*http.MaxBytesError)(nil); errors.As(err, &over) {
 			http.Error(w, "too large: an action's body is at most 1 MiB", http.StatusRequestEntityTooLarge)
 			return
@@ -117,8 +125,10 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		return
 	}
 	var o any
-	var err error
 	switch name {
+	case "logout":
+		d.logout(w, r)
+		o = map[string]bool{"ok": true}
 	case "answer":
 		o, err = d.answer(a, args.TurnID, args.Answer)
 	case "cancel":
@@ -216,25 +226,19 @@ func (d *Dashboard) leadOf(a actor, match func(fleetstate.TicketInfo) bool) (str
 	return a.lead, nil // the library answers for a ticket it does not know
 }
 
-// writeActionError answers err with the status its code calls for.
-func writeActionError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	msg := err.Error()
-	switch fleetstate.CodeOf(err) {
-	case fleetstate.CodeInvalidArgument, fleetstate.CodeContentTooLarge, fleetstate.CodeInvalidAgentName:
-		status = http.StatusBadRequest
-	case fleetstate.CodeUnknownMember, fleetstate.CodeUnknownTicket, fleetstate.CodeUnknownTurn:
-		status = http.StatusNotFound
-	case fleetstate.CodeNoPendingQuestion, fleetstate.CodeTicketOpen:
-		status = http.StatusConflict
-	case fleetstate.CodeNotPermitted:
-		status = http.StatusForbidden
-	case fleetstate.CodeClosed, fleetstate.CodeUnavailable:
-		status = http.StatusServiceUnavailable
+// writeActionError answers err as the permission endpoints do (writeError).
+func writeActionError(w http.ResponseWriter, err error) { writeError(w, err) }
+
+// endOfJSON reports an error unless dec's input ends after the value it
+// decoded (white space aside).
+func endOfJSON(dec *json.Decoder) error {
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = errors.New("more after the JSON value")
+		}
+		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": string(fleetstate.CodeOf(err)), "message": msg})
+	return nil
 }
 
 // sameOrigin reports whether r comes from a page of the origin it was sent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -421,5 +422,128 @@ func TestDashboardDecide(t *testing.T) {
 	}
 	if d := decided(ch); d.Behavior != fleetstate.BehaviorAllow || d.By != "lead" {
 		t.Errorf("the member got %+v; want allow, by lead", d)
+	}
+}
+
+// TestDashboardDecideAnswersAsPermissions: /dashboard/decide answers an
+// unknown and a decided request as /permissions does, 404 and 409 with
+// the code, for the operator's login and for a lead's where leads decide.
+func TestDashboardDecideAnswersAsPermissions(t *testing.T) {
+	for _, who := range []string{"operator", "lead"} {
+		t.Run(who, func(t *testing.T) {
+			x := newDash(t)
+			x.leadsDecide.Store(true)
+			c := x.loggedIn(browser(t))
+			if who == "lead" {
+				c = x.leadLogin(browser(t), x.leadTok)
+			}
+			csrf := x.csrfOf(c)
+			go func() {
+				_, _, _ = x.rv.RequestPermission(context.Background(), "scout", fleetstate.PermissionRequest{Tool: "Bash", Timeout: time.Minute})
+			}()
+			var id string
+			if !fleettest.Until(5*time.Second, 5*time.Millisecond, func() bool {
+				if p := x.rv.PermissionRequests(); len(p) == 1 {
+					id = p[0].ID
+				}
+				return id != ""
+			}) {
+				t.Fatal("the request never showed")
+			}
+			if status, body := x.action(c, csrf, "decide", `{"id":"`+id+`","behavior":"allow"}`, nil); status != http.StatusOK {
+				t.Fatalf("allow: %d %s", status, body)
+			}
+			for _, k := range []struct {
+				name, id, code string
+				status         int
+			}{
+				{"decided", id, "ERR_REQUEST_DECIDED", http.StatusConflict},
+				{"unknown", "perm-nope", "ERR_UNKNOWN_REQUEST", http.StatusNotFound},
+			} {
+				status, body := x.action(c, csrf, "decide", `{"id":"`+k.id+`","behavior":"deny"}`, nil)
+				if status != k.status || !strings.Contains(body, `"`+k.code+`"`) {
+					t.Errorf("deciding a %s request: %d %s; want %d %s", k.name, status, body, k.status, k.code)
+				}
+			}
+		})
+	}
+}
+
+// TestDashboardActionTrailingBytes: every action refuses a body with
+// anything after its JSON object (400) and does nothing; white space
+// after it is no content.
+func TestDashboardActionTrailingBytes(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	csrf := x.csrfOf(c)
+	for _, a := range []struct{ path, body string }{
+		{"answer", `{"turn_id":"turn-x","answer":"a"}`},
+		{"cancel", `{"ticket":"ticket-x"}`},
+		{"send", `{"to":"scout","brief":"b"}`},
+		{"ack", `{"ticket":"ticket-x"}`},
+		{"decide", `{"id":"perm-x","behavior":"allow"}`},
+		{"logout", `{}`},
+	} {
+		for _, tail := range []string{`{}`, `x`, ` 1`, `,`} {
+			if status, body := x.action(c, csrf, a.path, a.body+tail, nil); status != http.StatusBadRequest {
+				t.Errorf("%s with %q after its body: %d %s; want 400", a.path, tail, status, body)
+			}
+		}
+	}
+	if n := len(x.rv.Snapshot().Tickets); n != 0 {
+		t.Errorf("%d tickets after the refused sends; want none", n)
+	}
+	if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusOK {
+		t.Errorf("the page after the refused logouts: %s; want 200, still logged in", resp.Status)
+	}
+	if status, body := x.action(c, csrf, "send", `{"to":"scout","brief":"b"}`+"\n", nil); status != http.StatusOK {
+		t.Errorf("a send with a newline after its body: %d %s; want 200", status, body)
+	}
+}
+
+// TestDashboardLogout: logging out takes the same checks as every action
+// (POST, the page's Origin, the CSRF token), ends the session on the
+// daemon and clears the cookie: the old cookie opens nothing any more.
+// The page has the control, by its accessible name.
+func TestDashboardLogout(t *testing.T) {
+	x := newDash(t)
+	c := x.loggedIn(browser(t))
+	csrf := x.csrfOf(c)
+	if _, page := get(t, c, x.srv.URL+mcpadapter.DashboardPath); !strings.Contains(page, `<button type="button" id="logout" class="logout">Log out</button>`) {
+		t.Error("the page has no Log out button")
+	}
+	u, _ := url.Parse(x.srv.URL)
+	cookies := c.Jar.Cookies(u)
+	for _, r := range []struct {
+		name string
+		csrf string
+		edit func(*http.Request)
+		want int
+	}{
+		{"GET", csrf, func(r *http.Request) { r.Method = http.MethodGet }, http.StatusMethodNotAllowed},
+		{"no CSRF token", "", nil, http.StatusForbidden},
+		{"foreign Origin", csrf, func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, http.StatusForbidden},
+		{"form body", csrf, func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }, http.StatusUnsupportedMediaType},
+	} {
+		if status, body := x.action(c, r.csrf, "logout", `{}`, r.edit); status != r.want {
+			t.Errorf("logout, %s: %d %s; want %d", r.name, status, body, r.want)
+		}
+	}
+	if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the page after refused logouts: %s; want 200", resp.Status)
+	}
+	if status, body := x.action(c, csrf, "logout", `{}`, nil); status != http.StatusOK {
+		t.Fatalf("logout: %d %s; want 200", status, body)
+	}
+	if len(c.Jar.Cookies(u)) != 0 {
+		t.Errorf("the cookie after logout: %v; want cleared", c.Jar.Cookies(u))
+	}
+	old := browser(t)
+	old.Jar.SetCookies(u, cookies)
+	if resp, _ := get(t, old, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the page with the cookie of the ended login: %s; want 401", resp.Status)
+	}
+	if status, _ := x.action(old, csrf, "send", `{"to":"scout","brief":"b"}`, nil); status != http.StatusUnauthorized {
+		t.Errorf("a send with the cookie of the ended login: %d; want 401", status)
 	}
 }

@@ -451,3 +451,38 @@ func TestDashboardCodesBounded(t *testing.T) {
 		t.Errorf("the newest code: %s; want 303", resp.Status)
 	}
 }
+
+// TestDashboardBoundsPerPrincipal: login codes and logins are bounded per
+// principal: a lead asking for codes, or logging in, past the bounds drops
+// its own oldest, never the operator's code or login.
+func TestDashboardBoundsPerPrincipal(t *testing.T) {
+	x := newDash(t)
+	operatorLogin, _ := x.code(testOperator)
+	operator := x.loggedIn(browser(t))
+	leadFirst, _ := x.code(x.leadTok)
+	for range 16 {
+		x.code(x.leadTok)
+	}
+	if resp := x.login(browser(t), leadFirst); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the lead's oldest of 17 codes: %s; want 401, dropped", resp.Status)
+	}
+	if resp := x.login(browser(t), operatorLogin); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the operator's code after 17 of the lead's: %s; want 303", resp.Status)
+	}
+	first := x.leadLogin(browser(t), x.leadTok)
+	for range 64 {
+		x.leadLogin(browser(t), x.leadTok)
+	}
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+		want   int
+	}{
+		{"the operator's login", operator, http.StatusOK},
+		{"the lead's oldest of 65 logins", first, http.StatusUnauthorized},
+	} {
+		if resp, _ := get(t, c.client, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != c.want {
+			t.Errorf("%s after 65 of the lead's: %s; want %d", c.name, resp.Status, c.want)
+		}
+	}
+}

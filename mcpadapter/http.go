@@ -51,8 +51,11 @@ type HTTPOptions struct {
 	// (of the protocol versions that have them) idle that long: a client
 	// killed without closing its session would otherwise be remembered
 	// for ever. Listening streams get a heartbeat every third of it, so a
-	// live one is never taken for idle. Forgetting a session frees memory
-	// only; it never disconnects a member. The sweeper is a goroutine that
+	// live one is never taken for idle. A member that holds no listening
+	// stream and makes no call for this long, whatever its protocol
+	// version, is disconnected from the rendezvous (see
+	// [fleetstate.Rendezvous.Disconnect]): nothing else shows that it is
+	// still there. The sweeper is a goroutine that
 	// runs until [Handler.Close]. Zero means sessions are kept until
 	// closed, and no sweeper runs.
 	SessionIdleTTL time.Duration
@@ -88,7 +91,8 @@ type HTTPOptions struct {
 // Origin that is not loopback (DNS rebinding); a request without a valid
 // token gets 401. When a member's last listening stream closes (its
 // process ended, however it ended), the member is disconnected from the
-// rendezvous: see [fleetstate.Rendezvous.Disconnect]. A refused request
+// rendezvous: see [fleetstate.Rendezvous.Disconnect]; so is a member that
+// holds no stream and makes no call for [HTTPOptions].SessionIdleTTL. A refused request
 // is answered with "Connection: close", so that a caller without a token
 // keeps no connection open. Live MCP sessions are capped per identity and
 // in all (see [HTTPOptions]); with a [Membership], revoking an identity's
@@ -132,7 +136,12 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 		budget = DefaultMaxBodyBytesPerToken
 	}
 	bodies := newBodyBudget(budget)
-	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests()}
+	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests(), conns: a.conns}
+	if a.conns != nil {
+		a.conns.mu.Lock()
+		a.conns.idleTTL = opts.SessionIdleTTL
+		a.conns.mu.Unlock()
+	}
 	lookup := func(token string) (Identity, bool) {
 		if opts.Operator != "" && subtle.ConstantTimeCompare([]byte(token), []byte(opts.Operator)) == 1 {
 			return Identity{Agent: OperatorAgent, Role: RoleLead}, true
@@ -237,6 +246,11 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			status(w, r, id)
 			return
 		}
+		if a.conns != nil && id.Role == RoleMember && !id.Anonymous() && !isListen(r) && r.Method != http.MethodDelete {
+			// A member's calls show it is there (see connections).
+			a.conns.callStarted(id.Agent)
+			defer a.conns.callEnded(id.Agent)
+		}
 		if read && h.fast != nil && h.fast.serve(w, r, id, body) {
 			return
 		}
@@ -283,8 +297,9 @@ type Handler struct {
 	path    string
 	caps    *sessionCaps
 	live    *liveRequests
-	unwatch func()    // nil without a Membership
-	fast    *httpFast // nil: every request goes to mcp-go
+	unwatch func()       // nil without a Membership
+	fast    *httpFast    // nil: every request goes to mcp-go
+	conns   *connections // nil without a rendezvous
 
 	closeOnce sync.Once
 }
@@ -292,16 +307,19 @@ type Handler struct {
 // ServeHTTP serves one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r) }
 
-// Close ends the listening streams, so that an HTTP
-// server's Shutdown need not wait for them; stops the session sweeper; and
-// stops listening to revocations. Requests that come after Close find no
-// session. Close the rendezvous first, so that the streams ending
+// Close ends the listening streams, so that an HTTP server's Shutdown
+// need not wait for them; stops the session sweeper and the members' idle
+// timers; and stops listening to revocations. Requests that come after
+// Close find no session. Close the rendezvous first, so that the streams ending
 // disconnects no member. Close is idempotent.
 func (h *Handler) Close() error {
 	var err error
 	h.closeOnce.Do(func() {
 		if h.unwatch != nil {
 			h.unwatch()
+		}
+		if h.conns != nil {
+			h.conns.stopIdle()
 		}
 		err = h.mcp.Shutdown(context.Background())
 	})

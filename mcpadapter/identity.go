@@ -2,7 +2,10 @@ package mcpadapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // Role is what a caller may do in the fleet.
@@ -18,9 +21,24 @@ const (
 // OperatorAgent is the lead the daemon's operator token calls the tools as
 // (see [HTTPOptions].Operator), and the lead the operator's dashboard
 // login acts as: what a person sends from the CLI, watch or the dashboard
-// is this lead's, and so are its tickets. A lead token issued to an agent
-// of this name shares them.
+// is this lead's, and so are its tickets. No token is issued to an agent
+// of this name (see [ErrReservedAgent]).
 const OperatorAgent = "operator"
+
+// ErrReservedAgent is the error of issuing a token to [OperatorAgent]:
+// such a token would act as the person who runs the fleet, seeing and
+// cancelling their tickets.
+var ErrReservedAgent = errors.New(`mcpadapter: agent name "operator" is reserved for the operator's own token and dashboard login; choose another name`)
+
+// CheckAgentName returns [ErrReservedAgent] for the name the operator acts
+// as, and the error of [fleetstate.ValidateAgentName] for a name that is no
+// agent's; nil for a name a token may be issued to.
+func CheckAgentName(agent string) error {
+	if agent == OperatorAgent {
+		return ErrReservedAgent
+	}
+	return fleetstate.ValidateAgentName(agent)
+}
 
 // ParseRole parses "lead" or "member".
 func ParseRole(s string) (Role, error) {

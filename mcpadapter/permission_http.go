@@ -208,7 +208,7 @@ func readJSON(r *http.Request, v any) error {
 		return &fleetstate.Error{Code: fleetstate.CodeContentTooLarge, Op: "read request", Err: errors.New("body over 1 MiB")}
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if err := dec.Decode(v); err != nil {
+	if err := dec.Decode(v); err != nil || endOfJSON(dec) != nil {
 		return &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "read request", Err: errors.New("the body is not the JSON object expected")}
 	}
 	return nil
@@ -225,9 +225,9 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusRequestEntityTooLarge
 	case fleetstate.CodeNotPermitted:
 		status = http.StatusForbidden
-	case fleetstate.CodeUnknownRequest:
+	case fleetstate.CodeUnknownRequest, fleetstate.CodeUnknownMember, fleetstate.CodeUnknownTicket, fleetstate.CodeUnknownTurn:
 		status = http.StatusNotFound
-	case fleetstate.CodeRequestDecided:
+	case fleetstate.CodeRequestDecided, fleetstate.CodeNoPendingQuestion, fleetstate.CodeTicketOpen:
 		status = http.StatusConflict
 	case fleetstate.CodeClosed, fleetstate.CodeUnavailable:
 		status = http.StatusServiceUnavailable

@@ -257,3 +257,40 @@ func TestPermissionHTTPAuthorize(t *testing.T) {
 		t.Fatalf("decision = %+v; want allow by operator", res.d)
 	}
 }
+
+// TestPermissionHTTPTrailingBytes: the hook's request and a decision
+// refuse a body with anything after its JSON object (400), and decide
+// nothing.
+func TestPermissionHTTPTrailingBytes(t *testing.T) {
+	x := newPermHTTP(t, false)
+	p, ch := raise(t, x.rv, fleetstate.PermissionRequest{Tool: "Bash", Timeout: time.Minute})
+	postRaw := func(path, token, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, x.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct{ name, path, token, body string }{
+		{"decision", mcpadapter.PermissionsPath + "/" + p.ID, x.opTok, `{"behavior":"allow"} {"behavior":"deny"}`},
+		{"decision, stray byte", mcpadapter.PermissionsPath + "/" + p.ID, x.opTok, `{"behavior":"allow"}x`},
+		{"hook request", mcpadapter.PermissionPath, x.scoutTok, `{"tool_name":"Bash","timeout_ms":50}]`},
+	} {
+		if status := postRaw(c.path, c.token, c.body); status != http.StatusBadRequest {
+			t.Errorf("%s with bytes after its JSON: status %d; want 400", c.name, status)
+		}
+	}
+	if n := len(x.rv.PermissionRequests()); n != 1 {
+		t.Fatalf("pending after the refusals: %d; want the one request", n)
+	}
+	select {
+	case res := <-ch:
+		t.Fatalf("the request was decided by a refused body: %+v", res)
+	default:
+	}
+}

@@ -278,9 +278,10 @@ func fresh(v *tokenView, now time.Time) bool {
 }
 
 // Add creates a token for agent with role and returns it. The token is not
-// stored, only its hash: it cannot be shown again.
+// stored, only its hash: it cannot be shown again. The operator's name
+// gets none ([ErrReservedAgent]).
 func (t *Tokens) Add(agent string, role Role) (string, error) {
-	if err := fleetstate.ValidateAgentName(agent); err != nil {
+	if err := CheckAgentName(agent); err != nil {
 		return "", err
 	}
 	if _, err := ParseRole(string(role)); err != nil {

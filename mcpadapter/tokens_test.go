@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,4 +323,31 @@ func TestTokensRapid(t *testing.T) {
 			},
 		})
 	})
+}
+
+// TestTokensRefuseOperatorName: no token is issued to the name the
+// operator's token and dashboard login act as, whatever the role, and
+// nothing is written; another name is issued one.
+func TestTokensRefuseOperatorName(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		agent string
+		role  mcpadapter.Role
+		want  error
+	}{
+		{"operator lead", mcpadapter.OperatorAgent, mcpadapter.RoleLead, mcpadapter.ErrReservedAgent},
+		{"operator member", mcpadapter.OperatorAgent, mcpadapter.RoleMember, mcpadapter.ErrReservedAgent},
+		{"another lead", "operator2", mcpadapter.RoleLead, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, tokens := adaptertest.OpenStore(t)
+			_, err := tokens.Add(c.agent, c.role)
+			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+				t.Fatalf("Add(%q, %s) = %v; want %v", c.agent, c.role, err, c.want)
+			}
+			if got := tokens.Agents(c.role); (c.want == nil) != slices.Contains(got, c.agent) {
+				t.Errorf("agents of role %s after Add: %v", c.role, got)
+			}
+		})
+	}
 }

@@ -200,6 +200,8 @@ func TestMistakesWriteNothing(t *testing.T) {
 		{[]string{"token", "add", "--role", "member"}, "token add: --agent is required"},
 		{[]string{"token", "add", "--agent", "a"}, "token add: --role is required"},
 		{[]string{"token", "add", "--agent", "a", "--role", "boss"}, `--role: "boss" is not lead or member`},
+		{[]string{"token", "add", "--agent", "operator", "--role", "lead"}, `token add: --agent: mcpadapter: agent name "operator" is reserved`},
+		{[]string{"token", "add", "--agent", "operator", "--role", "member"}, `agent name "operator" is reserved`},
 		{[]string{"up"}, "up: name one fleet file"},
 		{[]string{"up", "no-such-fleet.json"}, "no-such-fleet.json: no such file"},
 		{[]string{"down"}, "down: name the fleet file"},

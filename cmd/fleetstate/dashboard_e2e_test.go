@@ -380,7 +380,7 @@ func replay(t *testing.T, base, path, body string, headers map[string]string) in
 // through MCP. The same actions replayed from another origin, or without
 // the login, change nothing. At a phone's width the page still fits, and
 // its controls still work. A lead's login gets controls on its own
-// tickets only.
+// tickets only, and logs out.
 func TestDashboardActsInChromium(t *testing.T) {
 	ctx := browserTab(t)
 	f := newFleet(t)
@@ -595,4 +595,18 @@ func TestDashboardActsInChromium(t *testing.T) {
 	if p := ok(call, t, f.lead, "fleet_poll", map[string]any{"ticket": own, "wait_s": 10}); p["reason"] != "cancelled" {
 		t.Fatalf("the lead's poll after its login's cancel = %v; want cancelled", p)
 	}
+
+	// Log out: the page asks for a login, and reloading it does too.
+	clickRole(t, ctx, "header", "button", "Log out")
+	// The page navigates meanwhile: each look is an evaluation of its own.
+	if !fleettest.Until(15*time.Second, 50*time.Millisecond, func() bool {
+		out, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('#needlogin')`))
+		return err == nil && out
+	}) {
+		t.Fatalf("the page after Log out never asked for a login; it shows:\n%s", textOf(ctx, "body"))
+	}
+	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#needlogin", "needs a login")
 }

@@ -32,11 +32,11 @@ type cliFleet struct {
 	op     *mcpadapter.Client // the operator, as the daemon knows it
 }
 
-func newCLIFleet(t *testing.T) *cliFleet {
+func newCLIFleet(t *testing.T, serveArgs ...string) *cliFleet {
 	t.Helper()
 	f := &cliFleet{dir: t.TempDir()}
 	f.tokens = addTokens(t, f.dir, map[string]string{"lead": "lead", "m1": "member", "m2": "member"})
-	f.d = startDaemon(t, f.dir)
+	f.d = startDaemon(t, f.dir, serveArgs...)
 	store, err := fleetstate.Open(nil, f.dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +241,76 @@ func TestCLISendWaitGetsReply(t *testing.T) {
 	if err != nil || len(all) != 1 || all[0].Kind != fleetstate.OutcomeReply || all[0].State != fleetstate.TicketDone {
 		t.Errorf("fleet_poll after send --wait --keep: %+v, %v; want the reply held", all, err)
 	}
+}
+
+// TestCLISendWaitOwnTurn: send --wait to a member that has another turn
+// open waits for its own turn's outcome, and one whose turn is not done
+// within the send's bound prints the ticket and exits 1, saying how to
+// collect it.
+func TestCLISendWaitOwnTurn(t *testing.T) {
+	t.Run("behind another turn", func(t *testing.T) {
+		f := newCLIFleet(t)
+		m1 := dialAs(t, f.d.url, f.tokens["m1"])
+		if _, err := f.op.SendDetached(t.Context(), "m1", "task A"); err != nil {
+			t.Fatal(err)
+		}
+		a, got, err := m1.Next(t.Context(), 10*time.Second)
+		if err != nil || !got {
+			t.Fatalf("m1's fleet_next: %v, %v; want task A", got, err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			// Once task B waits behind A, m1 finishes A, then does B.
+			if !fleettest.Until(20*time.Second, 10*time.Millisecond, func() bool {
+				all, err := f.op.PollAll(context.Background(), 0)
+				return err == nil && len(all) == 2
+			}) {
+				done <- errors.New("task B never queued")
+				return
+			}
+			if err := m1.ReplyTurn(context.Background(), a.TurnID, "A done"); err != nil {
+				done <- err
+				return
+			}
+			b, got, err := m1.Next(context.Background(), 10*time.Second)
+			if err == nil && !got {
+				err = errors.New("task B never came")
+			}
+			if err == nil {
+				err = m1.ReplyTurn(context.Background(), b.TurnID, "B done: "+b.Content)
+			}
+			done <- err
+		}()
+		var o fleetstate.Outcome
+		jsonDoc(t, f.ok(t, "send", "m1", "task B", "--wait", "--json"), &o)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if o.Kind != fleetstate.OutcomeReply || o.Content != "B done: task B" {
+			t.Fatalf("send --wait behind another turn: %+v; want the reply to task B", o)
+		}
+		f.gone(t, o.Ticket)
+	})
+	t.Run("not done within the bound", func(t *testing.T) {
+		f := newCLIFleet(t, "--send-timeout", "1s")
+		m1 := dialAs(t, f.d.url, f.tokens["m1"])
+		taken := make(chan error, 1)
+		go func() {
+			_, got, err := m1.Next(context.Background(), 20*time.Second)
+			if err == nil && !got {
+				err = errors.New("no message came")
+			}
+			taken <- err
+		}()
+		r := leadCLI(t, nil, "", "send", "m1", "slow work", "--wait", "--dir", f.dir)
+		if err := <-taken; err != nil {
+			t.Fatal(err)
+		}
+		if r.code != 1 || !strings.HasPrefix(r.stdout, "pending: ticket ") ||
+			!strings.Contains(r.stderr, "the turn is still working after the send's bound") || !strings.Contains(r.stderr, "fleetstate poll ticket-") {
+			t.Fatalf("send --wait of a turn not done in time: exit %d\nstdout: %s\nstderr: %s\nwant exit 1, the ticket, and how to collect it", r.code, r.stdout, r.stderr)
+		}
+	})
 }
 
 func TestCLIAnswerQuestionByTurn(t *testing.T) {

@@ -45,6 +45,9 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 		if err := fleetstate.ValidateAgentName(*agent); err != nil {
 			return fmt.Errorf("token %s: --agent: %v", sub, err)
 		}
+		if sub == "add" && *agent == mcpadapter.OperatorAgent {
+			return fmt.Errorf("token add: --agent: %w", mcpadapter.ErrReservedAgent)
+		}
 	}
 	if sub == "add" {
 		if *role == "" {

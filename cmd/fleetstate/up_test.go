@@ -312,6 +312,8 @@ func TestUpRefusesBadFleetFiles(t *testing.T) {
 		{"bad name", `{"agents": [{"name": "../x", "role": "member"}]}`, "agents[0].name:"},
 		{"duplicate name", `{"agents": [{"name": "a", "role": "member"}, {"name": "a", "role": "lead"}]}`, `agents[1].name: "a" is agents[0]'s name already`},
 		{"bad role", `{"agents": [{"name": "a", "role": "admin"}]}`, `agents[0].role: "admin"`},
+		{"operator lead", `{"agents": [{"name": "operator", "role": "lead"}]}`, `agents[0].name: mcpadapter: agent name "operator" is reserved`},
+		{"operator member", `{"agents": [{"name": "l", "role": "lead"}, {"name": "operator", "role": "member"}]}`, `agents[1].name: mcpadapter: agent name "operator" is reserved`},
 		{"unknown program", `{"agents": [{"name": "a", "role": "member", "program": "vim"}]}`, `agents[0].program: "vim"`},
 		{"bad pattern", `{"programs": {"p": {"idle": ["(x"]}}, "agents": []}`, "programs.p.idle[0]:"},
 		{"missing workdir", `{"agents": [{"name": "a", "role": "member", "command": ["sh"], "workdir": "nowhere"}]}`, "agents[0].workdir:"},

@@ -172,7 +172,7 @@ func table() []command {
 		{
 			Command: Command{Name: "send", Summary: "send a task to a member, detached (prints its ticket) or --wait for the outcome",
 				Usage:   "fleetstate send MEMBER TEXT [--wait] [--keep] [--json] [--dir DIR | --url URL]",
-				About:   "Opens a turn of the member with TEXT as its brief (\"-\" reads it from standard input). Without --wait it prints the ticket at once; collect the outcome with fleetstate poll. With --wait it blocks for the outcome, up to the daemon's send timeout (just under 60 s by default), and prints it, or the ticket if the member is not done by then; a finished outcome it printed is acknowledged unless --keep.",
+				About:   "Opens a turn of the member with TEXT as its brief (\"-\" reads it from standard input). Without --wait it prints the ticket at once; collect the outcome with fleetstate poll. With --wait it blocks for the outcome of this turn, also while it waits behind another turn of the member, up to the daemon's send timeout (just under 60 s by default), and prints it; if the turn is not done by then, it prints the ticket and exits with status 1, saying how to collect it. A finished outcome it printed is acknowledged unless --keep.",
 				Example: `fleetstate send alice "run the tests and report" --wait`},
 			args: "MEMBER TEXT", min: 2, max: 2, keep: true,
 			flags: func(fs *flag.FlagSet, o *opts) {
@@ -194,10 +194,23 @@ func table() []command {
 					return r.outcome(o)
 				}
 				o, err := r.c.Send(ctx, args[0], args[1])
+				if err == nil && o.Kind == fleetstate.OutcomePending && o.State == fleetstate.TicketQueued && o.Ticket != "" {
+					// The member had another turn open, and fleet_send
+					// answered at once: this turn's own outcome is
+					// waited for, up to the send bound.
+					o, err = r.c.Poll(ctx, o.Ticket, fleetstate.DefaultSendTimeout)
+				}
 				if err != nil {
 					return err
 				}
-				return r.settle(ctx, o)
+				if err := r.settle(ctx, o); err != nil {
+					return err
+				}
+				if o.Kind == fleetstate.OutcomePending {
+					return fmt.Errorf("the turn is still %s after the send's bound (ticket %s): fleetstate poll %s --wait 60s collects its outcome, fleetstate cancel %s ends it",
+						o.State, o.Ticket, o.Ticket, o.Ticket)
+				}
+				return nil
 			},
 		},
 		{

@@ -6,8 +6,8 @@
 //
 // The page acts too: an answer to a question, a cancel of a ticket, a
 // detached send and the dismissal (ack) of a finished ticket the login
-// sent are POSTs to the daemon with the login's CSRF token (from
-// the page's csrf-token meta element) in a header. A lead's login gets the
+// sent, and logging out, are POSTs to the daemon with the login's CSRF
+// token (from the page's csrf-token meta element) in a header. A lead's login gets the
 // controls on its own tickets only; the operator's, on every ticket.
 'use strict';
 (function () {
@@ -455,6 +455,18 @@
     } finally {
       button.disabled = false;
     }
+  }
+
+  // Log out ends this login on the daemon; the page then asks for a new
+  // login URL.
+  const logout = $('logout');
+  if (logout) {
+    logout.addEventListener('click', async () => {
+      if (await act('logout', {}, logout, 'logged out')) {
+        if (source) source.close();
+        window.location.assign('/dashboard/');
+      }
+    });
   }
 
   const form = $('send');
