@@ -50,8 +50,10 @@ type Event struct {
 	TurnID  string    `json:"turn_id,omitempty"`
 	Ticket  string    `json:"ticket,omitempty"`
 	Content string    `json:"content,omitempty"` // the brief, the question or the answer
-	Status  string    `json:"status,omitempty"`  // of a status event
-	Outcome *Outcome  `json:"outcome,omitempty"` // of an outcome event
+	// ContentBytes, set where a stream clipped Content or Outcome.Content, is its full length in bytes.
+	ContentBytes int      `json:"content_bytes,omitempty"`
+	Status       string   `json:"status,omitempty"`  // of a status event
+	Outcome      *Outcome `json:"outcome,omitempty"` // of an outcome event
 	// Held is set on an outcome event when the outcome went to the ticket
 	// rather than to a call of the lead waiting for it: a detached
 	// ticket finished, or a blocking call gave up.

@@ -67,10 +67,12 @@ func (r *Rendezvous) SetPermissionPolicy(p PermissionPolicy) {
 // or ctx ends (ctx.Err()). A request whose Key names one already known,
 // of the same member, is that request: a caller cut off by a restart asks
 // again with the same key and gets the decision made meanwhile. A
-// request a [PermissionPolicy] covers is decided at once. When ctx ends
-// the request stays pending until its window passes. A member with
-// MaxPendingPermissions requests pending gets [ErrNotPermitted] for a
-// new one.
+// request a [PermissionPolicy] covers is decided at once, and forgotten
+// (asked again, the policy decides it again). When ctx ends the request
+// stays pending until its window passes. A member with
+// MaxPendingPermissions requests pending gets [ErrNotPermitted] for a new
+// one; of its decided requests, the last 64 are known by their key, each
+// without its input.
 func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req PermissionRequest) (Decision, bool, error) {
 	const op = "request permission"
 	if err := checkAgentName(op, member); err != nil {
@@ -103,6 +105,11 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 			if d, ok := r.policy(req); ok {
 				d.Time = now
 				req.Decision = &d
+				asked, decided := req, req
+				r.publish(Event{Kind: EventPermissionRequested, Member: member, Permission: &asked})
+				r.publish(Event{Kind: EventPermissionDecided, Member: member, Content: d.Message, Permission: &decided, By: d.By})
+				r.unlockW()
+				return d, true, nil
 			}
 		}
 		p = permit.NewEntry(req)
@@ -112,9 +119,6 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 		}
 		r.addPermission(p)
 		r.publish(Event{Kind: EventPermissionRequested, Member: member, Permission: p.Copy()})
-		if p.Decision != nil {
-			r.publish(Event{Kind: EventPermissionDecided, Member: member, Content: p.Decision.Message, Permission: p.Copy(), By: p.Decision.By})
-		}
 	}
 	r.unlockW()
 
@@ -142,21 +146,17 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 // by (the operator, a lead, a rule), who is recorded with the decision.
 // It fails with [ErrUnknownRequest] for an ID the rendezvous does not
 // know or whose window passed, [ErrRequestDecided] for one decided
-// already, and [ErrInvalidArgument] for a decision that is neither allow
-// nor deny, or an empty by; on an error nothing changes.
+// already, [ErrInvalidArgument] for a decision that is neither allow nor
+// deny, or an empty by, and [ErrContentTooLarge] for a message over 4 KiB;
+// on an error nothing changes. The decided request keeps its key and its
+// decision, not its input.
 func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 	const op = "decide permission"
-	if by == "" || len(by) > 256 {
-		return newError(CodeInvalidArgument, op, "who decides must be named in 1 to 256 bytes")
+	if err := permit.CheckDecision(by, &d); err != nil {
+		return newError(CodeInvalidArgument, op, "%v", err)
 	}
-	if d.Behavior != BehaviorAllow && d.Behavior != BehaviorDeny {
-		return newError(CodeInvalidArgument, op, "behavior %s is neither allow nor deny", quote(string(d.Behavior)))
-	}
-	if int64(len(d.Message)) > r.store.maxContent {
-		return newError(CodeContentTooLarge, op, "%d bytes, limit %d", len(d.Message), r.store.maxContent)
-	}
-	if d.Behavior == BehaviorAllow {
-		d.Message = ""
+	if len(d.Message) > permit.MaxMessage {
+		return newError(CodeContentTooLarge, op, "%d bytes, limit %d", len(d.Message), permit.MaxMessage)
 	}
 	r.lockW()
 	defer r.unlockW()
@@ -171,13 +171,15 @@ func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 		return newError(CodeRequestDecided, op, "%s, by %s", quote(id), quote(p.Decision.By))
 	}
 	d.By, d.Time = by, time.Now()
-	rec := p.Request
+	rec := permit.Decided(p.Request)
 	rec.Decision = &d
 	if err := r.j.savePermission(&rec); err != nil {
 		return withOp(op, err)
 	}
-	p.Decide(d)
-	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: p.Copy(), By: by})
+	asked := p.Copy()
+	asked.Decision = &d
+	r.j.releasePermission(r.perms.Decide(p, d))
+	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: asked, By: by})
 	return nil
 }
 
@@ -192,13 +194,13 @@ func (r *Rendezvous) PermissionRequests() []PermissionRequest {
 // addPermission makes p known until its deadline: then a pending request
 // ends undecided, and a decided one is forgotten. r.mu must be held.
 func (r *Rendezvous) addPermission(p *permit.Entry) {
-	r.perms.Add(p, func() {
+	r.j.releasePermission(r.perms.Add(p, func() {
 		r.lockW()
 		defer r.unlockW()
 		if !r.closed && r.perms.Holds(p) {
 			r.endPermission(p, "timeout", "its window passed undecided")
 		}
-	})
+	}))
 }
 
 // endPermission forgets p; a pending p ends undecided, with an event that
@@ -243,9 +245,9 @@ func (j *journal) savePermission(req *PermissionRequest) error {
 	return j.Save(req.ID, rec)
 }
 
-// releasePermission forgets the record of the request id.
+// releasePermission forgets the record of the request id; "" is none.
 func (j *journal) releasePermission(id string) {
-	if j.Closed() {
+	if id == "" || j.Closed() {
 		return
 	}
 	if err := j.Release(id); err != nil {

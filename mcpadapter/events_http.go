@@ -4,9 +4,9 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -28,9 +28,11 @@ const DefaultEventsHeartbeat = 15 * time.Second
 
 // SnapshotClip is how many bytes of each ticket's brief and content, and
 // of each permission request's input, the snapshot of an event stream
-// carries (see clipSnapshot): a
-// view shows the start of each, and a lead's fleet_poll of the ticket
-// returns them whole. The events that follow carry their contents whole.
+// carries (see clipSnapshot), and of each content, input, cwd and
+// message the events that follow carry (see clipEvent): a view shows the
+// start of each, marked clipped with its full length, and a lead's
+// fleet_poll of the ticket, or the permission requests' list, returns it
+// whole.
 const SnapshotClip = 4 << 10
 
 // EventsOptions configure [EventsHandler].
@@ -47,9 +49,13 @@ type EventsOptions struct {
 	// Heartbeat is the period of keep-alive comments and of the second
 	// look at the watcher's token. Zero means DefaultEventsHeartbeat.
 	Heartbeat time.Duration
-	// Buffer is the subscription's buffer, in events. Zero means
-	// fleetstate.DefaultEventBuffer.
+	// Buffer bounds the events a stream holds for a client that reads
+	// too slowly. Zero means fleetstate.DefaultEventBuffer.
 	Buffer int
+	// BufferBytes bounds the bytes of encoded events a stream holds for
+	// a client that reads too slowly. Zero means
+	// DefaultEventsBufferBytes.
+	BufferBytes int
 	// Membership, if set, tells the handler of revoked tokens: every open
 	// stream looks at its watcher's credentials again as soon as an
 	// identity loses its last token, so that a revoked lead's stream (by
@@ -63,9 +69,12 @@ type EventsOptions struct {
 // operator or a caller Authorize admits: first the fleet's snapshot, as
 // "event: snapshot" with the JSON of a [StreamSnapshot] (the recent events
 // with it) clipped to [SnapshotClip] bytes of each brief and content, then each
-// event as "event: event" with the JSON of a [fleetstate.Event]. A watcher
-// that reads too slowly loses events (their number is in the next event's
-// gap) and never slows the fleet. The stream ends when the rendezvous
+// event as "event: event" with the JSON of a [fleetstate.Event], its
+// contents clipped so too. The JSON is not HTML-escaped ("<" is one
+// byte). Each event is encoded once for every stream of the handler. A
+// watcher that reads too slowly loses events (their number is in the
+// next event's gap) and never slows the fleet; its stream holds at most
+// [EventsOptions].Buffer events and BufferBytes bytes of them. The stream ends when the rendezvous
 // closes, when the client goes, or when its token is revoked: within
 // the poll of [EventsOptions].Membership, else within a heartbeat. The
 // credentials are also looked at before each event is written, so that
@@ -76,8 +85,14 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultEventsHeartbeat
 	}
+	if o.Buffer <= 0 {
+		o.Buffer = fleetstate.DefaultEventBuffer
+	}
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = DefaultEventsBufferBytes
+	}
 	revoked := newBroadcast()
-	recent := recordRecent(rv, RecentEvents)
+	events := newFeed(rv)
 	if o.Membership != nil {
 		o.Membership.onRevoke(func(Identity) { revoked.fire() })
 	}
@@ -121,18 +136,22 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 			return
 		}
-		sub, snap := rv.Subscribe(o.Buffer)
-		defer sub.Close()
+		// Joined before the snapshot is taken: the frames up to the
+		// snapshot's seq are skipped, and none after it is missed.
+		sub := events.join(o.Buffer, o.BufferBytes)
+		defer events.leave(sub)
+		snap := rv.Snapshot()
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(http.StatusOK)
-		first := StreamSnapshot{clipSnapshot(snap, SnapshotClip), recent.upTo(snap.Seq, SnapshotClip)}
+		first := StreamSnapshot{clipSnapshot(snap, SnapshotClip), events.upTo(snap.Seq, SnapshotClip)}
 		if writeSSE(w, "snapshot", first) != nil {
 			return
 		}
 		flusher.Flush()
+		sent := snap.Seq // of the last event the client has, in the snapshot or since
 		beat := time.NewTicker(o.Heartbeat)
 		defer beat.Stop()
 		for {
@@ -145,8 +164,8 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 					return
 				}
 				continue
-			case e, open := <-sub.Events():
-				if !open || !allowed() || writeSSE(w, "event", e) != nil {
+			case <-sub.ready:
+				if !writeQueued(w, events, sub, &sent, allowed) {
 					return
 				}
 			case <-beat.C:
@@ -186,14 +205,39 @@ func (b *broadcast) fire() {
 	b.ch = make(chan struct{})
 }
 
+// writeQueued writes the frames sub queued after the event sent, with the
+// gap before each, and moves sent on. It reports false when the stream
+// is to end: the feed ended, allowed says no, or a write failed.
+func writeQueued(w io.Writer, events *feed, sub *stream, sent *uint64, allowed func() bool) bool {
+	for {
+		fr, ended := events.next(sub)
+		if fr == nil {
+			return !ended
+		}
+		if fr.seq <= *sent {
+			continue // in the snapshot
+		}
+		if !allowed() || writeFrame(w, fr, fr.seq-*sent-1) != nil {
+			return false
+		}
+		*sent = fr.seq
+	}
+}
+
 // writeSSE writes one server-sent event whose data is v's JSON (one line:
-// JSON escapes new lines).
+// JSON escapes new lines), not HTML-escaped.
 func writeSSE(w http.ResponseWriter, event string, v any) error {
-	data, err := json.Marshal(v)
+	data, err := encodeJSON(v)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
+	if _, err := fmt.Fprintf(w, "event: %s\ndata: ", event); err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "\n\n")
 	return err
 }
 

@@ -1,7 +1,6 @@
 package mcpadapter
 
 import (
-	"sync"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
@@ -12,9 +11,9 @@ import (
 // shows what happened just before instead of an empty list.
 const RecentEvents = 50
 
-// recentCatchUp bounds the wait of a new stream for the recorder to have
-// read the events its snapshot counts: the recorder reads them from its
-// own subscription a moment later than the rendezvous published them.
+// recentCatchUp bounds the wait of a new stream for the feed to have
+// read the events its snapshot counts: the feed reads them from its own
+// subscription a moment later than the rendezvous published them.
 const recentCatchUp = 100 * time.Millisecond
 
 // StreamSnapshot is the data of an event stream's "snapshot" event: the
@@ -26,88 +25,34 @@ type StreamSnapshot struct {
 	Recent []fleetstate.Event `json:"recent"`
 }
 
-// recentEvents keeps the last events of a rendezvous, read from a
-// subscription of its own, for as long as the rendezvous lives. It is safe
-// for concurrent use.
-type recentEvents struct {
-	mu      sync.Mutex
-	ring    []fleetstate.Event // guarded by mu; the last RecentEvents, oldest first
-	seq     uint64             // guarded by mu; of the last event read
-	changed chan struct{}      // guarded by mu; closed and replaced when seq moves
-}
-
-// recordRecent starts keeping rv's last n events. The reading ends when
-// rv closes (which closes the subscription).
-func recordRecent(rv *fleetstate.Rendezvous, n int) *recentEvents {
-	sub, snap := rv.Subscribe(4 * n)
-	r := &recentEvents{seq: snap.Seq, changed: make(chan struct{})}
-	go func() {
-		for e := range sub.Events() {
-			// Kept clipped, as copies: the ring must not pin whole
-			// contents (50 replies of up to 16 MiB) for as long as the
-			// rendezvous lives.
-			e = clipEvent(e, SnapshotClip)
-			r.mu.Lock()
-			e.Gap = 0
-			if len(r.ring) == n {
-				r.ring = append(r.ring[:0], r.ring[1:]...)
-			}
-			r.ring = append(r.ring, e)
-			r.seq = e.Seq
-			close(r.changed)
-			r.changed = make(chan struct{})
-			r.mu.Unlock()
-		}
-	}()
-	return r
-}
-
-// upTo returns the kept events up to and including seq, clipped to clip
-// bytes of content each, after waiting up to recentCatchUp for the
-// recorder to have read that far.
-func (r *recentEvents) upTo(seq uint64, clip int) []fleetstate.Event {
-	deadline := time.NewTimer(recentCatchUp)
-	defer deadline.Stop()
-	r.mu.Lock()
-	for r.seq < seq {
-		ch := r.changed
-		r.mu.Unlock()
-		select {
-		case <-ch:
-		case <-deadline.C:
-			r.mu.Lock()
-			seq = min(seq, r.seq) // a late recorder: what it has
-			continue
-		}
-		r.mu.Lock()
-	}
-	defer r.mu.Unlock()
-	out := []fleetstate.Event{}
-	for _, e := range r.ring {
-		if e.Seq > seq {
-			break
-		}
-		out = append(out, clipEvent(e, clip))
-	}
-	return out
-}
-
-// clipEvent returns e with its content, its outcome's content and its
-// permission request's input clipped to clip bytes (see clipText; the
-// request's InputBytes says how long its input is); e's own outcome and
-// request are not changed.
+// clipEvent returns e with each text an agent or a person wrote clipped
+// to clip bytes (see clipText): its content or its outcome's content
+// (ContentBytes then says how long it is), its permission request's
+// input (the request's InputBytes says how long), cwd and decision's
+// message. e's own outcome and request are not changed, and the result
+// shares no string longer than clip with e.
 func clipEvent(e fleetstate.Event, clip int) fleetstate.Event {
 	if len(e.Content) > clip {
-		e.Content = clipText(e.Content, clip)
+		e.Content, e.ContentBytes = clipText(e.Content, clip), len(e.Content)
 	}
-	if p := e.Permission; p != nil && len(p.Input) > clip {
+	if p := e.Permission; p != nil && (len(p.Input) > clip || len(p.Cwd) > clip || p.Decision != nil && len(p.Decision.Message) > clip) {
 		c := *p
-		c.Input, c.InputBytes = clipText(p.Input, clip), len(p.Input)
+		if len(c.Input) > clip {
+			c.Input, c.InputBytes = clipText(p.Input, clip), len(p.Input)
+		}
+		if len(c.Cwd) > clip {
+			c.Cwd = clipText(c.Cwd, clip)
+		}
+		if d := c.Decision; d != nil && len(d.Message) > clip {
+			dc := *d
+			dc.Message = clipText(d.Message, clip)
+			c.Decision = &dc
+		}
 		e.Permission = &c
 	}
 	if e.Outcome != nil && len(e.Outcome.Content) > clip {
 		o := *e.Outcome
-		o.Content = clipText(o.Content, clip)
+		o.Content, e.ContentBytes = clipText(o.Content, clip), len(o.Content)
 		e.Outcome = &o
 	}
 	return e

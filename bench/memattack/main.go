@@ -1,5 +1,5 @@
 // Command memattack measures the peak memory (VmHWM, Linux) of a
-// `fleetstate serve` process under two attacks a token holder can make,
+// `fleetstate serve` process under attacks a token holder can make,
 // beside an idle daemon's:
 //
 //	idle       the daemon started, nothing asked of it
@@ -10,20 +10,37 @@
 //	snapshots  a lead queues -tickets tickets of -ticket-mib MiB, then
 //	           opens -connects event streams at once and reads their
 //	           snapshots
+//	streams    a lead opens -streams event streams that read, then sends
+//	           one brief of -brief-mib MiB of "<"
+//	stalled    a lead opens -stalled event streams that never read, then
+//	           sends one brief of -content-mib MiB of "<"
+//	reply      two event streams read while the member replies
+//	           -content-mib MiB of "<" to a brief
+//	cancelled  one event stream stops reading; the lead sends -briefs
+//	           briefs of -content-mib MiB, cancelling and acknowledging
+//	           each
+//	permits    the member raises -requests permission requests of
+//	           -input-mib MiB (less 1 KiB), each allowed by a rule of the fleet file,
+//	           each with an hour's window
 //
 // Each attack runs on a daemon of its own, on a fresh state directory, and
 // the peak is taken from the attack's start (the setup's is reset through
-// /proc/PID/clear_refs); the resident set at that start is printed too. With -bin it measures that binary (one built from
-// another commit, say); otherwise it builds this tree's.
+// /proc/PID/clear_refs); the resident set at that start, and at the end,
+// are printed too, and the largest live heap a collection found during
+// the attack (from the daemon's GODEBUG=gctrace=1): what the attack made
+// the daemon keep, apart from garbage not yet collected. -attacks picks some. With
+// -bin it measures that binary (one built from another commit, say);
+// otherwise it builds this tree's.
 //
 //	go run ./bench/memattack
-//	go run ./bench/memattack -bin ../before/fleetstate
+//	go run ./bench/memattack -bin ../before/fleetstate -attacks streams,stalled
 package main
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +49,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,14 +66,30 @@ func main() {
 	tickets := flag.Int("tickets", 200, "tickets of the snapshots attack")
 	ticketMiB := flag.Int("ticket-mib", 1, "brief of each ticket, MiB")
 	connects := flag.Int("connects", 5, "event streams opened at once by the snapshots attack")
+	attacks := flag.String("attacks", strings.Join(allAttacks, ","), "the attacks to run, comma-separated")
+	flag.IntVar(&cfg.streams, "streams", 1000, "reading event streams of the streams attack")
+	flag.IntVar(&cfg.briefMiB, "brief-mib", 1, "brief of the streams attack, MiB")
+	flag.IntVar(&cfg.stalled, "stalled", 5, "event streams that never read, of the stalled attack")
+	flag.IntVar(&cfg.contentMiB, "content-mib", 16, "brief or reply of the stalled, reply and cancelled attacks, MiB (at most the content limit)")
+	flag.IntVar(&cfg.briefs, "briefs", 40, "briefs of the cancelled attack")
+	flag.IntVar(&cfg.requests, "requests", 400, "permission requests of the permits attack")
+	flag.IntVar(&cfg.inputMiB, "input-mib", 1, "input of each permission request, MiB")
 	flag.Parse()
-	if err := run(*bin, *bodies, *bodyMiB<<20, *tickets, *ticketMiB<<20, *connects); err != nil {
+	if err := run(*bin, strings.Split(*attacks, ","), *bodies, *bodyMiB<<20, *tickets, *ticketMiB<<20, *connects); err != nil {
 		fmt.Fprintln(os.Stderr, "memattack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, bodies, bodySize, tickets, ticketSize, connects int) error {
+// allAttacks are the attacks, in the order they run.
+var allAttacks = []string{"idle", "bodies", "chunked", "snapshots", "streams", "stalled", "reply", "cancelled", "permits"}
+
+// cfg holds the flags of the attacks on event streams and permissions.
+var cfg struct {
+	streams, briefMiB, stalled, contentMiB, briefs, requests, inputMiB int
+}
+
+func run(bin string, attacks []string, bodies, bodySize, tickets, ticketSize, connects int) error {
 	tmp, err := os.MkdirTemp("", "memattack-")
 	if err != nil {
 		return err
@@ -65,9 +101,12 @@ func run(bin string, bodies, bodySize, tickets, ticketSize, connects int) error 
 			return fmt.Errorf("build: %v\n%s", err, out)
 		}
 	}
-	fmt.Printf("%-10s %9s %9s  %s\n", "attack", "start MiB", "peak MiB", "what")
-	for _, name := range []string{"idle", "bodies", "chunked", "snapshots"} {
-		d, err := startDaemon(bin, filepath.Join(tmp, name))
+	fmt.Printf("%-10s %9s %9s %9s %9s  %s\n", "attack", "start MiB", "peak MiB", "end MiB", "live MiB", "what")
+	for _, name := range attacks {
+		if !slices.Contains(allAttacks, name) {
+			return fmt.Errorf("no attack %q; the attacks are %v", name, allAttacks)
+		}
+		d, err := startDaemon(bin, filepath.Join(tmp, name), name == "permits")
 		if err != nil {
 			return err
 		}
@@ -80,33 +119,86 @@ func run(bin string, bodies, bodySize, tickets, ticketSize, connects int) error 
 			what, err = d.bodies(bodies, bodySize, name == "chunked")
 		case "snapshots":
 			what, err = d.snapshots(tickets, ticketSize, connects)
+		case "streams":
+			what, err = d.streams(cfg.streams, cfg.briefMiB<<20)
+		case "stalled":
+			what, err = d.stalledStreams(cfg.stalled, cfg.contentMiB<<20)
+		case "reply":
+			what, err = d.reply(cfg.contentMiB << 20)
+		case "cancelled":
+			what, err = d.cancelled(cfg.briefs, cfg.contentMiB<<20)
+		case "permits":
+			what, err = d.permits(cfg.requests, cfg.inputMiB<<20)
 		}
 		peak, perr := hwm(d.cmd.Process.Pid)
+		end, eerr := status(d.cmd.Process.Pid, "VmRSS:")
 		d.stop()
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if perr != nil {
-			return perr
+		if perr != nil || eerr != nil {
+			return errors.Join(perr, eerr)
 		}
-		fmt.Printf("%-10s %9.0f %9.0f  %s\n", name, float64(d.start)/(1<<20), float64(peak)/(1<<20), what)
+		fmt.Printf("%-10s %9.0f %9.0f %9.0f %9d  %s\n", name, float64(d.start)/(1<<20), float64(peak)/(1<<20), float64(end)/(1<<20), d.gc.max(), what)
 	}
 	return nil
 }
 
 // daemon is a running `fleetstate serve`.
 type daemon struct {
+	dir    string // the state directory
 	cmd    *exec.Cmd
 	url    string // of MCP
 	base   string
 	tokens map[string]string
 	start  int64 // the resident set when the peak was last reset
+	gc     gcTrace
+}
+
+// gcTrace reads the daemon's GODEBUG=gctrace=1 lines and keeps the
+// largest live heap, in MB, that a collection found since the last reset.
+type gcTrace struct {
+	mu      sync.Mutex
+	partial []byte
+	live    int // guarded by mu
+}
+
+var gcLine = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB`)
+
+func (g *gcTrace) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.partial = append(g.partial, p...)
+	for {
+		i := bytes.IndexByte(g.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if m := gcLine.FindSubmatch(g.partial[:i]); m != nil {
+			n, _ := strconv.Atoi(string(m[3]))
+			g.live = max(g.live, n)
+		}
+		g.partial = g.partial[i+1:]
+	}
+}
+
+func (g *gcTrace) max() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.live
+}
+
+func (g *gcTrace) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.live = 0
 }
 
 // startDaemon starts serve on a state directory dir with a lead and a
-// member, scout, and waits until it answers.
-func startDaemon(bin, dir string) (*daemon, error) {
-	d := &daemon{tokens: map[string]string{}}
+// member, scout, and waits until it answers. With rules, its fleet file
+// allows every Read.
+func startDaemon(bin, dir string, rules bool) (*daemon, error) {
+	d := &daemon{dir: dir, tokens: map[string]string{}}
 	for agent, role := range map[string]string{"lead": "lead", "scout": "member"} {
 		out, err := exec.Command(bin, "token", "add", "--dir", dir, "--agent", agent, "--role", role).Output()
 		if err != nil {
@@ -121,6 +213,15 @@ func startDaemon(bin, dir string) (*daemon, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	d.cmd = exec.Command(bin, "serve", "--dir", dir, "--addr", addr)
+	d.cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+	d.cmd.Stderr = &d.gc
+	if rules {
+		roster := filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".fleet.json")
+		if err := os.WriteFile(roster, []byte(`{"approvals":{"allow":["Read(*)"]},"agents":[]}`), 0o600); err != nil {
+			return nil, err
+		}
+		d.cmd.Args = append(d.cmd.Args, "--roster", roster)
+	}
 	if err := d.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -265,6 +366,7 @@ func (d *daemon) resetHWM() error {
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
 		return err
 	}
+	d.gc.reset()
 	var err error
 	d.start, err = status(pid, "VmRSS:")
 	return err

@@ -10,6 +10,7 @@
 package permit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,10 +66,17 @@ type Request struct {
 	Timeout time.Duration `json:"-"`
 }
 
-// Limits of a request's fields.
+// Limits of a request's fields, and of what a [Desk] keeps.
 const (
 	MaxTool = 256 // bytes of a tool's name
 	MaxKey  = 512 // bytes of the caller's key
+	// MaxMessage bounds a decision's message: it is for an agent to read,
+	// and a desk keeps it with the decision until the request's deadline.
+	MaxMessage = 4 << 10
+	// MaxDecided bounds the decided requests a desk keeps of one member,
+	// for a re-run of its hook to find: past it, the oldest decided is
+	// forgotten, and a re-run of that one asks again.
+	MaxDecided = 64
 )
 
 // Check checks the fields of a new request that its caller sets: a tool
@@ -88,6 +96,21 @@ func Check(req *Request, max time.Duration) error {
 	return nil
 }
 
+// CheckDecision checks a decision made by by: a behavior that is allow
+// or deny, and by named in 1 to 256 bytes. It drops an allow's message.
+func CheckDecision(by string, d *Decision) error {
+	switch {
+	case by == "" || len(by) > 256:
+		return errors.New("who decides must be named in 1 to 256 bytes")
+	case d.Behavior != Allow && d.Behavior != Deny:
+		return fmt.Errorf("behavior %q is neither allow nor deny", string(d.Behavior))
+	}
+	if d.Behavior == Allow {
+		d.Message = ""
+	}
+	return nil
+}
+
 // kind marks a permission request's record in the journal, apart from the
 // turns' records, which have no kind.
 const kind = "permission"
@@ -97,9 +120,16 @@ type record struct {
 	Request
 }
 
-// Encode returns req's record for the journal.
+// Encode returns req's record for the journal, without HTML escaping: a
+// "<" of the input stays one byte.
 func Encode(req *Request) ([]byte, error) {
-	return json.Marshal(record{Kind: kind, Request: *req})
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(record{Kind: kind, Request: *req}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // Decode reads data as a request's record. isRequest is false for another
@@ -128,19 +158,24 @@ type Entry struct {
 	timer *time.Timer // at Deadline: ends or forgets the request
 }
 
-// NewEntry returns an entry for req; a decided req's Done is closed.
+// NewEntry returns an entry for req; a decided req's Done is closed, and
+// the entry keeps only what [Decided] keeps of it.
 func NewEntry(req Request) *Entry {
 	e := &Entry{Request: req, Done: make(chan struct{})}
 	if e.Decision != nil {
+		e.Request = Decided(e.Request)
 		close(e.Done)
 	}
 	return e
 }
 
-// Decide records d on a pending e and closes its Done.
-func (e *Entry) Decide(d Decision) {
-	e.Decision = &d
-	close(e.Done)
+// Decided returns what is kept of req once it is decided: what a re-run
+// of its hook needs to find its decision (its ID, member, key, tool,
+// window and decision), without its input and cwd, which may be as large
+// as any content.
+func Decided(req Request) Request {
+	req.Input, req.Cwd, req.InputBytes = "", "", 0
+	return req
 }
 
 // Pending reports whether e is known, and not decided yet.
@@ -155,11 +190,13 @@ func (e *Entry) Copy() *Request {
 type key struct{ member, key string }
 
 // Desk knows each request from its asking until its deadline: then a
-// pending request ends undecided, and a decided one is forgotten. The
-// zero Desk is empty and ready to use.
+// pending request ends undecided, and a decided one is forgotten. Of
+// each member it keeps at most [MaxDecided] decided requests, each
+// without its input. The zero Desk is empty and ready to use.
 type Desk struct {
-	byID  map[string]*Entry // until the deadline
-	byKey map[key]*Entry    // those with a caller's key
+	byID    map[string]*Entry   // until the deadline
+	byKey   map[key]*Entry      // those with a caller's key
+	decided map[string][]*Entry // by member: the decided requests known, oldest decided first
 }
 
 // Get returns the request id, if it is known and its window has not passed.
@@ -210,17 +247,44 @@ func (d *Desk) Pending() []Request {
 
 // Add makes e known until its deadline, when deadline runs (in a
 // goroutine of its own; it takes the caller's lock, checks [Desk.Holds]
-// and calls [Desk.End]).
-func (d *Desk) Add(e *Entry, deadline func()) {
+// and calls [Desk.End]). A decided e may make its member's oldest decided
+// request forgotten (see [Desk.Decide]), whose ID Add returns.
+func (d *Desk) Add(e *Entry, deadline func()) (forgotten string) {
 	if d.byID == nil {
 		d.byID = map[string]*Entry{}
 		d.byKey = map[key]*Entry{}
+		d.decided = map[string][]*Entry{}
 	}
 	d.byID[e.ID] = e
 	if e.Key != "" {
 		d.byKey[key{e.Member, e.Key}] = e
 	}
 	e.timer = time.AfterFunc(time.Until(e.Deadline), deadline)
+	if e.Decision != nil {
+		return d.keepDecided(e)
+	}
+	return ""
+}
+
+// Decide records dec on the pending e, closes its Done, and drops e's
+// input and cwd (see [Decided]). When e's member then has more than
+// [MaxDecided] decided requests, the oldest is forgotten and its ID
+// returned, so that its caller releases its record; "" is none.
+func (d *Desk) Decide(e *Entry, dec Decision) (forgotten string) {
+	e.Decision = &dec
+	e.Request = Decided(e.Request)
+	close(e.Done)
+	return d.keepDecided(e)
+}
+
+// keepDecided counts the decided e against its member's bound.
+func (d *Desk) keepDecided(e *Entry) (forgotten string) {
+	d.decided[e.Member] = append(d.decided[e.Member], e)
+	if kept := d.decided[e.Member]; len(kept) > MaxDecided {
+		d.End(kept[0])
+		return kept[0].ID
+	}
+	return ""
 }
 
 // End forgets e; a pending e ends undecided, its Done closed, and End
@@ -230,6 +294,20 @@ func (d *Desk) End(e *Entry) (undecided bool) {
 	delete(d.byID, e.ID)
 	if d.byKey[key{e.Member, e.Key}] == e {
 		delete(d.byKey, key{e.Member, e.Key})
+	}
+	if e.Decision != nil {
+		kept := d.decided[e.Member]
+		for i, k := range kept {
+			if k == e {
+				kept = append(kept[:i:i], kept[i+1:]...)
+				break
+			}
+		}
+		if len(kept) == 0 {
+			delete(d.decided, e.Member)
+		} else {
+			d.decided[e.Member] = kept
+		}
 	}
 	return d.end(e)
 }
@@ -261,4 +339,5 @@ func (d *Desk) Clean(undecided func(*Entry)) {
 	}
 	clear(d.byID)
 	clear(d.byKey)
+	clear(d.decided)
 }

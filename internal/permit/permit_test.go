@@ -1,6 +1,7 @@
 package permit
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,9 @@ func TestDeskPendingOldestFirstAndDecided(t *testing.T) {
 	if len(got) != 3 || got[0].ID != "b" || got[1].ID != "a" || got[2].ID != "c" {
 		t.Fatalf("Pending() = %v, want b, a, c", got)
 	}
-	es[0].Decide(Decision{Behavior: Allow, By: "operator"})
+	if old := d.Decide(es[0], Decision{Behavior: Allow, By: "operator"}); old != "" {
+		t.Fatalf("Decide forgot %s; want none forgotten", old)
+	}
 	if es[0].Pending() || d.PendingOf("bob") != 2 || len(d.Pending()) != 2 {
 		t.Fatal("a decided request still counts as pending")
 	}
@@ -124,6 +127,50 @@ func TestDeskPendingOldestFirstAndDecided(t *testing.T) {
 	d.Clean(func(e *Entry) { cleaned = append(cleaned, e.ID) })
 	if len(cleaned) != 2 || d.Get("a") != nil || d.Get("b") != nil {
 		t.Fatalf("Clean ended %v and left %v", cleaned, d.Pending())
+	}
+}
+
+// A decided request is kept without its input, and a member's decided
+// requests are bounded: past MaxDecided the oldest decided is forgotten,
+// and returned so that its record is released.
+func TestDeskDecidedBounded(t *testing.T) {
+	var d Desk
+	defer d.Stop()
+	now := time.Now()
+	input := `{"command":"` + strings.Repeat("x", 1<<10) + `"}`
+	var forgotten []string
+	for i := range MaxDecided + 5 {
+		e := NewEntry(Request{ID: fmt.Sprint("p", i), Member: "bob", Key: fmt.Sprint("k", i), Tool: "Bash", Input: input, Cwd: "/src",
+			Asked: now, Deadline: now.Add(time.Hour)})
+		if old := d.Add(e, func() {}); old != "" {
+			t.Fatalf("Add of a pending request forgot %s", old)
+		}
+		if old := d.Decide(e, Decision{Behavior: Deny, Message: "no", By: "operator"}); old != "" {
+			forgotten = append(forgotten, old)
+		}
+		if e.Input != "" || e.Cwd != "" || e.Key == "" || e.Decision == nil {
+			t.Fatalf("decided request kept as %+v; want its key and decision, no input or cwd", e.Request)
+		}
+	}
+	if want := []string{"p0", "p1", "p2", "p3", "p4"}; fmt.Sprint(forgotten) != fmt.Sprint(want) {
+		t.Fatalf("forgotten %v; want %v", forgotten, want)
+	}
+	if d.Get("p4") != nil || d.ByKey("bob", "k4") != nil || d.ByKey("bob", "k5") == nil || len(d.byID) != MaxDecided {
+		t.Fatalf("the desk knows %d requests (p4: %v, k5: %v); want the last %d decided", len(d.byID), d.Get("p4"), d.ByKey("bob", "k5"), MaxDecided)
+	}
+	// Another member's decided requests do not count against bob's.
+	alice := NewEntry(Request{ID: "a0", Member: "alice", Tool: "Bash", Asked: now, Deadline: now.Add(time.Hour), Decision: &Decision{Behavior: Allow}})
+	if old := d.Add(alice, func() {}); old != "" || d.Get("a0") == nil {
+		t.Fatalf("Add of alice's decided request forgot %v", old)
+	}
+	// A decided request restored from a record is kept without its input.
+	restored := NewEntry(Request{ID: "r", Member: "carol", Tool: "Bash", Input: input, Decision: &Decision{Behavior: Allow}})
+	if restored.Input != "" {
+		t.Fatal("a restored decided request kept its input")
+	}
+	// Ending a decided request takes it out of its member's count.
+	if d.End(d.Get("p10")) || len(d.decided["bob"]) != MaxDecided-1 {
+		t.Fatalf("bob has %d decided after an End; want %d", len(d.decided["bob"]), MaxDecided-1)
 	}
 }
 
