@@ -597,9 +597,18 @@ func (p *Pane) Interrupt(ctx context.Context) error {
 		}
 		// Keys that follow typed text at once are taken for part of a
 		// paste (Codex reads its Enter as a newline of the text).
-		time.Sleep(typedEnterPause)
-		if _, err := p.srv.Run(ctx, "", "send-keys", "-t", in.id, "Enter"); err != nil {
-			return err
+		// A loaded machine stretches the burst: while the command still
+		// stands in the input line, Enter again, a bounded number of times.
+		for range 3 {
+			time.Sleep(typedEnterPause)
+			if _, err := p.srv.Run(ctx, "", "send-keys", "-t", in.id, "Enter"); err != nil {
+				return err
+			}
+			time.Sleep(typedEnterPause)
+			screen, err := p.srv.Run(ctx, "", "capture-pane", "-p", "-J", "-t", in.id)
+			if err != nil || !strings.Contains(lastLines(screen, p.screen), "› "+c) {
+				break
+			}
 		}
 	}
 	return nil
