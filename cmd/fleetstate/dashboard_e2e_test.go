@@ -79,10 +79,17 @@ func waitText(t *testing.T, ctx context.Context, sel string, want ...string) {
 	q, _ := json.Marshal(sel)
 	w, _ := json.Marshal(want)
 	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%s); return !!e && %s.every((w) => e.innerText.includes(w)); })()`, q, w)
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		t.Fatalf("%s never showed %q (%v); it shows:\n%s", sel, want, err, textOf(ctx, sel))
+	// Each look is an evaluation of its own: a page that navigates
+	// meanwhile (a reload, a log out) drops the context a long poll runs in.
+	var err error
+	if !fleettest.Until(15*time.Second, 50*time.Millisecond, func() bool {
+		var shown bool
+		look, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		shown, err = chromedp.Run(look, chromedp.Evaluate[bool](expr))
+		return err == nil && shown
+	}) {
+		t.Fatalf("%s never showed %q (last error: %v); it shows:\n%s", sel, want, err, textOf(ctx, sel))
 	}
 }
 
