@@ -207,7 +207,7 @@ func (r *Rendezvous) endPermission(p *permit.Entry, by, why string) {
 	if r.perms.End(p) {
 		r.publish(Event{Kind: EventPermissionExpired, Member: p.Member, Content: why, Permission: p.Copy(), By: by})
 	}
-	r.j.releasePermission(p.ID)
+	r.j.Forget(p.ID, "a permission request")
 }
 
 // cleanPermissions ends every request, when the fleet is cleaned; the
@@ -224,7 +224,7 @@ func (r *Rendezvous) restorePermissions(recs []PermissionRequest) {
 	now := time.Now()
 	for _, req := range recs {
 		if !req.Deadline.After(now) {
-			r.j.releasePermission(req.ID)
+			r.j.Forget(req.ID, "a permission request")
 			continue
 		}
 		r.addPermission(permit.NewEntry(req))
@@ -241,14 +241,4 @@ func (j *journal) savePermission(req *PermissionRequest) error {
 		return &Error{Code: CodeClosed, Op: "save permission request"}
 	}
 	return j.Save(req.ID, rec)
-}
-
-// releasePermission forgets the record of the request id.
-func (j *journal) releasePermission(id string) {
-	if j.Closed() {
-		return
-	}
-	if err := j.Release(id); err != nil {
-		j.log("fleetstate: forget a permission request", "request", id, "err", err)
-	}
 }
