@@ -1,6 +1,7 @@
 package fleetstate
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -143,7 +144,8 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 // It fails with [ErrUnknownRequest] for an ID the rendezvous does not
 // know or whose window passed, [ErrRequestDecided] for one decided
 // already, and [ErrInvalidArgument] for a decision that is neither allow
-// nor deny, or an empty by; on an error nothing changes.
+// nor deny, or an empty by; on these errors nothing changes. A decision
+// whose write fails is [ErrDecisionUnconfirmed]: it is written again.
 func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 	const op = "decide permission"
 	if by == "" || len(by) > 256 {
@@ -167,17 +169,28 @@ func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 	if p == nil {
 		return newError(CodeUnknownRequest, op, "%s", quote(id))
 	}
-	if p.Decision != nil {
-		return newError(CodeRequestDecided, op, "%s, by %s", quote(id), quote(p.Decision.By))
+	if done := cmp.Or(p.Decision, p.Unconfirmed); done != nil {
+		return newError(CodeRequestDecided, op, "%s, by %s", quote(id), quote(done.By))
 	}
 	d.By, d.Time = by, time.Now()
-	rec := p.Request
-	rec.Decision = &d
-	if err := r.j.savePermission(&rec); err != nil {
-		return withOp(op, err)
+	p.Unconfirmed = &d
+	if err := r.writeDecision(p); err != nil {
+		return newError(CodeDecisionUnconfirmed, op, "%s: its write failed (%s) and is tried again until it goes through", quote(id), CodeOf(err))
 	}
-	p.Decide(d)
-	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: p.Copy(), By: by})
+	return nil
+}
+
+// writeDecision writes p.Unconfirmed, p's decision once a write goes
+// through; until then it writes again later. r.mu and r.wmu must be held.
+func (r *Rendezvous) writeDecision(p *permit.Entry) error {
+	rec := p.Request
+	rec.Decision = p.Unconfirmed
+	if err := r.write(func() error { return r.j.savePermission(&rec) }); err != nil {
+		p.Retry(r.onPermission(p, func() { _ = r.writeDecision(p) }))
+		return err
+	}
+	p.Decide(*p.Unconfirmed)
+	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: p.Decision.Message, Permission: p.Copy(), By: p.Decision.By})
 	return nil
 }
 
@@ -192,13 +205,19 @@ func (r *Rendezvous) PermissionRequests() []PermissionRequest {
 // addPermission makes p known until its deadline: then a pending request
 // ends undecided, and a decided one is forgotten. r.mu must be held.
 func (r *Rendezvous) addPermission(p *permit.Entry) {
-	r.perms.Add(p, func() {
+	r.perms.Add(p, r.onPermission(p, func() { r.endPermission(p, "timeout", "its window passed undecided") }))
+}
+
+// onPermission returns a timer's callback that runs fn with r.mu and r.wmu
+// held, unless the rendezvous is closed or p is known no more.
+func (r *Rendezvous) onPermission(p *permit.Entry, fn func()) func() {
+	return func() {
 		r.lockW()
 		defer r.unlockW()
 		if !r.closed && r.perms.Holds(p) {
-			r.endPermission(p, "timeout", "its window passed undecided")
+			fn()
 		}
-	})
+	}
 }
 
 // endPermission forgets p; a pending p ends undecided, with an event that
