@@ -18,8 +18,9 @@ import (
 // [fleetstate.ErrDecisionUnconfirmed] and refuses any other decision
 // ([fleetstate.ErrRequestDecided]); the agent waiting on the request gets
 // the decision once a later write goes through, and the journal holds it
-// for the next owner. A decision whose write never landed never takes
-// effect: the next owner finds the request pending, and decides it anew.
+// for the next owner. A decision that never landed before its owner
+// stopped never takes effect: the next owner finds the request pending,
+// and decides it anew.
 //
 // The tests run in real time: the writes tried again come within a few
 // seconds.
