@@ -75,6 +75,8 @@ const (
 	CodeUnknownRequest Code = "ERR_UNKNOWN_REQUEST"
 	// CodeRequestDecided: a decision was given for a permission request that someone, or a rule, had decided already.
 	CodeRequestDecided Code = "ERR_REQUEST_DECIDED"
+	// CodeDecisionUnconfirmed: a decision on a permission request whose write to the fleet's journal failed, so it may have landed: the rendezvous writes it again until a write goes through, and only then does it take effect; any other decision on the request is refused meanwhile (ERR_REQUEST_DECIDED). If the request's window passes first it ends undecided; if the fleet passes to another owner first, that owner finds the request as the journal holds it: decided this way, or still pending.
+	CodeDecisionUnconfirmed Code = "ERR_DECISION_UNCONFIRMED"
 )
 
 // Sentinels for use with errors.Is. Each matches every [*Error] with its code.
@@ -110,6 +112,7 @@ var (
 	ErrCancelled            = &Error{Code: CodeCancelled}
 	ErrUnknownRequest       = &Error{Code: CodeUnknownRequest}
 	ErrRequestDecided       = &Error{Code: CodeRequestDecided}
+	ErrDecisionUnconfirmed  = &Error{Code: CodeDecisionUnconfirmed}
 )
 
 // codeTexts are the codes' texts, for messages.
@@ -145,4 +148,5 @@ var codeTexts = map[Code]string{
 	CodeCancelled:            "the call was cancelled",
 	CodeUnknownRequest:       "unknown permission request",
 	CodeRequestDecided:       "the permission request was decided already",
+	CodeDecisionUnconfirmed:  "the decision may have taken effect",
 }

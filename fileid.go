@@ -2,7 +2,6 @@ package fleetstate
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/fleetstate/fleetstate/internal/names"
 )
@@ -14,11 +13,6 @@ const (
 	MaxFileNameLen    = names.MaxFile    // bytes in a file name, separators included
 	MaxSegmentLen     = names.MaxSegment // bytes in one segment of a file name
 	MaxSessionNameLen = names.MaxSession // bytes in a session name
-)
-
-const (
-	fileIDPrefix = "fsm::file::"
-	fileIDSep    = "::"
 )
 
 // FileID names a stored file: the session it was written in, the agent that
@@ -60,30 +54,9 @@ func NewFileID(session, agent, name string) (FileID, error) {
 // valid ID, including an ID whose agent or file name breaks the naming
 // rules, is an error with [CodeCanOnlyRetrieveFiles] that quotes the input.
 func ParseFileID(s string) (FileID, error) {
-	const op = "parse file ID"
-	fail := func(why string) (FileID, error) {
-		return FileID{}, newError(CodeCanOnlyRetrieveFiles, op, "%s: %s", quote(s), why)
-	}
-	rest, ok := strings.CutPrefix(s, fileIDPrefix)
-	if !ok {
-		return fail("missing prefix " + fileIDPrefix)
-	}
-	session, rest, ok := strings.Cut(rest, fileIDSep)
-	if !ok {
-		return fail("missing agent name")
-	}
-	agent, name, ok := strings.Cut(rest, fileIDSep)
-	if !ok {
-		return fail("missing file name")
-	}
-	if !names.IsSessionID(session) {
-		return fail("session is not a lower-case UUID")
-	}
-	if err := names.Agent(agent); err != nil {
-		return fail("agent name: " + err.Error())
-	}
-	if err := names.File(name); err != nil {
-		return fail("file name: " + err.Error())
+	session, agent, name, err := names.FileID(s)
+	if err != nil {
+		return FileID{}, newError(CodeCanOnlyRetrieveFiles, "parse file ID", "%s: %v", quote(s), err)
 	}
 	return FileID{session: session, agent: agent, name: name}, nil
 }
@@ -105,7 +78,7 @@ func (id FileID) String() string {
 	if !id.IsValid() {
 		return ""
 	}
-	return fileIDPrefix + id.session + fileIDSep + id.agent + fileIDSep + id.name
+	return names.FileIDPrefix + id.session + names.FileIDSep + id.agent + names.FileIDSep + id.name
 }
 
 // MarshalText implements [encoding.TextMarshaler]. The zero value marshals

@@ -815,7 +815,7 @@ func (r *Rendezvous) write(fn func() error) error {
 // the next ones. r.wmu must be held.
 func (r *Rendezvous) release(ts []*turn) {
 	for i, t := range ts {
-		r.j.release(t)
+		r.j.Forget(t.ID, "a finished turn")
 		ts[i] = nil
 	}
 	if ts != nil {

@@ -40,8 +40,6 @@ func (s *Store) openJournal(op, addr string, logErr func(string, ...any)) (*dirs
 	return dj, nil
 }
 
-var _ Journal = (*dirstore.Journal)(nil)
-
 // openJournal wraps impl as the rendezvous's journal; with impl nil, the
 // store's own, which takes the fleet's ownership. The disk's journal
 // waits on no one: its calls get no deadline.
@@ -88,13 +86,6 @@ func appendRecord(b []byte, rec *turnRecord) []byte {
 func (j *journal) save(t *turn) {
 	if err := j.persist(t); err != nil {
 		j.log("fleetstate: persist turn", "turn", t.ID, "err", err)
-	}
-}
-
-// release forgets t, whose outcome reached the lead.
-func (j *journal) release(t *turn) {
-	if err := j.Release(t.ID); err != nil {
-		j.log("fleetstate: release a finished turn", "turn", t.ID, "err", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package fleetstate
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -148,8 +149,9 @@ func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req P
 // know or whose window passed, [ErrRequestDecided] for one decided
 // already, [ErrInvalidArgument] for a decision that is neither allow nor
 // deny, or an empty by, and [ErrContentTooLarge] for a message over 4 KiB;
-// on an error nothing changes. The decided request keeps its key and its
-// decision, not its input.
+// on these errors nothing changes. A decision whose write fails is
+// [ErrDecisionUnconfirmed]: it is written again. The decided request keeps
+// its key and its decision, not its input.
 func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 	const op = "decide permission"
 	if err := permit.CheckDecision(by, &d); err != nil {
@@ -167,19 +169,31 @@ func (r *Rendezvous) DecidePermission(by, id string, d Decision) error {
 	if p == nil {
 		return newError(CodeUnknownRequest, op, "%s", quote(id))
 	}
-	if p.Decision != nil {
-		return newError(CodeRequestDecided, op, "%s, by %s", quote(id), quote(p.Decision.By))
+	if done := cmp.Or(p.Decision, p.Unconfirmed); done != nil {
+		return newError(CodeRequestDecided, op, "%s, by %s", quote(id), quote(done.By))
 	}
 	d.By, d.Time = by, time.Now()
+	p.Unconfirmed = &d
+	if err := r.writeDecision(p); err != nil {
+		return newError(CodeDecisionUnconfirmed, op, "%s: its write failed (%s) and is tried again until it goes through", quote(id), CodeOf(err))
+	}
+	return nil
+}
+
+// writeDecision writes p.Unconfirmed, p's decision once a write goes
+// through; until then it writes again later. r.mu and r.wmu must be held.
+func (r *Rendezvous) writeDecision(p *permit.Entry) error {
+	d := *p.Unconfirmed
 	rec := permit.Decided(p.Request)
 	rec.Decision = &d
-	if err := r.j.savePermission(&rec); err != nil {
-		return withOp(op, err)
+	if err := r.write(func() error { return r.j.savePermission(&rec) }); err != nil {
+		p.Retry(r.onPermission(p, func() { _ = r.writeDecision(p) }))
+		return err
 	}
 	asked := p.Copy()
 	asked.Decision = &d
 	r.j.releasePermission(r.perms.Decide(p, d))
-	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: asked, By: by})
+	r.publish(Event{Kind: EventPermissionDecided, Member: p.Member, Content: d.Message, Permission: asked, By: d.By})
 	return nil
 }
 
@@ -194,13 +208,19 @@ func (r *Rendezvous) PermissionRequests() []PermissionRequest {
 // addPermission makes p known until its deadline: then a pending request
 // ends undecided, and a decided one is forgotten. r.mu must be held.
 func (r *Rendezvous) addPermission(p *permit.Entry) {
-	r.j.releasePermission(r.perms.Add(p, func() {
+	r.j.releasePermission(r.perms.Add(p, r.onPermission(p, func() { r.endPermission(p, "timeout", "its window passed undecided") })))
+}
+
+// onPermission returns a timer's callback that runs fn with r.mu and r.wmu
+// held, unless the rendezvous is closed or p is known no more.
+func (r *Rendezvous) onPermission(p *permit.Entry, fn func()) func() {
+	return func() {
 		r.lockW()
 		defer r.unlockW()
 		if !r.closed && r.perms.Holds(p) {
-			r.endPermission(p, "timeout", "its window passed undecided")
+			fn()
 		}
-	}))
+	}
 }
 
 // endPermission forgets p; a pending p ends undecided, with an event that
@@ -247,10 +267,7 @@ func (j *journal) savePermission(req *PermissionRequest) error {
 
 // releasePermission forgets the record of the request id; "" is none.
 func (j *journal) releasePermission(id string) {
-	if id == "" || j.Closed() {
-		return
-	}
-	if err := j.Release(id); err != nil {
-		j.log("fleetstate: forget a permission request", "request", id, "err", err)
+	if id != "" && !j.Closed() {
+		j.Forget(id, "a permission request")
 	}
 }

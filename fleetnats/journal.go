@@ -87,8 +87,9 @@ func (f *Fleet) openTurnLog(ctx context.Context, owner string) (*turnLog, error)
 
 // fence writes this owner's epoch record, expecting the stream's last
 // sequence as read just before: from then on no earlier owner's write can
-// land. A write of the earlier owner in between makes it read and try
-// again.
+// land. A write of an earlier owner in between (one it sent before it
+// stopped, say, which the server stores after this owner's read) makes it
+// read and try again.
 func (l *turnLog) fence(ctx context.Context) error {
 	const op = "take the fleet's turns over"
 	for {
@@ -96,20 +97,31 @@ func (l *turnLog) fence(ctx context.Context) error {
 		if err != nil {
 			return unavailable(op, err)
 		}
-		l.mu.Lock()
-		l.last, l.lastID = info.State.LastSeq, ""
-		l.mu.Unlock()
-		err = l.publish(ctx, epochKey, []byte(l.owner), "")
+		err = l.epoch(ctx, info.State.LastSeq)
 		if err == nil {
 			return nil
 		}
-		if fleetstate.CodeOf(err) != fleetstate.CodeUnavailable || !isWrongSequence(errors.Unwrap(err)) {
-			return err
+		if !isWrongSequence(err) {
+			return unavailable(op, err)
 		}
 		if ctx.Err() != nil {
 			return unavailable(op, ctx.Err())
 		}
 	}
+}
+
+// epoch writes this owner's epoch record, expecting last as the stream's
+// last sequence. A refusal is the server's: unlike [turnLog.publish], it
+// does not end the ownership, which has not begun.
+func (l *turnLog) epoch(ctx context.Context, last uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last, l.lastID = last, ""
+	seq, err := l.request(ctx, l.message(epochKey, []byte(l.owner), ""))
+	if err == nil {
+		l.last = seq
+	}
+	return err
 }
 
 // leadWait bounds how long lead tries to have the owner's server elected

@@ -213,3 +213,62 @@ func releaseNow(ctx context.Context, o *Ownership, id string) error {
 	}
 	return o.Flush(ctx)
 }
+
+// TestFenceAfterALateWriteOfTheOldOwner: a write of the old owner that the
+// server stores after the new owner read the stream's last sequence (a
+// deletion the old owner sent as it stopped, not waited for) makes the
+// new owner's epoch fail its fence once; the new owner reads again and
+// takes the fleet over, and the old owner is fenced out.
+func TestFenceAfterALateWriteOfTheOldOwner(t *testing.T) {
+	ctx := context.Background()
+	opts := Options{URL: natstest.Run(t).URL(), Fleet: "late", Timeout: 2 * time.Second}
+	old := ownFleet(t, opts)
+	if err := old.Save(ctx, "t1", []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Connect(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	l, err := f.openTurnLog(ctx, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &writeAfterInfo{Stream: l.stream, write: func() error { return old.Save(ctx, "t2", []byte("b")) }}
+	l.stream = late
+	if err := l.fence(ctx); err != nil {
+		t.Fatalf("fence after a late write of the old owner: %v", err)
+	}
+	if late.err != nil {
+		t.Fatalf("the old owner's late write: %v", late.err)
+	}
+	if err := old.Save(ctx, "t3", []byte("c")); fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
+		t.Fatalf("the old owner's write after the fence: %v; want %s", err, fleetstate.CodeUnavailable)
+	}
+	if err := l.save(ctx, "t4", []byte("d")); err != nil {
+		t.Fatalf("the new owner's write: %v", err)
+	}
+	recs, err := l.load(ctx)
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("load = %q, %v; want t1, t2 and t4", recs, err)
+	}
+}
+
+// writeAfterInfo is a stream whose first Info is followed, before it
+// returns, by a write of another owner.
+type writeAfterInfo struct {
+	jetstream.Stream
+	write func() error
+	err   error
+	done  bool
+}
+
+func (s *writeAfterInfo) Info(ctx context.Context, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	info, err := s.Stream.Info(ctx, opts...)
+	if !s.done {
+		s.done = true
+		s.err = s.write()
+	}
+	return info, err
+}

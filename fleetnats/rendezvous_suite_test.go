@@ -18,6 +18,12 @@ import (
 // real time.
 const homeTimeout = 10 * time.Second
 
+// homeLease is the lease of the suites' ownerships: no test waits for one
+// to run out (Crash removes it), and on a loaded machine renewals may
+// stall for longer than the default lease's half, which would end the
+// ownership in the middle of a test.
+const homeLease = time.Minute
+
 // TestRendezvousSuite runs the rendezvous's flow and failure suites
 // (package fleetstatetest), the same tests a state directory passes, on
 // JetStream: each test's fleet a fresh one on one server, its store this
@@ -124,7 +130,7 @@ func (h *natsHome) Open(t fleetstatetest.TB, opts *fleetstate.RendezvousOptions)
 		err error
 	)
 	h.x.do(func(ctx context.Context) {
-		own, err = h.fleet.Own(ctx, fleetnats.OwnOptions{Addr: o.Addr})
+		own, err = h.fleet.Own(ctx, fleetnats.OwnOptions{Addr: o.Addr, LeaseTTL: homeLease})
 	})
 	if err != nil {
 		return nil, nil, err

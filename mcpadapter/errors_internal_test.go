@@ -103,6 +103,7 @@ func TestErrorResultEveryCode(t *testing.T) {
 		{fleetstate.CodeCancelled, "ERR_CANCELLED"},
 		{fleetstate.CodeUnknownRequest, "ERR_UNKNOWN_REQUEST"},
 		{fleetstate.CodeRequestDecided, "ERR_REQUEST_DECIDED"},
+		{fleetstate.CodeDecisionUnconfirmed, "ERR_DECISION_UNCONFIRMED"},
 	}
 	covered := map[fleetstate.Code]bool{}
 	for _, tc := range table {

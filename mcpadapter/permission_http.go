@@ -79,7 +79,9 @@ type DecideBody struct {
 //   - GET [PermissionsPath] lists the pending requests.
 //   - POST PermissionsPath/ID with a [DecideBody] decides one: 204, or an
 //     error {error: CODE, message} with 404 for ERR_UNKNOWN_REQUEST, 409
-//     for ERR_REQUEST_DECIDED, 400 for bad input.
+//     for ERR_REQUEST_DECIDED, 400 for bad input, and 202 for
+//     ERR_DECISION_UNCONFIRMED: the decision may have taken effect, takes
+//     effect once its write goes through, and no other is taken.
 //
 // Listing and deciding take the operator token, a lead's token where
 // LeadsDecide, or what [PermissionOptions].Authorize admits.
@@ -229,6 +231,8 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case fleetstate.CodeRequestDecided, fleetstate.CodeNoPendingQuestion, fleetstate.CodeTicketOpen:
 		status = http.StatusConflict
+	case fleetstate.CodeDecisionUnconfirmed:
+		status = http.StatusAccepted
 	case fleetstate.CodeClosed, fleetstate.CodeUnavailable:
 		status = http.StatusServiceUnavailable
 	}

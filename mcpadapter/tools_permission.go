@@ -35,7 +35,8 @@ func (a *Adapter) approveTool() tool {
 		name: "fleet_approve",
 		description: "Lead only: the operator, and other leads only where the fleet file lets leads decide (else ERR_NOT_PERMITTED). " +
 			"Allow or deny a member's pending permission request (listed by fleet_members) by its id; a denial may say why in message. " +
-			"ERR_UNKNOWN_REQUEST when no pending request has the id, ERR_REQUEST_DECIDED when someone decided first.",
+			"ERR_UNKNOWN_REQUEST when no pending request has the id, ERR_REQUEST_DECIDED when someone decided first. " +
+			"ERR_DECISION_UNCONFIRMED when the fleet's backend did not confirm the write: the decision may have taken effect, takes effect once a later write goes through, and any other decision is refused; do not decide again.",
 		access: leadOnly,
 		input: []field{
 			{name: "id", kind: "string", desc: "the request's ID", required: true},

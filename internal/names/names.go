@@ -34,6 +34,41 @@ func IsSessionID(s string) bool {
 	return err == nil && u.String() == s
 }
 
+// The text form of a file ID: FileIDPrefix, then the session ID, the
+// agent name and the file name, joined by FileIDSep.
+const (
+	FileIDPrefix = "fsm::file::"
+	FileIDSep    = "::"
+)
+
+// FileID splits the text form of a file ID into its parts and checks each:
+// the first two separators after the prefix are the boundaries, since a
+// session ID and an agent name hold none, and the file name may.
+func FileID(s string) (session, agent, name string, err error) {
+	rest, ok := strings.CutPrefix(s, FileIDPrefix)
+	if !ok {
+		return "", "", "", errors.New("missing prefix " + FileIDPrefix)
+	}
+	session, rest, ok = strings.Cut(rest, FileIDSep)
+	if !ok {
+		return "", "", "", errors.New("missing agent name")
+	}
+	agent, name, ok = strings.Cut(rest, FileIDSep)
+	switch {
+	case !ok:
+		return "", "", "", errors.New("missing file name")
+	case !IsSessionID(session):
+		return "", "", "", errors.New("session is not a lower-case UUID")
+	}
+	if err := Agent(agent); err != nil {
+		return "", "", "", errors.New("agent name: " + err.Error())
+	}
+	if err := File(name); err != nil {
+		return "", "", "", errors.New("file name: " + err.Error())
+	}
+	return session, agent, name, nil
+}
+
 // Agent checks an agent name: one segment, without "::", not ending
 // with ":".
 func Agent(name string) error {

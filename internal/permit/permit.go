@@ -153,10 +153,23 @@ func Decode(data []byte) (req Request, isRequest, valid bool) {
 type Entry struct {
 	Request
 	// Done is closed when the request is decided or ends undecided.
-	Done  chan struct{}
-	ended bool        // the window passed, or the desk was cleaned
-	timer *time.Timer // at Deadline: ends or forgets the request
+	Done chan struct{}
+	// Unconfirmed is a decision whose write to the journal failed and may
+	// have landed: it is the request's Decision once a write of it goes
+	// through, and no other decision is taken meanwhile.
+	Unconfirmed *Decision
+	ended       bool          // the window passed, or the desk was cleaned
+	timer       *time.Timer   // at Deadline: ends or forgets the request
+	retry       *time.Timer   // the next write of Unconfirmed
+	wait        time.Duration // before the write after that
 }
+
+// The waits between the writes of an unconfirmed decision: the first,
+// doubled after each write that fails, up to the last.
+const (
+	RetryFirst = 250 * time.Millisecond
+	RetryLast  = 4 * time.Second
+)
 
 // NewEntry returns an entry for req; a decided req's Done is closed, and
 // the entry keeps only what [Decided] keeps of it.
@@ -178,8 +191,24 @@ func Decided(req Request) Request {
 	return req
 }
 
-// Pending reports whether e is known, and not decided yet.
-func (e *Entry) Pending() bool { return e.Decision == nil && !e.ended }
+// Retry calls write after a wait, the next of RetryFirst doubled up to
+// RetryLast, unless e ends first.
+func (e *Entry) Retry(write func()) {
+	e.wait = min(max(2*e.wait, RetryFirst), RetryLast)
+	e.retry = time.AfterFunc(e.wait, write)
+}
+
+// stop stops e's timers.
+func (e *Entry) stop() {
+	e.timer.Stop()
+	if e.retry != nil {
+		e.retry.Stop()
+	}
+}
+
+// Pending reports whether e is known, and neither decided nor holding an
+// unconfirmed decision.
+func (e *Entry) Pending() bool { return e.Decision == nil && e.Unconfirmed == nil && !e.ended }
 
 // Copy returns a copy of e's request, for an event.
 func (e *Entry) Copy() *Request {
@@ -290,7 +319,7 @@ func (d *Desk) keepDecided(e *Entry) (forgotten string) {
 // End forgets e; a pending e ends undecided, its Done closed, and End
 // reports true.
 func (d *Desk) End(e *Entry) (undecided bool) {
-	e.timer.Stop()
+	e.stop()
 	delete(d.byID, e.ID)
 	if d.byKey[key{e.Member, e.Key}] == e {
 		delete(d.byKey, key{e.Member, e.Key})
@@ -324,7 +353,7 @@ func (d *Desk) end(e *Entry) bool {
 // Stop stops every request's timer, when the rendezvous closes.
 func (d *Desk) Stop() {
 	for _, e := range d.byID {
-		e.timer.Stop()
+		e.stop()
 	}
 }
 
@@ -332,7 +361,7 @@ func (d *Desk) Stop() {
 // undecided with each that ends undecided.
 func (d *Desk) Clean(undecided func(*Entry)) {
 	for _, e := range d.byID {
-		e.timer.Stop()
+		e.stop()
 		if d.end(e) {
 			undecided(e)
 		}

@@ -86,6 +86,15 @@ func (l *Log) Release(id string) error {
 	return l.j.Release(ctx, id)
 }
 
+// Forget releases id and logs a failure, which no caller hears of: what
+// it leaves is taken up by a later owner, as after a crash. what says what
+// id is, for the log.
+func (l *Log) Forget(id, what string) {
+	if err := l.Release(id); err != nil {
+		l.log("fleetstate: forget "+what, "id", id, "err", err)
+	}
+}
+
 // Hold notes that rec, as it stands now, is to be held as id's record at
 // the next Settle; saved says rec is the record last saved. rec is copied.
 func (l *Log) Hold(id string, rec []byte, saved bool) {

@@ -120,3 +120,19 @@ func TestFailuresNoCallerHearsOfAreLogged(t *testing.T) {
 		t.Fatal("Save hid the journal's error")
 	}
 }
+
+func TestForgetLogsWhatFails(t *testing.T) {
+	f := &fake{}
+	var logged []string
+	l := New(f, 0, func(msg string, args ...any) { logged = append(logged, fmt.Sprint(append([]any{msg}, args...)...)) })
+	l.Hold("t1", []byte("r"), false)
+	l.Forget("t1", "a finished turn")
+	if want := []string{"release t1"}; !slices.Equal(f.calls, want) || len(logged) != 0 {
+		t.Fatalf("calls %q, logged %q; want %q and nothing logged", f.calls, logged, want)
+	}
+	f.fail = errors.New("disk full")
+	l.Forget("t2", "a permission request")
+	if len(logged) != 1 || !strings.Contains(logged[0], "fleetstate: forget a permission request") || !strings.Contains(logged[0], "t2") {
+		t.Fatalf("logged %q; want the failure to forget t2", logged)
+	}
+}
