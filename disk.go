@@ -102,26 +102,21 @@ func dirError(d *dirstore.Dir, err error) error {
 	if err == nil || !errors.As(err, &e) {
 		return err
 	}
-	code := CodeInternal
-	switch e.Kind {
-	case dirstore.KindExists:
-		code = CodeFileExists
-	case dirstore.KindSessionMissing:
-		code = CodeSessionNotValid
-	case dirstore.KindAgentMissing:
-		code = CodeAgentNotValid
-	case dirstore.KindFileMissing:
-		code = CodeFileNotFound
-	case dirstore.KindPathConflict:
-		code = CodePathConflict
-	case dirstore.KindPathEscape:
-		code = CodePathEscape
-	case dirstore.KindTooLarge:
-		code = CodeContentTooLarge
-	case dirstore.KindNoSession:
-		code = CodeNoActiveSession
-	case dirstore.KindOwned:
+	if e.Kind == dirstore.KindOwned {
 		return &Error{Code: CodeFleetOwned, Err: &OwnedError{Dir: d.Path(), Owner: Owner(d.ReadOwner())}}
+	}
+	code, ok := map[dirstore.Kind]Code{
+		dirstore.KindExists:         CodeFileExists,
+		dirstore.KindSessionMissing: CodeSessionNotValid,
+		dirstore.KindAgentMissing:   CodeAgentNotValid,
+		dirstore.KindFileMissing:    CodeFileNotFound,
+		dirstore.KindPathConflict:   CodePathConflict,
+		dirstore.KindPathEscape:     CodePathEscape,
+		dirstore.KindTooLarge:       CodeContentTooLarge,
+		dirstore.KindNoSession:      CodeNoActiveSession,
+	}[e.Kind]
+	if !ok {
+		code = CodeInternal
 	}
 	return &Error{Code: code, Err: e.Err}
 }

@@ -127,6 +127,15 @@ func save(t *testing.T, j fleetstate.Journal, id, v string) {
 	}
 }
 
+// saveEach saves each of vs as the record of the turn of the same index
+// in ids.
+func saveEach(t *testing.T, j fleetstate.Journal, ids []string, vs ...string) {
+	t.Helper()
+	for i, v := range vs {
+		save(t, j, ids[i], v)
+	}
+}
+
 // release releases turn id, and flushes: a journal may put the release
 // off until then.
 func release(t *testing.T, j fleetstate.Journal, id string) {
@@ -194,8 +203,7 @@ func testJournalLoadEmpty(t *testing.T, f JournalFleet) {
 func testJournalLastRecordPerTurn(t *testing.T, f JournalFleet) {
 	j := own(t, f)
 	id := turnIDs(3)
-	save(t, j, id[0], "a queued")
-	save(t, j, id[1], "b queued")
+	saveEach(t, j, id, "a queued", "b queued")
 	save(t, j, id[0], "a delivered")
 	wantRecords(t, j, "a delivered", "b queued")
 	save(t, j, id[0], "a replied")
@@ -207,9 +215,7 @@ func testJournalLastRecordPerTurn(t *testing.T, f JournalFleet) {
 func testJournalReleaseForgets(t *testing.T, f JournalFleet) {
 	j := own(t, f)
 	id := turnIDs(3)
-	save(t, j, id[0], "a")
-	save(t, j, id[1], "b")
-	save(t, j, id[2], "c")
+	saveEach(t, j, id, "a", "b", "c")
 	release(t, j, id[1])
 	wantRecords(t, j, "a", "c")
 	release(t, j, id[0])
@@ -226,9 +232,7 @@ func testJournalResetForgetsAll(t *testing.T, f JournalFleet) {
 		t.Fatalf("Reset of an empty journal: %v", err)
 	}
 	id := turnIDs(4)
-	for i, s := range []string{"a", "b", "c"} {
-		save(t, j, id[i], s)
-	}
+	saveEach(t, j, id, "a", "b", "c")
 	release(t, j, id[1])
 	if err := j.Reset(jctx(t)); err != nil {
 		t.Fatalf("Reset: %v", err)
@@ -248,9 +252,7 @@ func testJournalOpaqueRecords(t *testing.T, f JournalFleet) {
 	}
 	big := bytes.Repeat([]byte("0123456789abcdef"), (2<<20)/16+1)
 	id := turnIDs(3)
-	save(t, j, id[0], string(binary))
-	save(t, j, id[1], string(big))
-	save(t, j, id[2], "small, then big")
+	saveEach(t, j, id, string(binary), string(big), "small, then big")
 	wantRecords(t, j, string(binary), string(big), "small, then big")
 	save(t, j, id[1], "big, then small")
 	save(t, j, id[2], string(big[1:]))
@@ -297,8 +299,7 @@ func testJournalOneOwner(t *testing.T, f JournalFleet) {
 func testJournalFenced(t *testing.T, f JournalFleet) {
 	old := own(t, f)
 	id := turnIDs(3)
-	save(t, old, id[0], "a")
-	save(t, old, id[1], "b")
+	saveEach(t, old, id, "a", "b")
 	if !f.Expire(t, old.Journal) {
 		t.Skip("the backend's ownership does not end from outside")
 	}
@@ -331,9 +332,7 @@ func testJournalFenced(t *testing.T, f JournalFleet) {
 func testJournalHold(t *testing.T, f JournalFleet) {
 	j := own(t, f)
 	id := turnIDs(3)
-	save(t, j, id[0], "a replied")
-	save(t, j, id[1], "b replied, held until then")
-	save(t, j, id[2], "c queued")
+	saveEach(t, j, id, "a replied", "b replied, held until then", "c queued")
 	hold(t, j, id[0], "a replied, held until then", false)
 	hold(t, j, id[1], "b replied, held until then", true)
 	flush(t, j)

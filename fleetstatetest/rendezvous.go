@@ -146,9 +146,7 @@ func testOutcomeOfBlockingSendHeldUntilLeadsNextCall(t *testing.T, s suite) {
 				t.Fatalf("PollAll after the send returned = %+v, %v; want its reply held on ticket %s", all, err, res.o.Ticket)
 			}
 		}
-		if _, err := f.r.SendDetached("lead", "other", "next job"); err != nil {
-			t.Fatal(err)
-		}
+		f.send("other", "next job")
 		if _, err := f.r.Poll(context.Background(), "lead", res.o.Ticket, 0); fleetstate.CodeOf(err) != fleetstate.CodeUnknownTicket {
 			t.Fatalf("Poll after the lead's next call = %v; want %s: the outcome is released", err, fleetstate.CodeUnknownTicket)
 		}
@@ -258,11 +256,7 @@ func testAskWindowReturnsDefault(t *testing.T, s suite) {
 		f := s.newFleet(t, &fleetstate.RendezvousOptions{AskTimeout: 55 * time.Second})
 		f.pull("scout")
 		ctx := context.Background()
-		sent, err := f.r.SendDetached("lead", "scout", "task")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.next("scout")
+		sent := f.working("scout", "task")
 		start := time.Now()
 		text, timedOut, err := f.r.Ask(ctx, "scout", "tabs or spaces?", "spaces")
 		if err != nil || text != "spaces" || !timedOut {
@@ -288,10 +282,7 @@ func testDetachedTicketPollAck(t *testing.T, s suite) {
 		f := s.newFleet(t, nil)
 		f.pull("scout")
 		ctx := context.Background()
-		o, err := f.r.SendDetached("lead", "scout", "survey the repo")
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := f.send("scout", "survey the repo")
 		wantKind(t, o, fleetstate.OutcomePending)
 		if o.Ticket == "" || o.State != fleetstate.TicketQueued {
 			t.Fatalf("detached send = %+v; want a queued ticket", o)
@@ -461,9 +452,7 @@ func testCancelVersusReply(t *testing.T, s suite) {
 			t.Fatalf("round %d: send error %v", i, res.err)
 		}
 		f.pull("other")
-		if _, err := f.r.SendDetached("lead", "other", "next"); err != nil {
-			t.Fatal(err)
-		}
+		f.send("other", "next")
 		_, err = f.r.Poll(context.Background(), "lead", all[0].Ticket, 0)
 		if released := fleetstate.CodeOf(err) == fleetstate.CodeUnknownTicket; released != (res.err == nil) {
 			t.Fatalf("round %d: send error %v; after the lead's next call the ticket is released: %v (poll: %v)", i, res.err, released, err)
@@ -544,15 +533,8 @@ func testNextEndsOpenTurnAsTurnDone(t *testing.T, s suite) {
 func testRemoveMemberEndsItsTurns(t *testing.T, s suite) {
 	f := s.newFleet(t, nil)
 	f.pull("scout")
-	open, err := f.r.SendDetached("lead", "scout", "first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.next("scout")
-	queued, err := f.r.SendDetached("lead", "scout", "second")
-	if err != nil {
-		t.Fatal(err)
-	}
+	open := f.working("scout", "first")
+	queued := f.send("scout", "second")
 	if err := f.r.RemoveMember("scout"); err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +550,7 @@ func testRemoveMemberEndsItsTurns(t *testing.T, s suite) {
 	if got := f.r.Members(); len(got) != 0 {
 		t.Fatalf("Members() = %+v; want none", got)
 	}
-	_, err = f.r.SendDetached("lead", "scout", "third")
+	_, err := f.r.SendDetached("lead", "scout", "third")
 	wantCode(t, err, fleetstate.CodeUnknownMember)
 	wantCode(t, f.r.Reply("scout", "late"), fleetstate.CodeUnknownMember)
 }

@@ -27,10 +27,7 @@ func testSetReadyAddOnReady(t *testing.T, s suite) {
 	if got := f.r.Members(); len(got) != 1 || got[0] != want[0] {
 		t.Fatalf("members %v; want %v", got, want)
 	}
-	o, err := f.r.SendDetached("lead", "late", "work")
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := f.send("late", "work")
 	if msg := f.next("late"); msg.TurnID != o.TurnID {
 		t.Fatalf("Next = %+v; want the turn %s", msg, o.TurnID)
 	}

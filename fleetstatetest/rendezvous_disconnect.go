@@ -45,11 +45,7 @@ func testDisconnectMidAsk(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
 		f := s.newFleet(t, nil)
 		f.pull("scout")
-		o, err := f.r.SendDetached("lead", "scout", "work")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.next("scout")
+		o := f.working("scout", "work")
 		type askResult struct {
 			text string
 			err  error
@@ -142,10 +138,7 @@ func testDisconnectMidAskKeepsQuestion(t *testing.T, s suite) {
 		synctest.Test(t, func(t *testing.T) {
 			f := s.newFleet(t, nil)
 			f.pull("scout")
-			o, err := f.r.SendDetached("lead", "scout", "work")
-			if err != nil {
-				t.Fatal(err)
-			}
+			o := f.send("scout", "work")
 			msg := f.next("scout")
 			ctx, cancel := context.WithCancel(context.Background())
 			asked := async(func() (fleetstate.Outcome, error) {
@@ -298,10 +291,7 @@ func testDisconnectQueuedWaitsForReturn(t *testing.T, s suite) {
 		gone := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "for a member that left")
 		})
-		back, err := f.r.SendDetached("lead", "miner", "for a member that comes back")
-		if err != nil {
-			t.Fatal(err)
-		}
+		back := f.send("miner", "for a member that comes back")
 		time.Sleep(5 * time.Second)
 		f.next("miner") // back, within the bound: it gets the message
 		res := <-gone
@@ -405,10 +395,7 @@ func testActingForALead(t *testing.T, s suite) {
 		for _, m := range []string{"scout", "miner", "digger"} {
 			f.pull(m)
 		}
-		x, err := f.r.SendDetached("lead", "miner", "to be cancelled")
-		if err != nil {
-			t.Fatal(err)
-		}
+		x := f.send("miner", "to be cancelled")
 		y, _ := f.r.SendDetached("lead", "scout", "a question turn")
 		msg := f.next("scout")
 		asked := async(func() (fleetstate.Outcome, error) {

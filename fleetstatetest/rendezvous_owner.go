@@ -25,10 +25,7 @@ func testCleanGoesThroughTheOwner(t *testing.T, s suite) {
 			t.Fatal(err)
 		}
 		id := put(t, f.st, "scout", "notes.md", "keep", false)
-		o, err := f.r.SendDetached("lead", "scout", "work")
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := f.send("scout", "work")
 		if err := f.st.Clean(); !errors.Is(err, fleetstate.ErrFleetOwned) {
 			t.Fatalf("Store.Clean under an owner = %v; want %s", err, fleetstate.CodeFleetOwned)
 		}
@@ -69,14 +66,22 @@ func (f *fleet) restart(opts *fleetstate.RendezvousOptions, members ...string) {
 	}
 }
 
-// working sends brief to member, detached, and has the member take it:
-// the turn is open.
-func (f *fleet) working(member, brief string) fleetstate.Outcome {
+// send sends brief from the lead to member, detached, failing the test
+// if it cannot.
+func (f *fleet) send(member, brief string) fleetstate.Outcome {
 	f.t.Helper()
 	o, err := f.r.SendDetached("lead", member, brief)
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	return o
+}
+
+// working sends brief to member, detached, and has the member take it:
+// the turn is open.
+func (f *fleet) working(member, brief string) fleetstate.Outcome {
+	f.t.Helper()
+	o := f.send(member, brief)
 	f.next(member)
 	return o
 }
@@ -421,10 +426,7 @@ func testPollPage(t *testing.T, s suite) {
 	f.pull("scout")
 	var want []string
 	for i := range 250 {
-		o, err := f.r.SendDetached("lead", "scout", fmt.Sprintf("job %d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		o := f.send("scout", fmt.Sprintf("job %d", i))
 		want = append(want, o.Ticket)
 	}
 	var got []string

@@ -78,10 +78,7 @@ func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
 		lm := f.local("asker")
 		lm.Ask(fleetstate.StatusBlocked, "Do you want to proceed?\n❯ 1. Yes")
 		ctx := context.Background()
-		sent, err := f.r.SendDetached("lead", "asker", "new work")
-		if err != nil {
-			t.Fatal(err)
-		}
+		sent := f.send("asker", "new work")
 		settle(10 * time.Second)
 		if got := recv(lm); got != "" {
 			t.Fatalf("delivered %q into the member's own prompt", got)
@@ -113,18 +110,12 @@ func testCancelInterruptsTheMember(t *testing.T, s suite) {
 	synctest.Test(t, func(t *testing.T) {
 		f := s.newFleet(t, nil)
 		lm := f.local("worker")
-		first, err := f.r.SendDetached("lead", "worker", "long work")
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := f.send("worker", "long work")
 		if got := recv(lm); got != "long work" {
 			t.Fatalf("got %q", got)
 		}
 		lm.SetStatus(fleetstate.StatusWorking)
-		queued, err := f.r.SendDetached("lead", "worker", "later")
-		if err != nil {
-			t.Fatal(err)
-		}
+		queued := f.send("worker", "later")
 		if _, err := f.r.Cancel("lead", queued.Ticket); err != nil {
 			t.Fatal(err)
 		}

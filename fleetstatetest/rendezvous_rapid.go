@@ -628,16 +628,7 @@ func (m *rvMachine) askNoTurn(t *rapid.T) {
 // answer answers a question a member's Ask waits on, or one restored after
 // a restart, whose answer waits for the member's next Ask.
 func (m *rvMachine) answer(t *rapid.T) {
-	var asking []*rvMsg
-	for _, msg := range m.msgs {
-		if !msg.gone && msg.state == fleetstate.TicketQuestion {
-			asking = append(asking, msg)
-		}
-	}
-	if len(asking) == 0 {
-		t.Skip("no question waits")
-	}
-	msg := rapid.SampledFrom(asking).Draw(t, "turn")
+	msg := m.drawIn(t, fleetstate.TicketQuestion, "turn", "no question waits")
 	m.n++
 	content := fmt.Sprintf("answer %d", m.n)
 	c := &rvCall{what: "Answer(" + msg.brief + ", " + content + ")", msg: msg, res: make(chan rvResult, 1)}
@@ -694,6 +685,21 @@ func (m *rvMachine) answerUnknownTurn(t *rapid.T) {
 }
 
 // liveTurns returns the messages whose turn has not ended.
+// drawIn draws, as label, a message not yet gone whose ticket is in
+// state, and skips the action, saying none, where there is no such one.
+func (m *rvMachine) drawIn(t *rapid.T, state fleetstate.TicketState, label, none string) *rvMsg {
+	var in []*rvMsg
+	for _, msg := range m.msgs {
+		if !msg.gone && msg.state == state {
+			in = append(in, msg)
+		}
+	}
+	if len(in) == 0 {
+		t.Skip(none)
+	}
+	return rapid.SampledFrom(in).Draw(t, label)
+}
+
 func (m *rvMachine) liveTurns(keep func(*rvMsg) bool) []*rvMsg {
 	var out []*rvMsg
 	for _, msg := range m.msgs {
@@ -840,16 +846,7 @@ func (m *rvMachine) pollPage(t *rapid.T) {
 }
 
 func (m *rvMachine) ack(t *rapid.T) {
-	var done []*rvMsg
-	for _, msg := range m.msgs {
-		if !msg.gone && msg.state == fleetstate.TicketDone {
-			done = append(done, msg)
-		}
-	}
-	if len(done) == 0 {
-		t.Skip("no finished ticket")
-	}
-	msg := rapid.SampledFrom(done).Draw(t, "ticket")
+	msg := m.drawIn(t, fleetstate.TicketDone, "ticket", "no finished ticket")
 	if err := m.r.Ack(msg.lead, msg.ticket); err != nil {
 		t.Fatalf("Ack(%s): %v", msg.brief, err)
 	}

@@ -37,6 +37,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fleetstate/fleetstate/bench/internal/fleetbin"
 )
 
 // The peer, pinned.
@@ -182,23 +184,11 @@ func run(duration time.Duration, rounds int, sizes, inflights []int, writes, cli
 		}
 	}
 
-	tmp, err := os.MkdirTemp("", "fleetstate-peer-")
+	tmp, bin, baseBin, err := fleetbin.Build("fleetstate-peer-", baseDir)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "fleetstate")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetstate/fleetstate/cmd/fleetstate").CombinedOutput(); err != nil {
-		return fmt.Errorf("build fleetstate: %v\n%s", err, out)
-	}
-	baseBin := filepath.Join(tmp, "fleetstate-base")
-	if baseDir != "" {
-		build := exec.Command("go", "build", "-o", baseBin, "./cmd/fleetstate")
-		build.Dir = baseDir
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("build fleetstate in %s: %v\n%s", baseDir, err, out)
-		}
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err

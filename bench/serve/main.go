@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/bench/internal/fleetbin"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -100,24 +101,15 @@ const baseSuffix = "@base"
 // baseDir, each backend also runs on the fleetstate built from there,
 // measured right after it as name+baseSuffix.
 func run(w io.Writer, names []string, rounds int, d time.Duration, baseDir string) error {
-	tmp, err := os.MkdirTemp("", "fleetstate-bench-serve-")
+	tmp, bin, baseBin, err := fleetbin.Build("fleetstate-bench-serve-", baseDir)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "fleetstate")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/fleetstate/fleetstate/cmd/fleetstate").CombinedOutput(); err != nil {
-		return fmt.Errorf("build fleetstate: %v\n%s", err, out)
-	}
 	h := &harness{bin: bin, running: &running{tmp: tmp}}
 	defer h.close()
 	hs := []*harness{h}
 	if baseDir != "" {
-		baseBin := filepath.Join(tmp, "fleetstate-base")
-		// The environment's GOTOOLCHAIN and GOFLAGS apply, as to the build above.
-		if out, err := exec.Command("go", "build", "-C", baseDir, "-o", baseBin, "./cmd/fleetstate").CombinedOutput(); err != nil {
-			return fmt.Errorf("build fleetstate in %s: %v\n%s", baseDir, err, out)
-		}
 		// The same processes, so h.close ends the base's too.
 		hs = append(hs, &harness{bin: baseBin, suffix: baseSuffix, running: h.running})
 		var all []string

@@ -123,19 +123,8 @@ var (
 
 // Request is a pending permission request as a snapshot carries it, in
 // its "permissions" list: a member's agent asks whether it may use a tool.
-type Request struct {
-	ID      string    `json:"id"`
-	Member  string    `json:"member"`
-	Tool    string    `json:"tool"`
-	Input   string    `json:"input"`
-	Cwd     string    `json:"cwd"`
-	Created time.Time `json:"asked"`
-	// Deadline is when the request ends undecided.
-	Deadline time.Time `json:"deadline"`
-	// InputBytes is the whole input's length when Input is clipped (the
-	// daemon clips a snapshot's inputs); zero when Input is whole.
-	InputBytes int `json:"input_bytes,omitempty"`
-}
+// Input may be clipped there, and InputBytes then gives its whole length.
+type Request = fleetstate.PermissionRequest
 
 // question is a ticket's question waiting for an answer.
 func questions(tickets []fleetstate.TicketInfo) []fleetstate.TicketInfo {

@@ -207,7 +207,7 @@ func TestKeysSendATask(t *testing.T) {
 func TestPermissionKeysAndRequests(t *testing.T) {
 	f := &fakeActions{}
 	s := snapshot()
-	s.Requests = []Request{{ID: "req-1", Member: "scout", Tool: "Bash", Input: "rm -rf build", Cwd: "/w", Created: t0}}
+	s.Requests = []Request{{ID: "req-1", Member: "scout", Tool: "Bash", Input: "rm -rf build", Cwd: "/w", Asked: t0}}
 	m := feed(New("", t0, nil).WithActions(f), s)
 	if v := screen(m); !strings.Contains(v, "PERMISSION REQUESTS (1)") || !strings.Contains(v, `"rm -rf build"`) {
 		t.Fatalf("no request in the view:\n%s", v)
@@ -301,8 +301,8 @@ const (
 func requestsSnapshot() SnapshotMsg {
 	s := snapshot()
 	s.Requests = []Request{
-		{ID: reqA, Member: "scout", Tool: "Bash", Input: `{"command":"make test"}`, Created: t0, Deadline: t0.Add(2 * time.Minute)},
-		{ID: reqB, Member: "miner", Tool: "Bash", Input: `{"command":"rm -rf ~/work"}`, Created: t0, Deadline: t0.Add(2 * time.Minute)},
+		{ID: reqA, Member: "scout", Tool: "Bash", Input: `{"command":"make test"}`, Asked: t0, Deadline: t0.Add(2 * time.Minute)},
+		{ID: reqB, Member: "miner", Tool: "Bash", Input: `{"command":"rm -rf ~/work"}`, Asked: t0, Deadline: t0.Add(2 * time.Minute)},
 	}
 	return s
 }
@@ -383,7 +383,7 @@ func TestDecisionsShowTheWholeInputFirst(t *testing.T) {
 	hidden := "git status" + strings.Repeat("\n", 40) + "; rm -rf ~/work"
 	input, _ := json.Marshal(map[string]string{"command": hidden})
 	s := snapshot()
-	s.Requests = []Request{{ID: reqA, Member: "scout", Tool: "Bash", Input: string(input), Cwd: "/src", Created: t0}}
+	s.Requests = []Request{{ID: reqA, Member: "scout", Tool: "Bash", Input: string(input), Cwd: "/src", Asked: t0}}
 	f := &fakeActions{}
 	m := feed(New("", t0, nil).WithActions(fakeDecider{f}), s, tea.WindowSizeMsg{Width: 100, Height: 40})
 
@@ -436,8 +436,8 @@ func TestDecisionsShowTheWholeInputFirst(t *testing.T) {
 func TestRequestsShowHiddenCharactersEscaped(t *testing.T) {
 	s := snapshot()
 	s.Requests = []Request{
-		{ID: reqA, Member: "scout", Tool: "Bash", Input: "{\"command\":\"echo \u202egnp.exe\"}", Created: t0},
-		{ID: reqB, Member: "scout", Tool: "Bash\nminer  yes  IDLE", Input: "{}", Created: t0},
+		{ID: reqA, Member: "scout", Tool: "Bash", Input: "{\"command\":\"echo \u202egnp.exe\"}", Asked: t0},
+		{ID: reqB, Member: "scout", Tool: "Bash\nminer  yes  IDLE", Input: "{}", Asked: t0},
 	}
 	m := feed(New("", t0, nil), s)
 	v := screen(m)

@@ -252,8 +252,7 @@ func (m *Model) apply(e fleetstate.Event) {
 	switch e.Kind {
 	case fleetstate.EventPermissionRequested:
 		if p := e.Permission; p != nil && !slices.ContainsFunc(m.requests, func(r Request) bool { return r.ID == p.ID }) {
-			m.requests = append(m.requests, Request{ID: p.ID, Member: p.Member, Tool: p.Tool, Input: p.Input, Cwd: p.Cwd,
-				Created: p.Asked, Deadline: p.Deadline, InputBytes: p.InputBytes})
+			m.requests = append(m.requests, *p)
 		}
 	case fleetstate.EventPermissionDecided, fleetstate.EventPermissionExpired:
 		if p := e.Permission; p != nil {
@@ -617,7 +616,7 @@ func (m Model) Render() string {
 		} else {
 			rows := [][]string{{"REQUEST", "MEMBER", "TOOL", "AGE"}}
 			for _, r := range m.requests {
-				rows = append(rows, []string{shortID(r.ID), r.Member, textsafe.Clip(r.Tool, maxTool), age(m.now.Sub(r.Created))})
+				rows = append(rows, []string{shortID(r.ID), r.Member, textsafe.Clip(r.Tool, maxTool), age(m.now.Sub(r.Asked))})
 			}
 			// The input comes last, clipped to the room left, so that
 			// the mark of what it clips stays on the screen.
@@ -725,7 +724,7 @@ func (m Model) renderRequest(r Request) string {
 		{"member", r.Member},
 		{"tool", textsafe.Escape(r.Tool)},
 		{"cwd", textsafe.Escape(r.Cwd)},
-		{"asked", clock(r.Created) + " (" + age(m.now.Sub(r.Created)) + " ago" + ends + ")"},
+		{"asked", clock(r.Asked) + " (" + age(m.now.Sub(r.Asked)) + " ago" + ends + ")"},
 	}, nil)...)
 	var body []string
 	main := agent.MainInput(r.Tool, r.Input)

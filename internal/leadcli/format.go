@@ -78,13 +78,8 @@ func FormatTickets(tickets []fleetstate.Outcome) string {
 // FormatMembers is the human form of the members, a table; now is the
 // time the open turns' ages are counted to.
 func FormatMembers(ms []fleetstate.MemberInfo, now time.Time) string {
-	if len(ms) == 0 {
-		return "no members: add one with fleetstate token add --role member, or bring a fleet up with fleetstate up\n"
-	}
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tREADY\tSTATUS\tQUEUED\tOPEN TURN")
-	for _, m := range ms {
+	const none = "no members: add one with fleetstate token add --role member, or bring a fleet up with fleetstate up\n"
+	return tabulate(ms, none, "MEMBER\tREADY\tSTATUS\tQUEUED\tOPEN TURN", func(m fleetstate.MemberInfo) string {
 		ready := "no"
 		if m.Ready {
 			ready = "yes"
@@ -96,7 +91,21 @@ func FormatMembers(ms []fleetstate.MemberInfo, now time.Time) string {
 				open += " (" + age(now.Sub(m.OpenSince)) + ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", clean(m.Name), ready, clean(m.Status), m.Queued, open)
+		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", clean(m.Name), ready, clean(m.Status), m.Queued, open)
+	})
+}
+
+// tabulate formats items as a table under header, a row of tab-separated
+// cells each, or returns none when there are none.
+func tabulate[T any](items []T, none, header string, row func(T) string) string {
+	if len(items) == 0 {
+		return none
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
 	}
 	tw.Flush()
 	return b.String()
@@ -133,24 +142,17 @@ const maxInput = 80
 // escaped (see [textsafe.Escape]) and clipped with a mark that says how
 // much more [FormatRequest] would show.
 func FormatRequests(ps []fleetstate.PermissionRequest, now time.Time) string {
-	if len(ps) == 0 {
-		return "no permission requests waiting\n"
-	}
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMEMBER\tTOOL\tAGE\tCWD\tINPUT")
 	clipped := false
-	for _, p := range ps {
+	out := tabulate(ps, "no permission requests waiting\n", "ID\tMEMBER\tTOOL\tAGE\tCWD\tINPUT", func(p fleetstate.PermissionRequest) string {
 		input := textsafe.Quote(agent.MainInput(p.Tool, p.Input), maxInput)
 		clipped = clipped || !strings.HasSuffix(input, `"`)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", textsafe.Escape(p.ID), textsafe.Escape(p.Member), textsafe.Clip(p.Tool, 40),
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", textsafe.Escape(p.ID), textsafe.Escape(p.Member), textsafe.Clip(p.Tool, 40),
 			age(now.Sub(p.Asked)), textsafe.Clip(p.Cwd, 40), input)
-	}
-	tw.Flush()
+	})
 	if clipped {
-		b.WriteString("fleetstate requests ID shows a request whole\n")
+		out += "fleetstate requests ID shows a request whole\n"
 	}
-	return b.String()
+	return out
 }
 
 // FormatRequest formats one permission request whole: who asks, for

@@ -200,10 +200,7 @@ func table() []command {
 					// waited for, up to the send bound.
 					o, err = r.c.Poll(ctx, o.Ticket, fleetstate.DefaultSendTimeout)
 				}
-				if err != nil {
-					return err
-				}
-				if err := r.settle(ctx, o); err != nil {
+				if err := r.settle(ctx, o, err); err != nil {
 					return err
 				}
 				if o.Kind == fleetstate.OutcomePending {
@@ -232,10 +229,7 @@ func table() []command {
 			run: func(ctx context.Context, r *runner, args []string) error {
 				if len(args) == 1 {
 					o, err := r.c.Poll(ctx, args[0], r.opts.pollWait)
-					if err != nil {
-						return err
-					}
-					return r.settle(ctx, o)
+					return r.settle(ctx, o, err)
 				}
 				all, err := r.c.PollAll(ctx, r.opts.pollWait)
 				if err != nil {
@@ -244,12 +238,8 @@ func table() []command {
 				if all == nil {
 					all = []fleetstate.Outcome{}
 				}
-				if r.opts.json {
-					if err := r.printJSON(fleetstate.TicketPage{Tickets: all}); err != nil {
-						return err
-					}
-				} else {
-					fmt.Fprint(r.stdout, FormatTickets(all))
+				if err := r.print(fleetstate.TicketPage{Tickets: all}, FormatTickets(all)); err != nil {
+					return err
 				}
 				for _, o := range all {
 					if err := r.ack(ctx, o); err != nil {
@@ -269,11 +259,7 @@ func table() []command {
 				if err := r.c.Ack(ctx, args[0]); err != nil {
 					return err
 				}
-				if r.opts.json {
-					return r.printJSON(map[string]bool{"ok": true})
-				}
-				fmt.Fprintf(r.stdout, "acknowledged %s\n", args[0])
-				return nil
+				return r.print(map[string]bool{"ok": true}, "acknowledged "+args[0]+"\n")
 			},
 		},
 		{
@@ -286,10 +272,7 @@ func table() []command {
 			bound: func(*opts) time.Duration { return waitBound },
 			run: func(ctx context.Context, r *runner, args []string) error {
 				o, err := r.c.Answer(ctx, args[0], args[1])
-				if err != nil {
-					return err
-				}
-				return r.settle(ctx, o)
+				return r.settle(ctx, o, err)
 			},
 		},
 		{
@@ -300,10 +283,7 @@ func table() []command {
 			args: "TICKET", min: 1, max: 1, keep: true, ids: idTicket,
 			run: func(ctx context.Context, r *runner, args []string) error {
 				o, err := r.c.Cancel(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				return r.settle(ctx, o)
+				return r.settle(ctx, o, err)
 			},
 		},
 		{
@@ -320,11 +300,7 @@ func table() []command {
 				if ms == nil {
 					ms = []fleetstate.MemberInfo{}
 				}
-				if r.opts.json {
-					return r.printJSON(map[string]any{"members": ms})
-				}
-				fmt.Fprint(r.stdout, FormatMembers(ms, time.Now()))
-				return nil
+				return r.print(map[string]any{"members": ms}, FormatMembers(ms, time.Now()))
 			},
 		},
 		{
@@ -341,20 +317,12 @@ func table() []command {
 				if len(args) == 1 {
 					for _, p := range ps {
 						if p.ID == args[0] {
-							if r.opts.json {
-								return r.printJSON(p)
-							}
-							fmt.Fprint(r.stdout, FormatRequest(p, time.Now()))
-							return nil
+							return r.print(p, FormatRequest(p, time.Now()))
 						}
 					}
 					return &mcpadapter.ToolError{Code: fleetstate.CodeUnknownRequest, Message: fmt.Sprintf("no pending request %q", args[0])}
 				}
-				if r.opts.json {
-					return r.printJSON(map[string]any{"permissions": ps})
-				}
-				fmt.Fprint(r.stdout, FormatRequests(ps, time.Now()))
-				return nil
+				return r.print(map[string]any{"permissions": ps}, FormatRequests(ps, time.Now()))
 			},
 		},
 		decideCommand("approve", "allow a member's pending permission request",
@@ -391,11 +359,7 @@ func decideCommand(name, summary, about, example string) command {
 			if err := r.c.Call(ctx, "fleet_approve", a, nil); err != nil {
 				return err
 			}
-			if r.opts.json {
-				return r.printJSON(map[string]bool{"ok": true})
-			}
-			fmt.Fprintf(r.stdout, "%sed %s\n", map[bool]string{true: "approv", false: "deni"}[allow], args[0])
-			return nil
+			return r.print(map[string]bool{"ok": true}, map[bool]string{true: "approv", false: "deni"}[allow]+"ed "+args[0]+"\n")
 		},
 	}
 }
@@ -453,8 +417,13 @@ func (r *runner) readText(text *string) error {
 	return nil
 }
 
-// settle prints o and then acknowledges it if it is finished.
-func (r *runner) settle(ctx context.Context, o fleetstate.Outcome) error {
+// settle takes the outcome o of a call that returned err: it returns a
+// non-nil err as is, else prints o and then acknowledges it if it is
+// finished.
+func (r *runner) settle(ctx context.Context, o fleetstate.Outcome, err error) error {
+	if err != nil {
+		return err
+	}
 	if err := r.outcome(o); err != nil {
 		return err
 	}
@@ -463,10 +432,15 @@ func (r *runner) settle(ctx context.Context, o fleetstate.Outcome) error {
 
 // outcome prints o.
 func (r *runner) outcome(o fleetstate.Outcome) error {
+	return r.print(o, FormatOutcome(o))
+}
+
+// print prints v as JSON with --json, else text.
+func (r *runner) print(v any, text string) error {
 	if r.opts.json {
-		return r.printJSON(o)
+		return r.printJSON(v)
 	}
-	fmt.Fprint(r.stdout, FormatOutcome(o))
+	fmt.Fprint(r.stdout, text)
 	return nil
 }
 

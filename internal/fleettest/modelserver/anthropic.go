@@ -64,8 +64,7 @@ func readMessages(r *Request, req *messagesRequest) conversation {
 	r.API, r.Model, r.Stream = Anthropic, req.Model, req.Stream
 	c := conversation{tools: map[string]bool{}}
 	for _, t := range req.Tools {
-		r.Tools = append(r.Tools, t.Name)
-		c.tools[t.Name] = true
+		c.offer(r, t.Name)
 	}
 	names := map[string]string{} // tool_use id to tool name
 	scriptAt := -1
@@ -84,9 +83,8 @@ func readMessages(r *Request, req *messagesRequest) conversation {
 			continue
 		}
 		if text := blocksText(m.Content); text != "" {
-			r.UserText = text
-			if s, ok, err := FindScript(text); ok {
-				c.script, c.hasScript, c.scriptErr, scriptAt = s, true, err, i
+			if c.user(r, text) {
+				scriptAt = i
 			}
 		}
 	}
@@ -114,8 +112,7 @@ func readMessages(r *Request, req *messagesRequest) conversation {
 			}
 		}
 	}
-	msgs, _ := json.Marshal(req.Messages)
-	c.key = digest(msgs)
+	c.key = digestJSON(req.Messages)
 	return c
 }
 

@@ -88,8 +88,7 @@ func readResponses(r *Request, req *responsesRequest) conversation {
 	for _, t := range req.Tools {
 		if len(t.Tools) > 0 {
 			for _, sub := range t.Tools {
-				r.Tools = append(r.Tools, t.Name+"."+sub.Name)
-				c.tools[t.Name+"."+sub.Name] = true
+				c.offer(r, t.Name+"."+sub.Name)
 			}
 			continue
 		}
@@ -97,8 +96,7 @@ func readResponses(r *Request, req *responsesRequest) conversation {
 		if name == "" {
 			name = t.Type // tool_search, web_search
 		}
-		r.Tools = append(r.Tools, name)
-		c.tools[name] = true
+		c.offer(r, name)
 	}
 	names := map[string]string{} // call_id to tool name
 	scriptAt := -1
@@ -122,9 +120,8 @@ func readResponses(r *Request, req *responsesRequest) conversation {
 			if text == "" {
 				continue
 			}
-			r.UserText = text
-			if s, ok, err := FindScript(text); ok {
-				c.script, c.hasScript, c.scriptErr, scriptAt = s, true, err, i
+			if c.user(r, text) {
+				scriptAt = i
 			}
 		}
 	}
@@ -140,8 +137,7 @@ func readResponses(r *Request, req *responsesRequest) conversation {
 			}
 		}
 	}
-	in, _ := json.Marshal(req.Input)
-	c.key = digest(in)
+	c.key = digestJSON(req.Input)
 	return c
 }
 

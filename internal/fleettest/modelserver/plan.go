@@ -31,6 +31,24 @@ type conversation struct {
 	key string
 }
 
+// offer records that the request r offers the tool name.
+func (c *conversation) offer(r *Request, name string) {
+	r.Tools = append(r.Tools, name)
+	c.tools[name] = true
+}
+
+// user reads text, a user message of the request r: the last one read
+// is r's UserText, and a script in one is the conversation's. It reports
+// whether text holds a script.
+func (c *conversation) user(r *Request, text string) bool {
+	r.UserText = text
+	s, ok, err := FindScript(text)
+	if ok {
+		c.script, c.hasScript, c.scriptErr = s, true, err
+	}
+	return ok
+}
+
 // action is the answer [Server.plan] chose for a request.
 type action struct {
 	// step is the index of the answered action among the script's
@@ -81,4 +99,11 @@ func digest(parts ...[]byte) string {
 		h.Write(p)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// digestJSON is the digest of v in JSON: of the conversation a request
+// carries, whichever API's shape it has.
+func digestJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return digest(b)
 }
