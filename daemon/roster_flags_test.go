@@ -65,3 +65,38 @@ func TestRosterPermissionWaitAndTrust(t *testing.T) {
 		t.Errorf("a wait of 2h: %v; want an error naming timeouts.permission", err)
 	}
 }
+
+// TestDocumentedFleetFilesLoad: every fleet file the README and the panes
+// guide show (a JSON block with "agents") loads as written, and each
+// member that up gives a pane is not told to pull with fleet_next, which
+// such a member is not permitted to call.
+func TestDocumentedFleetFilesLoad(t *testing.T) {
+	n := 0
+	for _, doc := range []string{"../README.md", "../docs/panes.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := strings.Split(string(text), "```json\n")
+		for i, b := range blocks[1:] {
+			block, _, _ := strings.Cut(b, "```")
+			if !strings.Contains(block, `"agents"`) || !strings.HasPrefix(block, "{") {
+				continue
+			}
+			n++
+			ro, err := parseRoster([]byte(block))
+			if err != nil {
+				t.Errorf("%s, JSON block %d: %v\n%s", doc, i+1, err, block)
+				continue
+			}
+			for _, a := range ro.Agents {
+				if a.Role == "member" && (len(a.Command) > 0 || a.Tmux != "") && strings.Contains(strings.Join(a.Command, " "), "fleet_next") {
+					t.Errorf("%s, JSON block %d: member %s has a pane but is told to call fleet_next", doc, i+1, a.Name)
+				}
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("found %d fleet files in the README and docs/panes.md; want at least 3", n)
+	}
+}
