@@ -113,15 +113,13 @@ func ScreenPatternsOf(program string) (p ScreenPatterns, ok bool) {
 	return ScreenPatterns{slices.Clone(p.Working), slices.Clone(p.Blocked), slices.Clone(p.Idle)}, ok
 }
 
-// TestedVersions names the versions of the coding-agent CLIs whose
-// screens and hooks this package knows, by npm package: the versions the
-// real-agent tests install.
-func TestedVersions() map[string]string {
-	return map[string]string{
-		"@anthropic-ai/claude-code": "2.1.328",
-		"@openai/codex":             "0.169.0",
-	}
-}
+// The versions of the coding-agent CLIs whose screens and hooks this
+// package knows: the versions the real-agent tests install
+// (internal/fleettest/realagent pins its npm packages to them).
+const (
+	ClaudeCodeVersion = "2.1.328" // npm @anthropic-ai/claude-code
+	CodexVersion      = "0.169.0" // npm @openai/codex
+)
 
 // ExhaustedPatterns returns the patterns, to be matched case-insensitively
 // against a member's pane tail, that mean its backend cannot work: spent

@@ -11,8 +11,9 @@ import (
 )
 
 // TestScreensOfTestedVersions reads every screen captured from the CLIs
-// of agent.TestedVersions (testdata/screens/PROGRAM/STATUS-what.txt) with
-// the program's built-in patterns: each must read as the status its name
+// of ClaudeCodeVersion and CodexVersion
+// (testdata/screens/PROGRAM/STATUS-what.txt) with the program's built-in
+// patterns: each must read as the status its name
 // says. A new CLI version whose screens change fails here first; the
 // real-agent tests of cmd/fleetstate capture the screens anew with
 // -update.

@@ -52,14 +52,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"golang.org/x/sys/unix"
 )
 
-// The npm packages of the CLIs the tests run, pinned.
+// The npm packages of the CLIs the tests run, pinned to the versions
+// whose screens internal/agent knows.
 const (
-	ClaudeCodePackage = "@anthropic-ai/claude-code@2.1.328"
-	CodexPackage      = "@openai/codex@0.169.0"
+	ClaudeCodePackage = "@anthropic-ai/claude-code@" + agent.ClaudeCodeVersion
+	CodexPackage      = "@openai/codex@" + agent.CodexVersion
 )
 
 // LatestEnv, set to anything but the empty string, makes [Install]
