@@ -45,8 +45,11 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // statusHookEvents are the hook events, the same in Claude Code and
 // Codex, whose status the daemon hears of (see agent.StatusOfHook);
 // Claude Code adds Notification, which says when it waits on a prompt of
-// its own.
-var statusHookEvents = []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest", "Stop"}
+// its own. PermissionRequest is not among them: the agents run the hooks
+// of one event at once, so a status hook there could report BLOCKED after
+// the permission hook's report of WORKING that follows a decision, and
+// leave a working agent BLOCKED. The permission hook reports both.
+var statusHookEvents = []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"}
 
 // statusHookTimeout is the seconds after which the agent stops a status
 // hook: the report is one bounded HTTP call.
@@ -350,17 +353,50 @@ func setFleetHooks(obj map[string]any, path string, c Config, extra ...string) (
 		specs = append(specs, hookSpec{event: ev, command: status, timeout: statusHookTimeout})
 	}
 	// The agent stops a hook after 60 s (Claude Code) or 600 s (Codex)
-	// unless told; this one waits up to its own bound. A second
-	// PermissionRequest hook beside the status hook: the agent runs
-	// both at once.
+	// unless told; this one waits up to its own bound. A status hook an
+	// earlier up wrote beside it goes (see statusHookEvents).
 	wait := cmp.Or(c.PermissionWait, DefaultPermissionWait)
 	specs = append(specs, hookSpec{event: "PermissionRequest", command: permissionHook(c.Bin, wait), timeout: int(wait/time.Second) + 15})
+	dropStatusHook(hooks, "PermissionRequest")
 	for i := range specs {
 		if err := setHook(hooks, path, &specs[i]); err != nil {
 			return nil, err
 		}
 	}
 	return specs, nil
+}
+
+// isPermissionHook tells the permission hook's command from the status
+// hook's.
+func isPermissionHook(command string) bool { return strings.Contains(command, " hook permission ") }
+
+// dropStatusHook removes the status hook fleetstate up wrote on event, and
+// a matcher group it leaves empty; the user's hooks stay.
+func dropStatusHook(hooks map[string]any, event string) {
+	groups, _ := hooks[event].([]any)
+	var kept []any
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		list, ok := gm["hooks"].([]any)
+		if !ok {
+			kept = append(kept, g)
+			continue
+		}
+		var left []any
+		for _, x := range list {
+			hm, _ := x.(map[string]any)
+			if c, _ := hm["command"].(string); !strings.HasSuffix(c, hookMarker) || isPermissionHook(c) {
+				left = append(left, x)
+			}
+		}
+		if len(left) > 0 {
+			gm["hooks"] = left
+			kept = append(kept, g)
+		}
+	}
+	if groups != nil {
+		hooks[event] = kept
+	}
 }
 
 // setHook makes the hook h run on its event: it updates the command
@@ -372,7 +408,7 @@ func setHook(hooks map[string]any, path string, h *hookSpec) error {
 	if hooks[h.event] != nil && !ok {
 		return fmt.Errorf("%s: hooks.%s is not a list: fix it, and run fleetstate up again", path, h.event)
 	}
-	kind := func(c string) bool { return strings.Contains(c, " hook permission ") }
+	kind := isPermissionHook
 	for gi, g := range groups {
 		gm, _ := g.(map[string]any)
 		list, _ := gm["hooks"].([]any)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -129,9 +130,22 @@ func TestEnvFileRoundTrip(t *testing.T) {
 
 // TestClaudePermissionHook: the PermissionRequest hook runs fleetstate
 // hook permission, with a timeout beyond its own wait, and a second run
-// updates it rather than adding another.
+// updates it rather than adding another. No status hook runs beside it
+// (the agent would run both at once, and the status hook's BLOCKED could
+// land after the permission hook's WORKING): one an earlier up wrote
+// goes, and a hook of the user's stays.
 func TestClaudePermissionHook(t *testing.T) {
 	dir := t.TempDir()
+	want := `test -z "$FLEET_TOKEN" || '/bin/fleetstate' hook permission --timeout 2m0s # fleetstate up`
+	status := `test -z "$FLEET_TOKEN" || '/bin/fleetstate' status # fleetstate up`
+	mine := `notify-send asked`
+	old := `{"hooks":{"PermissionRequest":[{"hooks":[{"type":"command","command":` + strconv.Quote(status) + `,"timeout":15}]},{"hooks":[{"type":"command","command":` + strconv.Quote(mine) + `}]}]}}`
+	if err := os.MkdirAll(filepath.Join(dir, ".claude"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".claude", "settings.json"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
 		if _, err := WriteClaudeConfig(dir, Config{Bin: "/bin/fleetstate"}); err != nil {
 			t.Fatal(err)
@@ -152,9 +166,7 @@ func TestClaudePermissionHook(t *testing.T) {
 	if err := json.Unmarshal(data, &set); err != nil {
 		t.Fatal(err)
 	}
-	want := `test -z "$FLEET_TOKEN" || '/bin/fleetstate' hook permission --timeout 2m0s # fleetstate up`
-	status := `test -z "$FLEET_TOKEN" || '/bin/fleetstate' status # fleetstate up`
-	var perm, stat int
+	var perm, user int
 	for _, g := range set.Hooks["PermissionRequest"] {
 		for _, h := range g.Hooks {
 			switch h.Command {
@@ -163,15 +175,18 @@ func TestClaudePermissionHook(t *testing.T) {
 				if h.Timeout <= 120 {
 					t.Errorf("hook %+v; want a timeout over 120 s", h)
 				}
-			case status:
-				stat++
+			case mine:
+				user++
 			default:
-				t.Errorf("a PermissionRequest hook up did not write: %+v", h)
+				t.Errorf("a PermissionRequest hook neither up nor the user wrote: %+v", h)
 			}
 		}
 	}
-	if perm != 1 || stat != 1 {
-		t.Fatalf("PermissionRequest hooks: %d permission and %d status hooks; want one of each:\n%s", perm, stat, data)
+	if perm != 1 || user != 1 || len(set.Hooks["PermissionRequest"]) != 2 {
+		t.Fatalf("PermissionRequest hooks: %d permission and %d of the user's in %d groups; want one of each in two:\n%s", perm, user, len(set.Hooks["PermissionRequest"]), data)
+	}
+	if len(set.Hooks["PreToolUse"]) != 1 || set.Hooks["PreToolUse"][0].Hooks[0].Command != status {
+		t.Errorf("PreToolUse hooks %+v; want the status hook", set.Hooks["PreToolUse"])
 	}
 }
 

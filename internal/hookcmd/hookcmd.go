@@ -74,18 +74,19 @@ func Run(ctx context.Context, args []string, env Env, stdin io.Reader, stdout, s
 	}
 	// The agent goes on with its turn (the tool runs, or the model hears
 	// of the denial), and no hook of its says so until the tool's use
-	// ends: the status the PermissionRequest made BLOCKED is WORKING
-	// again.
-	reportWorking(ctx, env, stderr)
+	// ends: the status the request made BLOCKED is WORKING again.
+	reportStatus(ctx, env, "working", stderr)
 	return nil
 }
 
-// reportWorking tells the daemon that the agent works, as its status
-// hook does; a failure is only said on stderr.
-func reportWorking(ctx context.Context, env Env, stderr io.Writer) {
+// reportStatus tells the daemon the agent's status, as its status hook
+// does; a failure is only said on stderr. The permission hook reports
+// both of its statuses itself, in order: a status hook on the same event
+// would run beside it, and its report could land last.
+func reportStatus(ctx context.Context, env Env, status string, stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(ctx, statusWait)
 	defer cancel()
-	body, _ := json.Marshal(mcpadapter.StatusReport{Status: "working"})
+	body, _ := json.Marshal(mcpadapter.StatusReport{Status: status})
 	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + mcpadapter.StatusPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -102,7 +103,7 @@ func reportWorking(ctx context.Context, env Env, stderr io.Writer) {
 	resp.Body.Close()
 }
 
-// statusWait bounds the status report after a decision.
+// statusWait bounds a status report.
 const statusWait = 2 * time.Second
 
 // hookInput is the part of the agent's request the hook reads.
@@ -175,6 +176,9 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 		say("$FLEET_TOKEN or $FLEET_URL is not set: not in a fleet")
 		return fleetstate.Decision{}, false
 	}
+	// The agent waits on the request: BLOCKED, as a status hook on
+	// PermissionRequest would report it.
+	reportStatus(ctx, env, "blocked", stderr)
 	key := in.key()
 	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + mcpadapter.PermissionPath
 	deadline := time.Now().Add(timeout)

@@ -259,10 +259,13 @@ func TestHookWithoutDaemonReturnsAtOnce(t *testing.T) {
 	}
 }
 
-// TestHookReportsWorkingAfterADecision: a decided request lets the agent
-// go on, and no hook of the agent's says so until the tool's use ends:
-// the hook reports WORKING itself, with the agent's token.
-func TestHookReportsWorkingAfterADecision(t *testing.T) {
+// TestHookReportsItsStatuses: the agent waits on its request, then goes
+// on with its turn, and no hook of the agent's says so (a status hook on
+// the same event would run beside this one, in no order): the hook
+// reports BLOCKED before it asks and WORKING after a decision, in that
+// order, with the agent's token; undecided, only BLOCKED, and the agent's
+// own prompt, which its Notification hook or the screen reports, follows.
+func TestHookReportsItsStatuses(t *testing.T) {
 	f := newFleet(t)
 	reports := make(chan string, 4)
 	inner := f.srv.Config.Handler
@@ -279,17 +282,19 @@ func TestHookReportsWorkingAfterADecision(t *testing.T) {
 	if got := hook(t, f.srv.URL, f.token); !strings.Contains(got, `"behavior":"allow"`) {
 		t.Fatalf("stdout %q; want the allow", got)
 	}
-	select {
-	case got := <-reports:
-		if want := "Bearer " + f.token + ` {"status":"working"}`; got != want {
-			t.Errorf("status report %q; want %q", got, want)
+	for _, status := range []string{"blocked", "working"} {
+		select {
+		case got := <-reports:
+			if want := "Bearer " + f.token + ` {"status":"` + status + `"}`; got != want {
+				t.Errorf("status report %q; want %q", got, want)
+			}
+		default:
+			t.Fatalf("no %s report", status)
 		}
-	default:
-		t.Fatal("no status report after the decision")
 	}
 	g := newFleet(t)
 	g.srv.Config.Handler = f.srv.Config.Handler // another fleet's request, never decided
-	if got := hook(t, g.srv.URL, g.token, "--timeout", "100ms"); got != "" || len(reports) != 0 {
-		t.Errorf("undecided: stdout %q, %d reports; want neither", got, len(reports))
+	if got := hook(t, g.srv.URL, g.token, "--timeout", "100ms"); got != "" || len(reports) != 1 || <-reports != "Bearer "+g.token+` {"status":"blocked"}` {
+		t.Errorf("undecided: stdout %q; want nothing, and only the blocked report", got)
 	}
 }
