@@ -1,6 +1,7 @@
 package fleetstate
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -8,8 +9,8 @@ import (
 )
 
 // TestAppendRecordIsJSON: the record the journal writes of a turn is the
-// one encoding/json writes of it, every field carried over to package
-// record's encoder.
+// one encoding/json writes of it without HTML escaping, every field
+// carried over to package record's encoder.
 func TestAppendRecordIsJSON(t *testing.T) {
 	at := time.Unix(1e9, 7).UTC()
 	answer := "yes"
@@ -21,10 +22,13 @@ func TestAppendRecordIsJSON(t *testing.T) {
 			Held: &Outcome{Kind: OutcomeFailed, TurnID: "turn-3", Ticket: "tk-3", From: "m1", Content: "tail", Partial: true,
 				Reason: ReasonEchoedBrief, State: TicketDone, Returned: true}},
 	} {
-		want, err := json.Marshal(&rec)
-		if err != nil {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(&rec); err != nil {
 			t.Fatal(err)
 		}
+		want := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 		got := appendRecord(nil, &rec)
 		if string(got) != string(want) {
 			t.Errorf("appendRecord =\n%s\nencoding/json =\n%s", got, want)

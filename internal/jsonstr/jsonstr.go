@@ -1,8 +1,9 @@
 // Package jsonstr appends strings as JSON, escaped byte for byte as
-// encoding/json's Marshal escapes them, without reflection: for the hot
-// paths that write JSON by hand (the rendezvous's turn records, the MCP
-// adapter's stdio responses) and must stay identical to what
-// encoding/json would write.
+// encoding/json escapes them, without reflection: for the hot paths that
+// write JSON by hand (the rendezvous's turn records, the MCP adapter's
+// stdio responses) and must stay identical to what encoding/json would
+// write, with its HTML escaping (Marshal) or without it (an Encoder with
+// SetEscapeHTML(false)).
 package jsonstr
 
 import (
@@ -13,19 +14,25 @@ import (
 const hexDigits = "0123456789abcdef"
 
 // The ASCII bytes that a JSON string holds as they are, one bit each:
-// every byte from 0x20 but the quote, the backslash, and <, > and &.
+// every byte from 0x20 but the quote, the backslash, and, with HTML
+// escaping, <, > and &.
 const (
-	safeLow  uint64 = 0xFFFF_FFFF_0000_0000 &^ (1<<'"' | 1<<'&' | 1<<'<' | 1<<'>') // bytes 0 to 63
-	safeHigh uint64 = ^uint64(1 << ('\\' - 64))                                    // bytes 64 to 127
+	safeLowText uint64 = 0xFFFF_FFFF_0000_0000 &^ (1 << '"')       // bytes 0 to 63
+	safeLow     uint64 = safeLowText &^ (1<<'&' | 1<<'<' | 1<<'>') // the same, escaping HTML
+	safeHigh    uint64 = ^uint64(1 << ('\\' - 64))                 // bytes 64 to 127
 )
 
-// safe reports whether the ASCII byte c goes into a JSON string as it is:
-// one test instead of six in the loop over every byte.
-func safe(c byte) bool {
-	if c < 64 {
+// safe reports whether the ASCII byte c goes into a JSON string as it is,
+// with HTML escaping or without: one test instead of six in the loop over
+// every byte.
+func safe(c byte, html bool) bool {
+	if c >= 64 {
+		return safeHigh>>(c-64)&1 != 0
+	}
+	if html {
 		return safeLow>>c&1 != 0
 	}
-	return safeHigh>>(c-64)&1 != 0
+	return safeLowText>>c&1 != 0
 }
 
 // Eight bytes at a time. below and equal set the high bit of each byte of
@@ -52,14 +59,18 @@ func word[S ~string | ~[]byte](s S, i int) uint64 {
 
 // safeRun returns the end of the run of safe ASCII bytes of s from i:
 // whole words first, then byte by byte.
-func safeRun[S ~string | ~[]byte](s S, i int) int {
+func safeRun[S ~string | ~[]byte](s S, i int, html bool) int {
 	for ; i+8 <= len(s); i += 8 {
 		x := word(s, i)
-		if m := x&highs | below(x, 0x20) | equal(x, '"') | equal(x, '\\') | equal(x, '<') | equal(x, '>') | equal(x, '&'); m != 0 {
+		m := x&highs | below(x, 0x20) | equal(x, '"') | equal(x, '\\')
+		if html {
+			m |= equal(x, '<') | equal(x, '>') | equal(x, '&')
+		}
+		if m != 0 {
 			return i + bits.TrailingZeros64(m)/8
 		}
 	}
-	for i < len(s) && s[i] < utf8.RuneSelf && safe(s[i]) {
+	for i < len(s) && s[i] < utf8.RuneSelf && safe(s[i], html) {
 		i++
 	}
 	return i
@@ -85,18 +96,26 @@ func PlainRun(b []byte, i int) int {
 	return i
 }
 
-// Append appends s as a JSON string: quotes, backslashes and control
-// characters escaped (\b, \f, \n, \r, \t short, the others as \u00XX); <, >
-// and & (for HTML) and U+2028, U+2029 as \u; each invalid byte of UTF-8 as
-// the character U+FFFD.
-func Append[S ~string | ~[]byte](b []byte, s S) []byte {
+// Append appends s as a JSON string, as encoding/json's Marshal writes
+// it: quotes, backslashes and control characters escaped (\b, \f, \n, \r,
+// \t short, the others as \u00XX); <, > and & (for HTML) and U+2028,
+// U+2029 as \u; each invalid byte of UTF-8 as the character U+FFFD.
+func Append[S ~string | ~[]byte](b []byte, s S) []byte { return appendString(b, s, true) }
+
+// AppendText appends s as [Append] does, but for <, > and &, which it
+// leaves as they are, as an encoding/json Encoder with SetEscapeHTML(false)
+// writes them: one byte each rather than six, for text that never goes
+// into a page.
+func AppendText[S ~string | ~[]byte](b []byte, s S) []byte { return appendString(b, s, false) }
+
+func appendString[S ~string | ~[]byte](b []byte, s S, html bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if safe(c) {
-				i = safeRun(s, i+1)
+			if safe(c, html) {
+				i = safeRun(s, i+1, html)
 				continue
 			}
 			b = append(b, s[start:i]...)

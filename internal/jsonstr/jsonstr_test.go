@@ -10,12 +10,17 @@ import (
 	"unicode/utf8"
 )
 
-// TestSafe: the bit table says what the six tests it replaced said.
+// TestSafe: the bit tables say what the six tests they replaced said,
+// and without HTML escaping what the three.
 func TestSafe(t *testing.T) {
 	for c := range byte(utf8.RuneSelf) {
-		want := c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-		if got := safe(c); got != want {
-			t.Errorf("safe(%#x) = %v; want %v", c, got, want)
+		text := c >= 0x20 && c != '"' && c != '\\'
+		html := text && c != '<' && c != '>' && c != '&'
+		if got := safe(c, true); got != html {
+			t.Errorf("safe(%#x, true) = %v; want %v", c, got, html)
+		}
+		if got := safe(c, false); got != text {
+			t.Errorf("safe(%#x, false) = %v; want %v", c, got, text)
 		}
 	}
 }
@@ -42,11 +47,16 @@ func FuzzAppend(f *testing.F) {
 	exact := mirrored()
 	f.Fuzz(func(t *testing.T, s string) {
 		want, _ := json.Marshal(s)
+		var text bytes.Buffer
+		enc := json.NewEncoder(&text)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		wantText := bytes.TrimSuffix(text.Bytes(), []byte("\n"))
 		var wantValue string
 		if err := json.Unmarshal(want, &wantValue); err != nil {
 			t.Fatal(err)
 		}
-		check := func(form string, got []byte) {
+		check := func(form string, got, want []byte) {
 			t.Helper()
 			if utf8.ValidString(s) || exact {
 				if !bytes.Equal(got, want) {
@@ -59,9 +69,11 @@ func FuzzAppend(f *testing.F) {
 				t.Errorf("Append(%s) = %s, which decodes to %q, %v; want %q, as %s does", form, got, value, err, wantValue, want)
 			}
 		}
-		check(fmt.Sprintf("%q", s), Append(nil, s))
-		check(fmt.Sprintf("[]byte(%q)", s), Append(nil, []byte(s)))
-		check(fmt.Sprintf("named(%q)", s), Append(nil, named(s)))
+		check(fmt.Sprintf("%q", s), Append(nil, s), want)
+		check(fmt.Sprintf("[]byte(%q)", s), Append(nil, []byte(s)), want)
+		check(fmt.Sprintf("named(%q)", s), Append(nil, named(s)), want)
+		check(fmt.Sprintf("text %q", s), AppendText(nil, s), wantText)
+		check(fmt.Sprintf("text []byte(%q)", s), AppendText(nil, []byte(s)), wantText)
 	})
 }
 
@@ -75,21 +87,24 @@ func FuzzRuns(f *testing.F) {
 		if from < 0 || from > len(s) {
 			return
 		}
-		plain, safeEnd := from, from
+		plain := from
 		for plain < len(s) && s[plain] >= 0x20 && s[plain] < utf8.RuneSelf && s[plain] != '"' && s[plain] != '\\' {
 			plain++
-		}
-		for safeEnd < len(s) && s[safeEnd] < utf8.RuneSelf && safe(s[safeEnd]) {
-			safeEnd++
 		}
 		if got := PlainRun([]byte(s), from); got != plain {
 			t.Errorf("PlainRun(%q, %d) = %d; want %d", s, from, got, plain)
 		}
-		if got := safeRun(s, from); got != safeEnd {
-			t.Errorf("safeRun(%q, %d) = %d; want %d", s, from, got, safeEnd)
-		}
-		if got := safeRun([]byte(s), from); got != safeEnd {
-			t.Errorf("safeRun([]byte(%q), %d) = %d; want %d", s, from, got, safeEnd)
+		for _, html := range []bool{true, false} {
+			safeEnd := from
+			for safeEnd < len(s) && s[safeEnd] < utf8.RuneSelf && safe(s[safeEnd], html) {
+				safeEnd++
+			}
+			if got := safeRun(s, from, html); got != safeEnd {
+				t.Errorf("safeRun(%q, %d, %v) = %d; want %d", s, from, html, got, safeEnd)
+			}
+			if got := safeRun([]byte(s), from, html); got != safeEnd {
+				t.Errorf("safeRun([]byte(%q), %d, %v) = %d; want %d", s, from, html, got, safeEnd)
+			}
 		}
 	})
 }
@@ -102,19 +117,21 @@ func TestRunsEveryByte(t *testing.T) {
 			b := bytes.Repeat([]byte{'a'}, 24)
 			b[at] = byte(c)
 			isPlain := c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\'
-			isSafe := c < utf8.RuneSelf && safe(byte(c))
-			wantPlain, wantSafe := at, at
+			wantPlain := at
 			if isPlain {
 				wantPlain = len(b)
-			}
-			if isSafe {
-				wantSafe = len(b)
 			}
 			if got := PlainRun(b, 0); got != wantPlain {
 				t.Errorf("PlainRun with %#x at %d = %d; want %d", c, at, got, wantPlain)
 			}
-			if got := safeRun(b, 0); got != wantSafe {
-				t.Errorf("safeRun with %#x at %d = %d; want %d", c, at, got, wantSafe)
+			for _, html := range []bool{true, false} {
+				wantSafe := at
+				if c < utf8.RuneSelf && safe(byte(c), html) {
+					wantSafe = len(b)
+				}
+				if got := safeRun(b, 0, html); got != wantSafe {
+					t.Errorf("safeRun with %#x at %d, html %v = %d; want %d", c, at, html, got, wantSafe)
+				}
 			}
 		}
 	}

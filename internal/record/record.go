@@ -1,10 +1,11 @@
 // Package record encodes a rendezvous's turn records: the JSON objects
 // its journals keep, one per state change of a turn. A record is written
 // at each step of every turn, so it is appended by hand, without
-// reflection, as encoding/json would write it: the same fields, names,
-// omissions and escapes. The tests hold it to encoding/json on every Go
-// release: byte for byte where the release spells strings as this code
-// does, and decoded alike on any.
+// reflection, as encoding/json would write it without HTML escaping (an
+// Encoder with SetEscapeHTML(false)): the same fields, names, omissions
+// and escapes, and a "<" of a brief one byte, not six. The tests hold it
+// to encoding/json on every Go release: byte for byte where the release
+// spells strings as this code does, and decoded alike on any.
 package record
 
 import (
@@ -46,27 +47,28 @@ type Outcome struct {
 	Returned bool   `json:"returned,omitempty"`
 }
 
-// Append appends the JSON of rec to b, as encoding/json writes it.
+// Append appends the JSON of rec to b, as encoding/json writes it without
+// HTML escaping.
 func Append(b []byte, rec *Turn) []byte {
 	b = append(b, `{"id":`...)
-	b = jsonstr.Append(b, rec.ID)
+	b = jsonstr.AppendText(b, rec.ID)
 	b = append(b, `,"ticket":`...)
-	b = jsonstr.Append(b, rec.Ticket)
+	b = jsonstr.AppendText(b, rec.Ticket)
 	b = append(b, `,"lead":`...)
-	b = jsonstr.Append(b, rec.Lead)
+	b = jsonstr.AppendText(b, rec.Lead)
 	b = append(b, `,"member":`...)
-	b = jsonstr.Append(b, rec.Member)
+	b = jsonstr.AppendText(b, rec.Member)
 	b = append(b, `,"brief":`...)
-	b = jsonstr.Append(b, rec.Brief)
+	b = jsonstr.AppendText(b, rec.Brief)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, rec.Seq, 10)
 	b = append(b, `,"created":`...)
 	b = appendJSONTime(b, rec.Created)
 	b = append(b, `,"state":`...)
-	b = jsonstr.Append(b, rec.State)
+	b = jsonstr.AppendText(b, rec.State)
 	if rec.Question != "" {
 		b = append(b, `,"question":`...)
-		b = jsonstr.Append(b, rec.Question)
+		b = jsonstr.AppendText(b, rec.Question)
 	}
 	if rec.Asked != nil {
 		b = append(b, `,"asked":`...)
@@ -74,17 +76,17 @@ func Append(b []byte, rec *Turn) []byte {
 	}
 	if rec.Answer != nil {
 		b = append(b, `,"answer":`...)
-		b = jsonstr.Append(b, *rec.Answer)
+		b = jsonstr.AppendText(b, *rec.Answer)
 	}
 	if o := rec.Held; o != nil {
 		b = append(b, `,"held":{"outcome":`...)
-		b = jsonstr.Append(b, o.Kind)
+		b = jsonstr.AppendText(b, o.Kind)
 		for _, f := range [...]struct{ name, v string }{
 			{`,"turn_id":`, o.TurnID}, {`,"ticket":`, o.Ticket}, {`,"from":`, o.From}, {`,"content":`, o.Content},
 		} {
 			if f.v != "" {
 				b = append(b, f.name...)
-				b = jsonstr.Append(b, f.v)
+				b = jsonstr.AppendText(b, f.v)
 			}
 		}
 		if o.Partial {
@@ -92,11 +94,11 @@ func Append(b []byte, rec *Turn) []byte {
 		}
 		if o.Reason != "" {
 			b = append(b, `,"reason":`...)
-			b = jsonstr.Append(b, o.Reason)
+			b = jsonstr.AppendText(b, o.Reason)
 		}
 		if o.State != "" {
 			b = append(b, `,"state":`...)
-			b = jsonstr.Append(b, o.State)
+			b = jsonstr.AppendText(b, o.State)
 		}
 		if o.Returned {
 			b = append(b, `,"returned":true`...)

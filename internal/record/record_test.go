@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"runtime"
@@ -11,6 +12,16 @@ import (
 	"pgregory.net/rapid"
 )
 
+// marshal returns rec's JSON as encoding/json writes it without HTML
+// escaping, which Append mirrors.
+func marshal(rec *Turn) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(rec)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
+}
+
 // TestAppendIsJSON: what Append writes is what encoding/json writes, for
 // any record: byte for byte on the release the code mirrors (Go 1.27
 // writes an invalid byte as the raw U+FFFD, as Append does; earlier
@@ -18,7 +29,7 @@ import (
 func TestAppendIsJSON(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rec := drawTurn(t)
-		want, err := json.Marshal(&rec)
+		want, err := marshal(&rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +57,7 @@ func FuzzAppend(f *testing.F) {
 		at := time.Unix(1e9, 5).UTC()
 		rec := Turn{ID: "t", Ticket: "k", Lead: "lead", Member: "m", Brief: brief, Created: at, State: "done",
 			Held: &Outcome{Kind: "reply", Content: content}}
-		want, _ := json.Marshal(&rec)
+		want, _ := marshal(&rec)
 		got := Append(nil, &rec)
 		var fromGot, fromWant Turn
 		if err := json.Unmarshal(got, &fromGot); err != nil {
@@ -87,4 +98,19 @@ func drawTurn(t *rapid.T) Turn {
 			State: str("held state"), Returned: rapid.Bool().Draw(t, "returned")}
 	}
 	return rec
+}
+
+// TestAppendKeepsHTMLAsIs: a brief of "<" costs its own length in the
+// record, not six times it, and reads back the same.
+func TestAppendKeepsHTMLAsIs(t *testing.T) {
+	brief := strings.Repeat("<&>", 1000)
+	rec := Turn{ID: "t", Ticket: "k", Lead: "lead", Member: "m", Brief: brief, State: "queued"}
+	got := Append(nil, &rec)
+	if !strings.Contains(string(got), `"brief":"`+brief+`"`) || len(got) > len(brief)+200 {
+		t.Fatalf("Append wrote %d bytes for a brief of %d; want the brief as it is", len(got), len(brief))
+	}
+	var back Turn
+	if err := json.Unmarshal(got, &back); err != nil || back.Brief != brief {
+		t.Fatalf("read back: %v, brief intact %v", err, back.Brief == brief)
+	}
 }
