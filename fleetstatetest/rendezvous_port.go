@@ -31,8 +31,7 @@ func settle(d time.Duration) {
 }
 
 func testStatusGating(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("builder")
 		ctx := context.Background()
 
@@ -73,8 +72,7 @@ func testStatusGating(t *testing.T, s suite) {
 // program's own (a permission prompt) gets nothing delivered, and its
 // question shows among the members, until it is answered.
 func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("asker")
 		lm.Ask(fleetstate.StatusBlocked, "Do you want to proceed?\n❯ 1. Yes")
 		ctx := context.Background()
@@ -107,8 +105,7 @@ func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
 // working on interrupts the member's work; a queued turn's cancel does
 // not.
 func testCancelInterruptsTheMember(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("worker")
 		first := f.send("worker", "long work")
 		if got := recv(lm); got != "long work" {
@@ -134,8 +131,7 @@ func testCancelInterruptsTheMember(t *testing.T, s suite) {
 }
 
 func testUnknownStatusIsNeverDelivered(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("ghost")
 		lm.SetStatus(fleetstate.StatusUnknown)
 		o, err := f.r.Send(context.Background(), "lead", "ghost", "hello?")
@@ -155,8 +151,7 @@ func testUnknownStatusIsNeverDelivered(t *testing.T, s suite) {
 }
 
 func testBlockedIsDeliverable(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("waiter")
 		lm.SetStatus(fleetstate.StatusBlocked)
 		f.r.SendDetached("lead", "waiter", "go on")
@@ -167,8 +162,7 @@ func testBlockedIsDeliverable(t *testing.T, s suite) {
 }
 
 func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{PickupGrace: 3 * time.Second})
+	s.inFleet(t, &fleetstate.RendezvousOptions{PickupGrace: 3 * time.Second}, func(t *testing.T, f *fleet) {
 		lm := f.local("quick")
 		f.r.SendDetached("lead", "quick", "one")
 		f.r.SendDetached("lead", "quick", "two")
@@ -194,8 +188,7 @@ func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
 func turnDoneCase(t *testing.T, s suite, brief string, print func(lm *fleetmem.Member)) fleetstate.Outcome {
 	t.Helper()
 	var out fleetstate.Outcome
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{TailLines: 50})
+	s.inFleet(t, &fleetstate.RendezvousOptions{TailLines: 50}, func(t *testing.T, f *fleet) {
 		lm := f.local("worker")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "worker", brief)
@@ -269,8 +262,7 @@ func testTurnDoneHint(t *testing.T, s suite) {
 }
 
 func testSlowMemberGoesPendingThenHint(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{SendTimeout: 30 * time.Second})
+	s.inFleet(t, &fleetstate.RendezvousOptions{SendTimeout: 30 * time.Second}, func(t *testing.T, f *fleet) {
 		lm := f.local("slow")
 		ctx := context.Background()
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "slow", "long task") })
@@ -327,8 +319,7 @@ func testMemberNeverReady(t *testing.T, s suite) {
 }
 
 func testMemberGoneMidTurn(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("fragile")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "fragile", "work")
@@ -345,8 +336,7 @@ func testMemberGoneMidTurn(t *testing.T, s suite) {
 }
 
 func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		pane := fleetmem.NewMember()
 		pane.SetStatus(fleetstate.StatusWorking)
@@ -386,8 +376,7 @@ func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
 }
 
 func testStateSurvivesRestart(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		for _, m := range []string{"queued", "replied", "asking"} {
 			f.pull(m)
 		}
@@ -454,8 +443,7 @@ func testStateSurvivesRestart(t *testing.T, s suite) {
 // first looks, so the turn ended during the restart: it is triaged after
 // the pickup grace rather than left open, blocking the member's FIFO.
 func testRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("worker")
 		o, _ := f.r.SendDetached("lead", "worker", "task before the crash")
 		if got := recv(lm); got != "task before the crash" {
