@@ -24,6 +24,13 @@ func recv(lm *fleetmem.Member) string {
 	}
 }
 
+// recvAfter lets the watchers run for d of fake time, then returns the
+// message typed into lm, if any.
+func recvAfter(lm *fleetmem.Member, d time.Duration) string {
+	settle(d)
+	return recv(lm)
+}
+
 // settle lets the watchers run for d of fake time.
 func settle(d time.Duration) {
 	time.Sleep(d)
@@ -52,13 +59,11 @@ func testStatusGating(t *testing.T, s suite) {
 		if r := <-first; r.o.Kind != fleetstate.OutcomeReply {
 			t.Fatalf("first = %+v", r.o)
 		}
-		settle(5 * time.Second)
-		if got := recv(lm); got != "" {
+		if got := recvAfter(lm, 5*time.Second); got != "" {
 			t.Fatalf("delivered %q to a WORKING member", got)
 		}
 		lm.SetStatus(fleetstate.StatusIdle)
-		settle(time.Second)
-		if got := recv(lm); got != "second" {
+		if got := recvAfter(lm, time.Second); got != "second" {
 			t.Fatalf("after going idle the member got %q; want second", got)
 		}
 		o, _ := f.r.Poll(ctx, "lead", second.Ticket, 0)
@@ -77,8 +82,7 @@ func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
 		lm.Ask(fleetstate.StatusBlocked, "Do you want to proceed?\n❯ 1. Yes")
 		ctx := context.Background()
 		sent := f.send("asker", "new work")
-		settle(10 * time.Second)
-		if got := recv(lm); got != "" {
+		if got := recvAfter(lm, 10*time.Second); got != "" {
 			t.Fatalf("delivered %q into the member's own prompt", got)
 		}
 		var info fleetstate.MemberInfo
@@ -91,8 +95,7 @@ func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
 			t.Errorf("member info %+v; want BLOCKED with the question", info)
 		}
 		lm.SetStatus(fleetstate.StatusIdle)
-		settle(time.Second)
-		if got := recv(lm); got != "new work" {
+		if got := recvAfter(lm, time.Second); got != "new work" {
 			t.Fatalf("after the question the member got %q; want the queued work", got)
 		}
 		if o, _ := f.r.Poll(ctx, "lead", sent.Ticket, 0); o.State != fleetstate.TicketWorking {
@@ -138,13 +141,11 @@ func testUnknownStatusIsNeverDelivered(t *testing.T, s suite) {
 		if err != nil || o.Kind != fleetstate.OutcomePending {
 			t.Fatalf("send = %+v, %v; want pending after the bound", o, err)
 		}
-		settle(10 * time.Minute)
-		if got := recv(lm); got != "" {
+		if got := recvAfter(lm, 10*time.Minute); got != "" {
 			t.Fatalf("delivered %q to an UNKNOWN member", got)
 		}
 		lm.SetStatus(fleetstate.StatusIdle)
-		settle(time.Second)
-		if got := recv(lm); got != "hello?" {
+		if got := recvAfter(lm, time.Second); got != "hello?" {
 			t.Fatalf("re-detected idle member got %q", got)
 		}
 	})
@@ -172,12 +173,10 @@ func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
 		// The member replies and is idle again before any status read
 		// saw it WORKING: the gate holds the next message for the grace.
 		f.r.Reply("quick", "one done")
-		settle(2 * time.Second)
-		if got := recv(lm); got != "" {
+		if got := recvAfter(lm, 2*time.Second); got != "" {
 			t.Fatalf("delivered %q before the pickup grace passed", got)
 		}
-		settle(2 * time.Second)
-		if got := recv(lm); got != "two" {
+		if got := recvAfter(lm, 2*time.Second); got != "two" {
 			t.Fatalf("after the grace the member got %q; want two", got)
 		}
 	})
@@ -346,18 +345,15 @@ func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
 		o, _ := f.r.SendDetached("lead", "scout", "job")
 		f.next("scout")
 		f.r.Reply("scout", "done")
-		settle(5 * time.Second)
-		if got := recv(pane); got != "" {
+		if got := recvAfter(pane, 5*time.Second); got != "" {
 			t.Fatalf("nudged a WORKING lead pane: %q", got)
 		}
 		pane.SetStatus(fleetstate.StatusIdle)
-		settle(time.Second)
-		got := recv(pane)
+		got := recvAfter(pane, time.Second)
 		if !strings.Contains(got, o.Ticket) || !strings.Contains(got, "fleet_poll") {
 			t.Fatalf("nudge = %q; want the ticket and how to collect it", got)
 		}
-		settle(time.Minute)
-		if again := recv(pane); again != "" {
+		if again := recvAfter(pane, time.Minute); again != "" {
 			t.Errorf("nudged twice with the default limit of 1: %q", again)
 		}
 		// A ticket polled before the lead was idle is not nudged about.
@@ -368,8 +364,7 @@ func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
 		f.r.Reply("scout", "done 2")
 		f.r.Poll(context.Background(), "lead", o2.Ticket, 0)
 		pane.SetStatus(fleetstate.StatusIdle)
-		settle(time.Minute)
-		if got := recv(pane); got != "" {
+		if got := recvAfter(pane, time.Minute); got != "" {
 			t.Errorf("nudged about a ticket already polled: %q", got)
 		}
 	})
@@ -466,8 +461,7 @@ func testRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T, s suite) {
 		if err != nil || got.Kind != fleetstate.OutcomeTurnDone || !strings.Contains(got.Content, "forgot to reply") {
 			t.Fatalf("restored turn = %+v, %v; want turn_done with the tail", got, err)
 		}
-		settle(time.Second)
-		if msg := recv(pane); msg != "next task" {
+		if msg := recvAfter(pane, time.Second); msg != "next task" {
 			t.Fatalf("the next message after the restored turn: %q", msg)
 		}
 		if p, _ := r2.Poll(context.Background(), "lead", next.Ticket, 0); p.State != fleetstate.TicketWorking {
