@@ -404,3 +404,20 @@ const errCodeNoPeers jetstream.ErrorCode = 10005
 func unavailable(op string, err error) error {
 	return &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: op, Err: err}
 }
+
+// stopLoop ends the life of something with a background loop: it sets
+// *closed under mu, closes stop and waits for the loop to close done. It
+// does nothing and returns false when *closed was set already, so that
+// Close and its kin are idempotent.
+func stopLoop(mu *sync.Mutex, closed *bool, stop, done chan struct{}) bool {
+	mu.Lock()
+	if *closed {
+		mu.Unlock()
+		return false
+	}
+	*closed = true
+	mu.Unlock()
+	close(stop)
+	<-done
+	return true
+}

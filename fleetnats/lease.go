@@ -68,10 +68,9 @@ type OwnOptions struct {
 	LeaseTTL time.Duration
 }
 
+// ownerKV returns the fleet's owner bucket, created with the lease's ttl
+// if it does not exist.
 func (f *Fleet) ownerKV(ctx context.Context, ttl time.Duration) (jetstream.KeyValue, error) {
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
 	return f.kv(ctx, ownerBucket, jetstream.KeyValueConfig{
 		Description: "the owner of the fleet " + f.name + ": a lease",
 		History:     1,
@@ -286,29 +285,17 @@ func (o *Ownership) currentRev() uint64 {
 // and every later write of this ownership fails. It is for tests and
 // drills of a crash; a daemon that stops calls Close.
 func (o *Ownership) Abandon() {
-	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
+	if !stopLoop(&o.mu, &o.closed, o.stop, o.done) {
 		return
 	}
-	o.closed = true
-	o.mu.Unlock()
-	close(o.stop)
-	<-o.done
 	o.turns.lose(&fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "journal", Err: errors.New("ownership abandoned")})
 }
 
 // Close gives the lease up, so another daemon may own the fleet at once.
 func (o *Ownership) Close() error {
-	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
+	if !stopLoop(&o.mu, &o.closed, o.stop, o.done) {
 		return nil
 	}
-	o.closed = true
-	o.mu.Unlock()
-	close(o.stop)
-	<-o.done
 	ctx, cancel := context.WithTimeout(context.Background(), o.f.timeout)
 	defer cancel()
 	o.turns.drain(ctx)

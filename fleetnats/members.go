@@ -420,15 +420,9 @@ func (s *MemberServer) refresh() {
 // owner learns at once that they are gone from this daemon. It waits for
 // the calls in progress, whose contexts it cancels. It is idempotent.
 func (s *MemberServer) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !stopLoop(&s.mu, &s.closed, s.stop, s.done) {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.stop)
-	<-s.done
 	s.cancel()
 	for _, p := range s.panes {
 		s.mu.Lock()

@@ -37,8 +37,7 @@ func kinds(es []fleetstate.Event) string {
 // Every step of a delegation with a clarification is published, in order,
 // with the turn, the ticket and the contents.
 func testEventsOfAFlow(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		sub, snap := f.r.Subscribe(0)
 		defer sub.Close()
 		if len(snap.Members) != 0 || len(snap.Tickets) != 0 {
@@ -94,8 +93,7 @@ func testEventsOfAFlow(t *testing.T, s suite) {
 // A detached ticket's end is published as held; a cancel, a member's
 // status and its removal are published too.
 func testEventsOfTicketsAndMembers(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("worker")
 		f.pull("scout")
 		synctest.Wait() // the worker's first status read is before the subscription

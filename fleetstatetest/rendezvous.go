@@ -27,6 +27,15 @@ func (s suite) newFleet(t *testing.T, opts *fleetstate.RendezvousOptions) *fleet
 	return &fleet{t: t, h: h, st: st, r: r}
 }
 
+// inFleet runs test in a bubble of fake time ([synctest.Test]) with a
+// fleet of its own, opened with opts.
+func (s suite) inFleet(t *testing.T, opts *fleetstate.RendezvousOptions, test func(t *testing.T, f *fleet)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		test(t, s.newFleet(t, opts))
+	})
+}
+
 // pull registers a member that pulls its messages.
 func (f *fleet) pull(name string) {
 	f.t.Helper()
@@ -91,8 +100,7 @@ type result struct {
 }
 
 func testSendBlocksUntilReplyWithoutPolling(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		start := time.Now()
 		got := async(func() (fleetstate.Outcome, error) {
@@ -128,8 +136,7 @@ func testSendBlocksUntilReplyWithoutPolling(t *testing.T, s suite) {
 // lead's next call: a lead whose connection broke as it travelled polls it;
 // a lead that calls again has shown that it got it.
 func testOutcomeOfBlockingSendHeldUntilLeadsNextCall(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		f.pull("other")
 		got := async(func() (fleetstate.Outcome, error) {
@@ -155,8 +162,7 @@ func testOutcomeOfBlockingSendHeldUntilLeadsNextCall(t *testing.T, s suite) {
 
 // An acked outcome of a blocking send is gone at once.
 func testOutcomeOfBlockingSendCanBeAcked(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		got := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "job")
@@ -176,8 +182,7 @@ func testOutcomeOfBlockingSendCanBeAcked(t *testing.T, s suite) {
 }
 
 func testClarificationByTurnID(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		ctx := context.Background()
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "fix the build") })
@@ -252,8 +257,7 @@ func testClarificationByTurnID(t *testing.T, s suite) {
 }
 
 func testAskWindowReturnsDefault(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{AskTimeout: 55 * time.Second})
+	s.inFleet(t, &fleetstate.RendezvousOptions{AskTimeout: 55 * time.Second}, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		ctx := context.Background()
 		sent := f.working("scout", "task")
@@ -278,8 +282,7 @@ func testAskWindowReturnsDefault(t *testing.T, s suite) {
 }
 
 func testDetachedTicketPollAck(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		ctx := context.Background()
 		o := f.send("scout", "survey the repo")
@@ -342,8 +345,7 @@ func testDetachedTicketPollAck(t *testing.T, s suite) {
 }
 
 func testPollAllWaitsForAnyChange(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("a")
 		f.pull("b")
 		ctx := context.Background()
@@ -376,8 +378,7 @@ func testPollAllWaitsForAnyChange(t *testing.T, s suite) {
 }
 
 func testSendBoundReturnsPendingAndReplyLandsOnTicket(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("slow")
 		ctx := context.Background()
 		start := time.Now()
@@ -401,8 +402,7 @@ func testSendBoundReturnsPendingAndReplyLandsOnTicket(t *testing.T, s suite) {
 }
 
 func testCancelledSendLosesNothing(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		ctx, cancel := context.WithCancel(context.Background())
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "job") })
@@ -462,8 +462,7 @@ func testCancelVersusReply(t *testing.T, s suite) {
 }
 
 func testCloseReleasesBlockedCalls(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		f.pull("idle")
 		ctx := context.Background()
@@ -491,8 +490,7 @@ func testCloseReleasesBlockedCalls(t *testing.T, s suite) {
 }
 
 func testBadArguments(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{})
+	s.inFleet(t, &fleetstate.RendezvousOptions{}, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		ctx := context.Background()
 		_, err := f.r.Send(ctx, "lead", "nobody", "x")
@@ -514,8 +512,7 @@ func testBadArguments(t *testing.T, s suite) {
 }
 
 func testNextEndsOpenTurnAsTurnDone(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		ctx := context.Background()
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "scout", "one") })

@@ -14,8 +14,7 @@ import (
 // waits past its bound.
 
 func testDisconnectMidTurnEndsBlockedSend(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "work")
@@ -42,8 +41,7 @@ func testDisconnectMidTurnEndsBlockedSend(t *testing.T, s suite) {
 }
 
 func testDisconnectMidAsk(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		o := f.working("scout", "work")
 		type askResult struct {
@@ -98,8 +96,7 @@ func testDisconnectOutcomeIsDurable(t *testing.T, s suite) {
 // mid-turn and comes back within the presence window, through another
 // connection, keeps its turn: its reply reaches the lead's blocked send.
 func testDisconnectWithinPresenceWindow(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{PresenceWindow: 10 * time.Second})
+	s.inFleet(t, &fleetstate.RendezvousOptions{PresenceWindow: 10 * time.Second}, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "work")
@@ -192,8 +189,7 @@ func testDisconnectMidAskKeepsQuestion(t *testing.T, s suite) {
 // stays connected is withdrawn after a short grace: the lead no longer
 // sees the question, and the turn goes on.
 func testAbandonedAskWithdrawn(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		o, _ := f.r.SendDetached("lead", "scout", "work")
 		msg := f.next("scout")
@@ -277,8 +273,7 @@ func testNextAfterHandsLostTurnAgain(t *testing.T, s suite) {
 // TestDisconnectQueuedWaitsForReturn: messages for a disconnected member
 // wait for it at most ReadyTimeout; one that comes back in time gets them.
 func testDisconnectQueuedWaitsForReturn(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{ReadyTimeout: 10 * time.Second})
+	s.inFleet(t, &fleetstate.RendezvousOptions{ReadyTimeout: 10 * time.Second}, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		f.pull("miner")
 		if err := f.r.Disconnect("scout"); err != nil { // no open turn: only not ready
@@ -310,8 +305,7 @@ func testDisconnectQueuedWaitsForReturn(t *testing.T, s suite) {
 // TestDisconnectPortMemberKeepsTurn: a member with a pane keeps its turn
 // when its MCP connection drops; the pane says when the turn ends.
 func testDisconnectPortMemberKeepsTurn(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("pane")
 		o, _ := f.r.SendDetached("lead", "pane", "work")
 		recv(lm)
@@ -390,8 +384,7 @@ func testGivenUpCallerLeavesOutcomeOnTicket(t *testing.T, s suite) {
 // not wait for the turn's next outcome, and a lead's waiting Poll returns
 // a cancellation made for it as news.
 func testActingForALead(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		for _, m := range []string{"scout", "miner", "digger"} {
 			f.pull(m)
 		}

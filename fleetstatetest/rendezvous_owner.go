@@ -18,8 +18,7 @@ import (
 // Store.Clean refuses, and changes nothing, while a rendezvous owns the
 // fleet; Rendezvous.Clean cleans the store and ends the turns in one step.
 func testCleanGoesThroughTheOwner(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		if _, err := f.st.NewSession("s"); err != nil {
 			t.Fatal(err)
@@ -100,8 +99,7 @@ func (f *fleet) poll(ticket string) fleetstate.Outcome {
 // the member never comes back, the turn ends member_gone at the rejoin
 // bound, and the queued message member_not_ready at the ready bound after.
 func testRestoredTurnsOfAMemberThatNeverComesBack(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		open := f.working("scout", "long task")
 		queued, _ := f.r.SendDetached("lead", "scout", "after it")
@@ -132,8 +130,7 @@ func testRestoredTurnsOfAMemberThatNeverComesBack(t *testing.T, s suite) {
 // A member that comes back within the rejoin bound keeps its turn and
 // answers it.
 func testRestoredTurnKeptByAMemberThatComesBack(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		open := f.working("scout", "long task")
 		f.restart(&fleetstate.RendezvousOptions{RejoinTimeout: 30 * time.Second}, "scout")
@@ -155,8 +152,7 @@ func testRestoredTurnKeptByAMemberThatComesBack(t *testing.T, s suite) {
 // (its token was revoked meanwhile) end at the ready bound; so does the
 // open turn of such a member at the rejoin bound.
 func testRestoredTurnsOfAnUnregisteredMemberEnd(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		open := f.working("scout", "task")
 		queued, _ := f.r.SendDetached("lead", "scout", "next")
@@ -174,8 +170,7 @@ func testRestoredTurnsOfAnUnregisteredMemberEnd(t *testing.T, s suite) {
 // A question pending at a restart keeps its window: the lead can answer it
 // by turn ID and the member's next Ask gets the answer at once.
 func testRestoredQuestionCanBeAnswered(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		o := f.working("scout", "task")
 		asked := make(chan error, 1)
@@ -213,8 +208,7 @@ func testRestoredQuestionCanBeAnswered(t *testing.T, s suite) {
 // left of its window passes, and a waiting poll over all tickets does not
 // spin on it meanwhile.
 func testRestoredQuestionWindowEnds(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		o := f.working("scout", "task")
 		go f.r.Ask(context.Background(), "scout", "which way?", "left")
@@ -243,8 +237,7 @@ func testRestoredQuestionWindowEnds(t *testing.T, s suite) {
 // A waiting poll over all tickets returns at once for news only: a question
 // the lead has seen does not make it return again.
 func testPollAllWaitsForNews(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		f.r.SendDetached("lead", "scout", "task")
 		f.next("scout")
@@ -280,8 +273,7 @@ func testCancelQueuedTurnIsNeverDelivered(t *testing.T, s suite) {
 }
 
 func testCancelOpenTurnTellsTheMember(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "task")
@@ -322,8 +314,7 @@ func testCancelOpenTurnTellsTheMember(t *testing.T, s suite) {
 }
 
 func testCancelWakesTheBlockedSend(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "task")
@@ -371,8 +362,7 @@ func (p *countingPort) Tail(context.Context, int) (string, bool, error) { return
 // However often a member's port is removed and given back, one goroutine
 // watches it.
 func testOneWatcherPerMember(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{PollInterval: time.Second})
+	s.inFleet(t, &fleetstate.RendezvousOptions{PollInterval: time.Second}, func(t *testing.T, f *fleet) {
 		p := &countingPort{}
 		for range 10 {
 			if err := f.r.AddMember("scout", p); err != nil {
@@ -397,8 +387,7 @@ func testOneWatcherPerMember(t *testing.T, s suite) {
 // A fleetmem.Member tells the rendezvous when its status changes: with a poll
 // interval of an hour, a delivery and the end of a turn happen at once.
 func testMemMemberIsNotPolled(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{PollInterval: time.Hour})
+	s.inFleet(t, &fleetstate.RendezvousOptions{PollInterval: time.Hour}, func(t *testing.T, f *fleet) {
 		lm := f.local("worker")
 		start := time.Now()
 		o, _ := f.r.SendDetached("lead", "worker", "task")
@@ -462,8 +451,7 @@ func testPollPage(t *testing.T, s suite) {
 // After a restart, the members that restored turns name but that were not
 // added again are listed, and removing them ends their turns at once.
 func testRemoveRestoredMember(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		f.pull("miner")
 		open := f.working("scout", "task")
@@ -512,8 +500,7 @@ func testReplyTurnIsBoundToItsTurn(t *testing.T, s suite) {
 // With HoldReturned, an outcome a call returned is not released by the
 // lead's next call, only by an ack or the end of the hold.
 func testHoldReturned(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{HoldReturned: time.Minute})
+	s.inFleet(t, &fleetstate.RendezvousOptions{HoldReturned: time.Minute}, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "scout", "task")

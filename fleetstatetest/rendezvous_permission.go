@@ -50,8 +50,7 @@ func bashRequest(command, key string) fleetstate.PermissionRequest {
 // listed and in the snapshot while pending, is published as requested and
 // decided.
 func testPermissionAllow(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		sub, _ := f.r.Subscribe(0)
 		defer sub.Close()
 		got := f.ask(context.Background(), "scout", bashRequest("ls", "k1"))
@@ -93,8 +92,7 @@ func testPermissionAllow(t *testing.T, s suite) {
 
 // A denial carries its message to the agent.
 func testPermissionDenyWithMessage(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		got := f.ask(context.Background(), "scout", bashRequest("rm -rf build", ""))
 		p := f.pending()
 		d := fleetstate.Decision{Behavior: fleetstate.BehaviorDeny, Message: "build is shared; clean your own"}
@@ -111,8 +109,7 @@ func testPermissionDenyWithMessage(t *testing.T, s suite) {
 // A request nobody decides within its window ends undecided: never an
 // allow. Its ID is then unknown.
 func testPermissionTimeoutUndecided(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		sub, _ := f.r.Subscribe(0)
 		defer sub.Close()
 		req := bashRequest("make", "")
@@ -146,8 +143,7 @@ func testPermissionTimeoutUndecided(t *testing.T, s suite) {
 // same key gets it. A decision made before the restart, which the cut
 // call never carried, is kept for the retry too.
 func testPermissionDecidedAfterRestart(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		first := f.ask(context.Background(), "scout", bashRequest("go test", "session-1/tool-1"))
 		p := f.pending()
 		f.restart(nil)
@@ -197,8 +193,7 @@ func testPermissionDecidedAfterRestart(t *testing.T, s suite) {
 // malformed, and malformed requests or one past a member's bound, fail
 // with named errors and change nothing.
 func testPermissionBadDecisions(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		allow := fleetstate.Decision{Behavior: fleetstate.BehaviorAllow}
 		wantCode(t, f.r.DecidePermission("operator", "perm-nope", allow), fleetstate.CodeUnknownRequest)
 		got := f.ask(context.Background(), "scout", bashRequest("ls", ""))
@@ -257,8 +252,7 @@ func testPermissionBadDecisions(t *testing.T, s suite) {
 // A caller whose context ends gets ctx.Err(); its request stays pending
 // for a retry with the same key, which a decision then ends.
 func testPermissionContextCancel(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		ctx, cancel := context.WithCancel(context.Background())
 		got := f.ask(ctx, "scout", bashRequest("ls", "k"))
 		p := f.pending()
@@ -282,8 +276,7 @@ func testPermissionContextCancel(t *testing.T, s suite) {
 // A policy decides the requests it covers at once, recorded as requested
 // and decided by the rule; the others wait for a person.
 func testPermissionPolicy(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.r.SetPermissionPolicy(func(req fleetstate.PermissionRequest) (fleetstate.Decision, bool) {
 			if req.Tool == "Read" {
 				return fleetstate.Decision{Behavior: fleetstate.BehaviorAllow, By: "rule Read(*)"}, true

@@ -24,6 +24,13 @@ func recv(lm *fleetmem.Member) string {
 	}
 }
 
+// recvAfter lets the watchers run for d of fake time, then returns the
+// message typed into lm, if any.
+func recvAfter(lm *fleetmem.Member, d time.Duration) string {
+	settle(d)
+	return recv(lm)
+}
+
 // settle lets the watchers run for d of fake time.
 func settle(d time.Duration) {
 	time.Sleep(d)
@@ -31,8 +38,7 @@ func settle(d time.Duration) {
 }
 
 func testStatusGating(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("builder")
 		ctx := context.Background()
 
@@ -53,13 +59,11 @@ func testStatusGating(t *testing.T, s suite) {
 		if r := <-first; r.o.Kind != fleetstate.OutcomeReply {
 			t.Fatalf("first = %+v", r.o)
 		}
-		settle(5 * time.Second)
-		if got := recv(lm); got != "" {
+		if got := recvAfter(lm, 5*time.Second); got != "" {
 			t.Fatalf("delivered %q to a WORKING member", got)
 		}
 		lm.SetStatus(fleetstate.StatusIdle)
-		settle(time.Second)
-		if got := recv(lm); got != "second" {
+		if got := recvAfter(lm, time.Second); got != "second" {
 			t.Fatalf("after going idle the member got %q; want second", got)
 		}
 		o, _ := f.r.Poll(ctx, "lead", second.Ticket, 0)
@@ -73,14 +77,12 @@ func testStatusGating(t *testing.T, s suite) {
 // program's own (a permission prompt) gets nothing delivered, and its
 // question shows among the members, until it is answered.
 func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("asker")
 		lm.Ask(fleetstate.StatusBlocked, "Do you want to proceed?\n❯ 1. Yes")
 		ctx := context.Background()
 		sent := f.send("asker", "new work")
-		settle(10 * time.Second)
-		if got := recv(lm); got != "" {
+		if got := recvAfter(lm, 10*time.Second); got != "" {
 			t.Fatalf("delivered %q into the member's own prompt", got)
 		}
 		var info fleetstate.MemberInfo
@@ -93,8 +95,7 @@ func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
 			t.Errorf("member info %+v; want BLOCKED with the question", info)
 		}
 		lm.SetStatus(fleetstate.StatusIdle)
-		settle(time.Second)
-		if got := recv(lm); got != "new work" {
+		if got := recvAfter(lm, time.Second); got != "new work" {
 			t.Fatalf("after the question the member got %q; want the queued work", got)
 		}
 		if o, _ := f.r.Poll(ctx, "lead", sent.Ticket, 0); o.State != fleetstate.TicketWorking {
@@ -107,8 +108,7 @@ func testQuestionIsNeverTypedInto(t *testing.T, s suite) {
 // working on interrupts the member's work; a queued turn's cancel does
 // not.
 func testCancelInterruptsTheMember(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("worker")
 		first := f.send("worker", "long work")
 		if got := recv(lm); got != "long work" {
@@ -134,29 +134,25 @@ func testCancelInterruptsTheMember(t *testing.T, s suite) {
 }
 
 func testUnknownStatusIsNeverDelivered(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("ghost")
 		lm.SetStatus(fleetstate.StatusUnknown)
 		o, err := f.r.Send(context.Background(), "lead", "ghost", "hello?")
 		if err != nil || o.Kind != fleetstate.OutcomePending {
 			t.Fatalf("send = %+v, %v; want pending after the bound", o, err)
 		}
-		settle(10 * time.Minute)
-		if got := recv(lm); got != "" {
+		if got := recvAfter(lm, 10*time.Minute); got != "" {
 			t.Fatalf("delivered %q to an UNKNOWN member", got)
 		}
 		lm.SetStatus(fleetstate.StatusIdle)
-		settle(time.Second)
-		if got := recv(lm); got != "hello?" {
+		if got := recvAfter(lm, time.Second); got != "hello?" {
 			t.Fatalf("re-detected idle member got %q", got)
 		}
 	})
 }
 
 func testBlockedIsDeliverable(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("waiter")
 		lm.SetStatus(fleetstate.StatusBlocked)
 		f.r.SendDetached("lead", "waiter", "go on")
@@ -167,8 +163,7 @@ func testBlockedIsDeliverable(t *testing.T, s suite) {
 }
 
 func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{PickupGrace: 3 * time.Second})
+	s.inFleet(t, &fleetstate.RendezvousOptions{PickupGrace: 3 * time.Second}, func(t *testing.T, f *fleet) {
 		lm := f.local("quick")
 		f.r.SendDetached("lead", "quick", "one")
 		f.r.SendDetached("lead", "quick", "two")
@@ -178,12 +173,10 @@ func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
 		// The member replies and is idle again before any status read
 		// saw it WORKING: the gate holds the next message for the grace.
 		f.r.Reply("quick", "one done")
-		settle(2 * time.Second)
-		if got := recv(lm); got != "" {
+		if got := recvAfter(lm, 2*time.Second); got != "" {
 			t.Fatalf("delivered %q before the pickup grace passed", got)
 		}
-		settle(2 * time.Second)
-		if got := recv(lm); got != "two" {
+		if got := recvAfter(lm, 2*time.Second); got != "two" {
 			t.Fatalf("after the grace the member got %q; want two", got)
 		}
 	})
@@ -194,8 +187,7 @@ func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
 func turnDoneCase(t *testing.T, s suite, brief string, print func(lm *fleetmem.Member)) fleetstate.Outcome {
 	t.Helper()
 	var out fleetstate.Outcome
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{TailLines: 50})
+	s.inFleet(t, &fleetstate.RendezvousOptions{TailLines: 50}, func(t *testing.T, f *fleet) {
 		lm := f.local("worker")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "worker", brief)
@@ -269,8 +261,7 @@ func testTurnDoneHint(t *testing.T, s suite) {
 }
 
 func testSlowMemberGoesPendingThenHint(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, &fleetstate.RendezvousOptions{SendTimeout: 30 * time.Second})
+	s.inFleet(t, &fleetstate.RendezvousOptions{SendTimeout: 30 * time.Second}, func(t *testing.T, f *fleet) {
 		lm := f.local("slow")
 		ctx := context.Background()
 		sent := async(func() (fleetstate.Outcome, error) { return f.r.Send(ctx, "lead", "slow", "long task") })
@@ -327,8 +318,7 @@ func testMemberNeverReady(t *testing.T, s suite) {
 }
 
 func testMemberGoneMidTurn(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("fragile")
 		sent := async(func() (fleetstate.Outcome, error) {
 			return f.r.Send(context.Background(), "lead", "fragile", "work")
@@ -345,8 +335,7 @@ func testMemberGoneMidTurn(t *testing.T, s suite) {
 }
 
 func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		pane := fleetmem.NewMember()
 		pane.SetStatus(fleetstate.StatusWorking)
@@ -356,18 +345,15 @@ func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
 		o, _ := f.r.SendDetached("lead", "scout", "job")
 		f.next("scout")
 		f.r.Reply("scout", "done")
-		settle(5 * time.Second)
-		if got := recv(pane); got != "" {
+		if got := recvAfter(pane, 5*time.Second); got != "" {
 			t.Fatalf("nudged a WORKING lead pane: %q", got)
 		}
 		pane.SetStatus(fleetstate.StatusIdle)
-		settle(time.Second)
-		got := recv(pane)
+		got := recvAfter(pane, time.Second)
 		if !strings.Contains(got, o.Ticket) || !strings.Contains(got, "fleet_poll") {
 			t.Fatalf("nudge = %q; want the ticket and how to collect it", got)
 		}
-		settle(time.Minute)
-		if again := recv(pane); again != "" {
+		if again := recvAfter(pane, time.Minute); again != "" {
 			t.Errorf("nudged twice with the default limit of 1: %q", again)
 		}
 		// A ticket polled before the lead was idle is not nudged about.
@@ -378,16 +364,14 @@ func testNudgeLeadPaneOnceWhenIdle(t *testing.T, s suite) {
 		f.r.Reply("scout", "done 2")
 		f.r.Poll(context.Background(), "lead", o2.Ticket, 0)
 		pane.SetStatus(fleetstate.StatusIdle)
-		settle(time.Minute)
-		if got := recv(pane); got != "" {
+		if got := recvAfter(pane, time.Minute); got != "" {
 			t.Errorf("nudged about a ticket already polled: %q", got)
 		}
 	})
 }
 
 func testStateSurvivesRestart(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		for _, m := range []string{"queued", "replied", "asking"} {
 			f.pull(m)
 		}
@@ -454,8 +438,7 @@ func testStateSurvivesRestart(t *testing.T, s suite) {
 // first looks, so the turn ended during the restart: it is triaged after
 // the pickup grace rather than left open, blocking the member's FIFO.
 func testRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T, s suite) {
-	synctest.Test(t, func(t *testing.T) {
-		f := s.newFleet(t, nil)
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		lm := f.local("worker")
 		o, _ := f.r.SendDetached("lead", "worker", "task before the crash")
 		if got := recv(lm); got != "task before the crash" {
@@ -478,8 +461,7 @@ func testRestoredOpenTurnOfIdlePaneIsTriaged(t *testing.T, s suite) {
 		if err != nil || got.Kind != fleetstate.OutcomeTurnDone || !strings.Contains(got.Content, "forgot to reply") {
 			t.Fatalf("restored turn = %+v, %v; want turn_done with the tail", got, err)
 		}
-		settle(time.Second)
-		if msg := recv(pane); msg != "next task" {
+		if msg := recvAfter(pane, time.Second); msg != "next task" {
 			t.Fatalf("the next message after the restored turn: %q", msg)
 		}
 		if p, _ := r2.Poll(context.Background(), "lead", next.Ticket, 0); p.State != fleetstate.TicketWorking {

@@ -21,6 +21,19 @@ func out(props map[string]any, required ...string) map[string]any {
 	return map[string]any{"properties": props, "required": required}
 }
 
+// okOut is the output schema of a tool that answers {ok: true} or an error.
+func okOut() map[string]any {
+	return out(map[string]any{"ok": map[string]any{"type": "boolean"}}, "ok")
+}
+
+// okResult is the result of such a tool's call whose error is err.
+func okResult(err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return map[string]bool{"ok": true}, nil
+}
+
 // Arguments of the tools. Every field is a pointer, so that decodeArgs
 // tells a missing argument from a zero one.
 type (
@@ -351,15 +364,12 @@ func (a *Adapter) fleetTools() []tool {
 				{name: "content", kind: "string", desc: "your reply: the report the lead asked for", required: true},
 				{name: "turn_id", kind: "string", desc: "the turn_id fleet_next gave you"},
 			},
-			output:      out(map[string]any{"ok": map[string]any{"type": "boolean"}}, "ok"),
+			output:      okOut(),
 			annotations: ann("Reply to the lead", false, false, false),
 			newArgs:     func() any { return new(replyArgs) },
 			call: func(_ context.Context, id Identity, args any) (any, error) {
 				a := args.(*replyArgs)
-				if err := rv.ReplyTurn(id.Agent, deref(a.TurnID), *a.Content); err != nil {
-					return nil, err
-				}
-				return map[string]bool{"ok": true}, nil
+				return okResult(rv.ReplyTurn(id.Agent, deref(a.TurnID), *a.Content))
 			},
 		},
 		{
@@ -410,14 +420,11 @@ func (a *Adapter) fleetTools() []tool {
 			description: "Lead only. Drop a finished ticket and its outcome once you have read it. ERR_TICKET_OPEN if its turn has not ended.",
 			access:      leadOnly,
 			input:       []field{{name: "ticket", kind: "string", desc: "the ticket", required: true}},
-			output:      out(map[string]any{"ok": map[string]any{"type": "boolean"}}, "ok"),
+			output:      okOut(),
 			annotations: ann("Acknowledge a ticket", false, true, false),
 			newArgs:     func() any { return new(ackArgs) },
 			call: func(_ context.Context, id Identity, args any) (any, error) {
-				if err := rv.Ack(id.Agent, *args.(*ackArgs).Ticket); err != nil {
-					return nil, err
-				}
-				return map[string]bool{"ok": true}, nil
+				return okResult(rv.Ack(id.Agent, *args.(*ackArgs).Ticket))
 			},
 		},
 		{

@@ -43,7 +43,7 @@ func (a *Adapter) approveTool() tool {
 			{name: "behavior", kind: "string", desc: "allow or deny", required: true},
 			{name: "message", kind: "string", desc: "why it is denied, for the member"},
 		},
-		output:      out(map[string]any{"ok": map[string]any{"type": "boolean"}}, "ok"),
+		output:      okOut(),
 		annotations: ann("Decide a permission request", false, true, false),
 		newArgs:     func() any { return new(approveArgs) },
 		call: func(_ context.Context, id Identity, args any) (any, error) {
@@ -53,10 +53,7 @@ func (a *Adapter) approveTool() tool {
 			}
 			p := args.(*approveArgs)
 			d := fleetstate.Decision{Behavior: fleetstate.Behavior(*p.Behavior), Message: deref(p.Message)}
-			if err := a.rv.DecidePermission(id.Agent, *p.ID, d); err != nil {
-				return nil, err
-			}
-			return map[string]bool{"ok": true}, nil
+			return okResult(a.rv.DecidePermission(id.Agent, *p.ID, d))
 		},
 	}
 }

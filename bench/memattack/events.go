@@ -84,10 +84,10 @@ type watcher struct {
 	err     error
 }
 
-// watch opens n event streams at once and reads their snapshots; the
-// streams that read go on reading every event, the others read no more.
-func (d *daemon) watch(ctx context.Context, n int, read bool) ([]*watcher, error) {
-	ws := make([]*watcher, n)
+// openStreams opens n event streams with the lead's token at once and
+// hands each to use, with its index, on its own goroutine; it returns the
+// first error of an open or a use once every use has returned.
+func (d *daemon) openStreams(ctx context.Context, n int, use func(i int, resp *http.Response) error) error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -99,23 +99,36 @@ func (d *daemon) watch(ctx context.Context, n int, read bool) ([]*watcher, error
 				errs[i] = err
 				return
 			}
-			w := &watcher{resp: resp, kinds: map[string]int{}}
-			ws[i] = w
-			br := bufio.NewReaderSize(resp.Body, 64<<10)
-			if _, _, err := readEvent(br); err != nil {
-				errs[i] = fmt.Errorf("no snapshot: %v", err)
-				return
-			}
-			if read {
-				go w.read(br)
-			}
+			errs[i] = use(i, resp)
 		})
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// watch opens n event streams at once and reads their snapshots; the
+// streams that read go on reading every event, the others read no more.
+func (d *daemon) watch(ctx context.Context, n int, read bool) ([]*watcher, error) {
+	ws := make([]*watcher, n)
+	err := d.openStreams(ctx, n, func(i int, resp *http.Response) error {
+		w := &watcher{resp: resp, kinds: map[string]int{}}
+		ws[i] = w
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		if _, _, err := readEvent(br); err != nil {
+			return fmt.Errorf("no snapshot: %v", err)
+		}
+		if read {
+			go w.read(br)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return ws, nil
 }
@@ -202,12 +215,14 @@ func longest(ws []*watcher) float64 {
 	return float64(n) / (1 << 10)
 }
 
-// streams opens n reading event streams, resets the peak, and sends one
-// brief of size bytes of "<".
-func (d *daemon) streams(n, size int) (string, error) {
+// streams opens n event streams, resets the peak, and sends one brief of
+// size bytes of "<". With read the streams read every event and it waits
+// until each has read the brief's; without, they never read, and it gives
+// the daemon time to settle.
+func (d *daemon) streams(n, size int, read bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	ws, err := d.watch(ctx, n, true)
+	ws, err := d.watch(ctx, n, read)
 	if err != nil {
 		return "", err
 	}
@@ -217,31 +232,15 @@ func (d *daemon) streams(n, size int) (string, error) {
 	}
 	if _, err := d.send(ctx, size); err != nil {
 		return "", err
+	}
+	if !read {
+		time.Sleep(settle)
+		return fmt.Sprintf(`%d streams that never read, a brief of %d MiB of "<"`, n, size>>20), nil
 	}
 	if err := waitSeen(ws, "queued", 5*time.Minute); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf(`%d reading streams, a brief of %d MiB of "<": event of %.0f KiB on each`, n, size>>20, longest(ws)), nil
-}
-
-// stalledStreams opens n event streams that never read, resets the peak,
-// and sends one brief of size bytes of "<".
-func (d *daemon) stalledStreams(n, size int) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	ws, err := d.watch(ctx, n, false)
-	if err != nil {
-		return "", err
-	}
-	defer closeAll(ws)
-	if err := d.resetHWM(); err != nil {
-		return "", err
-	}
-	if _, err := d.send(ctx, size); err != nil {
-		return "", err
-	}
-	time.Sleep(settle)
-	return fmt.Sprintf(`%d streams that never read, a brief of %d MiB of "<"`, n, size>>20), nil
 }
 
 // reply has scout take a brief while two event streams read, resets the

@@ -120,9 +120,9 @@ func run(bin string, attacks []string, bodies, bodySize, tickets, ticketSize, co
 		case "snapshots":
 			what, err = d.snapshots(tickets, ticketSize, connects)
 		case "streams":
-			what, err = d.streams(cfg.streams, cfg.briefMiB<<20)
+			what, err = d.streams(cfg.streams, cfg.briefMiB<<20, true)
 		case "stalled":
-			what, err = d.stalledStreams(cfg.stalled, cfg.contentMiB<<20)
+			what, err = d.streams(cfg.stalled, cfg.contentMiB<<20, false)
 		case "reply":
 			what, err = d.reply(cfg.contentMiB << 20)
 		case "cancelled":
@@ -306,34 +306,20 @@ func (d *daemon) snapshots(n, size, connects int) (string, error) {
 		return "", err
 	}
 	lens := make([]int, connects)
-	errs := make([]error, connects)
-	var wg sync.WaitGroup
-	for i := range connects {
-		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.base+mcpadapter.EventsPath, nil)
-			req.Header.Set("Authorization", "Bearer "+d.tokens["lead"])
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				errs[i] = err
-				return
+	err = d.openStreams(ctx, connects, func(i int, resp *http.Response) error {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<30)
+		for sc.Scan() {
+			if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+				lens[i] = len(line)
+				return nil
 			}
-			defer resp.Body.Close()
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(nil, 1<<30)
-			for sc.Scan() {
-				if line := sc.Text(); strings.HasPrefix(line, "data: ") {
-					lens[i] = len(line)
-					return
-				}
-			}
-			errs[i] = fmt.Errorf("no snapshot: %v", sc.Err())
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return "", err
 		}
+		return fmt.Errorf("no snapshot: %v", sc.Err())
+	})
+	if err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("%d tickets of %d MiB, %d connects at once: snapshot of %.1f MiB each", n, size>>20, connects, float64(lens[0])/(1<<20)), nil
 }

@@ -156,10 +156,7 @@ func (s *Server) anthropicContent(c conversation, a action, ans *Answer) (map[st
 
 func (s *Server) serveMessages(w http.ResponseWriter, r *Request) {
 	var req messagesRequest
-	if err := json.Unmarshal(r.Body, &req); err != nil {
-		r.API, r.Answer.Status = Anthropic, http.StatusBadRequest
-		s.record(*r)
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "modelserver: "+err.Error())
+	if !s.decode(w, r, Anthropic, &req) {
 		return
 	}
 	c := readMessages(r, &req)

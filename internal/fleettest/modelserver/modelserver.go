@@ -310,6 +310,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, hr *http.Request) {
 	}
 }
 
+// decode unmarshals r's body, a request of api, into req. When it cannot,
+// it records r as a bad request, answers it so and returns false.
+func (s *Server) decode(w http.ResponseWriter, r *Request, api API, req any) bool {
+	err := json.Unmarshal(r.Body, req)
+	if err != nil {
+		r.API, r.Answer.Status = api, http.StatusBadRequest
+		s.record(*r)
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "modelserver: "+err.Error())
+	}
+	return err == nil
+}
+
 // writeError answers an error in the Anthropic shape, which Codex reads
 // too: {"type":"error","error":{"type":..., "message":...}}.
 func writeError(w http.ResponseWriter, status int, typ, msg string) {

@@ -154,10 +154,7 @@ func openaiUsage(u Usage) map[string]any {
 
 func (s *Server) serveResponses(w http.ResponseWriter, r *Request) {
 	var req responsesRequest
-	if err := json.Unmarshal(r.Body, &req); err != nil {
-		r.API, r.Answer.Status = OpenAI, http.StatusBadRequest
-		s.record(*r)
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "modelserver: "+err.Error())
+	if !s.decode(w, r, OpenAI, &req) {
 		return
 	}
 	c := readResponses(r, &req)
