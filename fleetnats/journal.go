@@ -552,6 +552,11 @@ func (l *turnLog) reset(ctx context.Context) error {
 	for k := range lister.Keys() {
 		keys = append(keys, k)
 	}
+	if err := ctx.Err(); err != nil {
+		// The list ends early when ctx does: deleting part of it
+		// would report a reset that left turns behind.
+		return unavailable(op, err)
+	}
 	for _, k := range keys {
 		if err := l.publish(ctx, k, nil, "DEL"); err != nil {
 			return err

@@ -11,10 +11,12 @@ import (
 
 // TestOwnershipOutlivesARefusedLeaderMove: where the owner's NATS user may
 // not ask for a leader stepdown (least privilege), the leader move at a
-// takeover waits for an answer that never comes; the lease (1 s, as the
-// daemons' --lease 1s) is renewed meanwhile, and the move gives up after
-// half of it, so the ownership is not lost after Own returned it (it was,
-// when the move came before the renewals and waited 3 s).
+// takeover waits for an answer that never comes; the lease is renewed
+// meanwhile, and the move gives up after half of it, so the ownership is
+// not lost after Own returned it (it was, when the move came before the
+// renewals and waited 3 s). The lease is 2 s: shorter than that old wait,
+// and long enough that a renewal slowed by a loaded machine (a 1 s lease
+// gives each one 333 ms) does not end the ownership for another reason.
 func TestOwnershipOutlivesARefusedLeaderMove(t *testing.T) {
 	servers := natstest.ClusterDenying(t, 3, "$JS.API.STREAM.LEADER.STEPDOWN.>")
 	ctx := context.Background()
@@ -27,7 +29,7 @@ func TestOwnershipOutlivesARefusedLeaderMove(t *testing.T) {
 		}
 		defer f.Close()
 		start := time.Now()
-		o, err := f.Own(ctx, fleetnats.OwnOptions{LeaseTTL: time.Second})
+		o, err := f.Own(ctx, fleetnats.OwnOptions{LeaseTTL: 2 * time.Second})
 		if err != nil {
 			t.Fatalf("daemon %d: Own: %v", i, err)
 		}
@@ -36,7 +38,7 @@ func TestOwnershipOutlivesARefusedLeaderMove(t *testing.T) {
 		select {
 		case <-o.Lost():
 			t.Fatalf("daemon %d: ownership lost %v after Own returned (Own took %v): %v", i, time.Since(start)-took, took, o.Err())
-		case <-time.After(1500 * time.Millisecond):
+		case <-time.After(2 * time.Second):
 		}
 		if err := o.Close(); err != nil {
 			t.Fatal(err)

@@ -561,11 +561,13 @@ func TestMemberLargeBrief(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kv, err := a.JetStream().KeyValue(context.Background(), "members-turnblobs")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	kv, err := a.JetStream().KeyValue(ctx, "members-turnblobs")
 	if err != nil {
 		t.Fatalf("the blobs of large briefs: %v", err)
 	}
-	keys, err := kv.ListKeys(context.Background())
+	keys, err := kv.ListKeys(ctx)
 	var left []string
 	if err == nil {
 		for k := range keys.Keys() {
