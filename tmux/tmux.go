@@ -624,7 +624,11 @@ const (
 
 // Tail implements [fleetstate.Member]: the lines from the last delivery's
 // prompt to the cursor, wrapped lines joined, at most lines of them;
-// clipped reports that there were more.
+// clipped reports that there were more. A program that draws its whole
+// screen, as Claude Code and Codex do, keeps its input line where it was
+// at the delivery and redraws what it says above it: when the cursor is
+// not below the delivery's line, the tail is the visible screen down to
+// the cursor.
 func (p *Pane) Tail(ctx context.Context, lines int) (string, bool, error) {
 	in, err := p.info(ctx)
 	if err != nil {
@@ -633,8 +637,8 @@ func (p *Pane) Tail(ctx context.Context, lines int) (string, bool, error) {
 	p.mu.Lock()
 	start := p.turnStart
 	p.mu.Unlock()
-	if start < 0 || start > in.absolute {
-		start = in.history // no delivery known: the visible screen
+	if start < 0 || start >= in.absolute {
+		start = in.history // no delivery known, or a screen drawn in place
 	}
 	clipped := in.absolute-start+1 > lines
 	from := max(start, in.absolute-lines+1)

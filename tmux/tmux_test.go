@@ -388,6 +388,40 @@ func TestTail(t *testing.T) {
 	}
 }
 
+// TestTailOfAScreenDrawnInPlace: a program that keeps its input line at
+// the bottom and redraws what it said above it, as Claude Code and Codex
+// do, leaves the cursor where the delivery found it; the tail is then the
+// visible screen, with what the program said.
+func TestTailOfAScreenDrawnInPlace(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, script(t, screenDrawer))
+	p, err := NewPane(srv, "fleet:agent.0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitScreen(t, srv, ">")
+	if err := p.Deliver(ctx, "work"); err != nil {
+		t.Fatal(err)
+	}
+	waitScreen(t, srv, "said: done with work\n>")
+	tail, clipped, err := p.Tail(ctx, 100)
+	if err != nil || clipped || !strings.Contains(tail, "said: done with work") || !strings.HasSuffix(tail, ">") {
+		t.Fatalf("Tail = %q, %v, %v; want the screen with what the program said, up to its input line", tail, clipped, err)
+	}
+}
+
+// screenDrawer draws its input line on the last row; it echoes nothing
+// of what it reads (so the cursor does not move), and after a line it
+// draws what it said over the row above the input line, as a program
+// that draws its whole screen redraws a part of it.
+const screenDrawer = `rows=$(tput lines)
+draw() { printf '\033[%d;1H\033[K%s\033[%d;1H> ' $((rows-1)) "$1" "$rows"; }
+printf '\033[H\033[2J'
+draw ''
+stty -echo
+while read -r line; do draw "said: done with $line"; done
+`
+
 // TestStatus: the screen patterns give the status until a hook reports
 // one; from then on the hook is the source.
 func TestStatus(t *testing.T) {

@@ -414,6 +414,16 @@ func TestRealFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("turn done without a reply shows what the member said", func(t *testing.T) {
+		for _, m := range []string{"alice", "bob"} {
+			said := m + " ends this turn with these words"
+			o := f.sendWait(m, script("say "+said))
+			if o.Kind != fleetstate.OutcomeTurnDone || !strings.Contains(o.Content, said) {
+				t.Errorf("send %s --wait = %+v; want turn_done with a tail that holds %q; the pane:\n%s", m, o, said, f.screen(m))
+			}
+		}
+	})
+
 	t.Run("task from the lead", func(t *testing.T) {
 		for _, m := range []string{"alice", "bob"} {
 			args, _ := json.Marshal(map[string]any{"to": m, "content": script(reply(m + "-lead-ok"))})

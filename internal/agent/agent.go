@@ -136,7 +136,10 @@ func ExhaustedPatterns() []string {
 		`invalid[_ ]x?-?api[_ -]key`,
 		`authentication[_ ]error`,
 		`please run /login`,
-		`billing`,
+		// Anthropic's "go to Plans & Billing", OpenAI's "check your plan
+		// and billing details"; not Claude Code's banner, "API Usage
+		// Billing", on every screen of a key's user.
+		`plans? (&|and) billing`,
 	}
 }
 

@@ -79,6 +79,15 @@ func TestExhaustedMatchesAnyCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, spent := range []string{"Error: Credit balance is too low", "Please go to Plans & Billing to upgrade or purchase credits.",
+		"You exceeded your current quota, please check your plan and billing details."} {
+		if !e.Match(spent) {
+			t.Errorf("%q does not read as a spent backend", spent)
+		}
+	}
+	if e.Match("Opus 5.5 · API Usage Billing") {
+		t.Error("Claude Code's banner reads as a spent backend")
+	}
 	if !e.Match("Error: Credit balance is too low") || e.Match("all tests pass") {
 		t.Error("the default patterns do not tell a spent backend from a report")
 	}

@@ -22,6 +22,10 @@ func TestScreensOfTestedVersions(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no captured screens: %v", err)
 	}
+	exhausted, err := agent.CompileExhausted(agent.ExhaustedPatterns())
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]bool{}
 	for _, f := range files {
 		program := filepath.Base(filepath.Dir(f))
@@ -44,6 +48,12 @@ func TestScreensOfTestedVersions(t *testing.T) {
 			}
 			if !strings.EqualFold(got.String(), want) {
 				t.Errorf("%s reads %s; want %s", f, got, strings.ToUpper(want))
+			}
+			// A working backend drew it: as a turn's tail, it must not
+			// read as a spent one (Claude Code's banner says "API Usage
+			// Billing" on every screen of a key's user).
+			if exhausted.Match(string(screen)) {
+				t.Errorf("%s matches an exhausted pattern; it is the screen of a backend that works", f)
 			}
 		})
 	}
