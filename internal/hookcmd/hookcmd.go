@@ -191,9 +191,14 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 			say("no decision within %v", timeout)
 			return fleetstate.Decision{}, false
 		}
-		body, _ := json.Marshal(mcpadapter.HookRequest{ToolName: in.ToolName, ToolInput: in.ToolInput, Cwd: in.Cwd,
+		// Not json.Marshal, which would escape the input's <, > and &
+		// (a shell command's redirections) for HTML.
+		var body bytes.Buffer
+		enc := json.NewEncoder(&body)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(mcpadapter.HookRequest{ToolName: in.ToolName, ToolInput: in.ToolInput, Cwd: in.Cwd,
 			SessionID: in.SessionID, Key: key, TimeoutMS: max(left.Milliseconds(), 1)})
-		d, status, err := post(ctx, url, env.Token, body)
+		d, status, err := post(ctx, url, env.Token, body.Bytes())
 		switch {
 		case err == nil && status == http.StatusOK:
 			return d, true

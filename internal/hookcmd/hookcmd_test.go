@@ -94,6 +94,35 @@ func TestHookAllow(t *testing.T) {
 	}
 }
 
+// The request reaches the fleet with its input as the agent sent it:
+// `>`, `<` and `&` of a shell command are not escaped (the views escape
+// text themselves, and showed \\u003e for a redirection).
+func TestHookKeepsTheInputAsSent(t *testing.T) {
+	f := newFleet(t)
+	const input = `{"command":"echo a > b && sort < b"}`
+	got := make(chan string, 1)
+	go func() {
+		for range 5000 {
+			if p := f.rv.PermissionRequests(); len(p) > 0 {
+				got <- string(p[0].Input)
+				_ = f.rv.DecidePermission("operator", p[0].ID, fleetstate.Decision{Behavior: fleetstate.BehaviorAllow})
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		got <- "no request"
+	}()
+	req := strings.Replace(request, `{"command":"rm -rf build"}`, input, 1)
+	var out, errOut bytes.Buffer
+	if err := hookcmd.Run(context.Background(), []string{"permission"}, hookcmd.Env{URL: f.srv.URL, Token: f.token},
+		strings.NewReader(req), &out, &errOut); err != nil {
+		t.Fatalf("hook: %v", err)
+	}
+	if in := <-got; in != input {
+		t.Errorf("the fleet got the input %s; want %s", in, input)
+	}
+}
+
 func TestHookDenyWithMessage(t *testing.T) {
 	f := newFleet(t)
 	decideWhenPending(t, f.rv, fleetstate.Decision{Behavior: fleetstate.BehaviorDeny, Message: "build is shared"})
