@@ -50,7 +50,7 @@ func TestHookPermissionDisk(t *testing.T) {
 }
 
 func TestHookPermissionNATS(t *testing.T) {
-	urls := natsURLs(startNATSNode(t, "n1"))
+	urls := natsURLs(startNATSNode(t, "n1", "--addr", "127.0.0.1:0"))
 	roster := writeHookFleetFile(t)
 	testHookPermission(t, hookBackend{
 		tokens: natsTokenSet(t, urls, map[string]string{"lead": "lead", "scout": "member"}),

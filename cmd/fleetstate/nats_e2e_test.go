@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,8 +118,13 @@ func otherRoutes(routes []string, i int) string {
 	return strings.Join(others, ",")
 }
 
+// startNATSNode starts `fleetstate nats` with args, which must name its
+// --addr: the default port, 4222, may be another test's.
 func startNATSNode(t *testing.T, name string, args ...string) *natsNode {
 	t.Helper()
+	if !slices.Contains(args, "--addr") {
+		t.Fatal("startNATSNode: no --addr in args")
+	}
 	dir := t.TempDir()
 	cmd := exec.Command(binary, append([]string{"nats", "--name", name, "--store-dir", dir,
 		"--max-store", "268435456", "--max-mem", "67108864", "--log-level", "warn"}, args...)...)

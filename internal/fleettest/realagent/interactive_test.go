@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,7 +201,15 @@ func TestCodexFirstRun(t *testing.T) {
 	p.wait([]string{"OpenAI Codex (v", "Ask Codex to do anything"})
 	trust := []string{"Folder access", "Trust this folder? Codex can read, edit, and run files here",
 		"› 1. Trust and continue", "2. Back to Agent Command Center"}
-	s := p.wait(trust, "Enter")
+	// The nudge that makes the screen come is also the key that answers
+	// it: on a loaded machine the screen can come and be answered by the
+	// next nudge between two reads. Codex then has recorded the answer,
+	// which only the screen records.
+	trusted := func() bool {
+		cfg, _ := os.ReadFile(filepath.Join(home, ".codex", "config.toml"))
+		return strings.Contains(string(cfg), "[projects."+strconv.Quote(work)+"]")
+	}
+	s := p.steer(func(s string) bool { return holds(s, trust...) || trusted() }, func(string) []string { return []string{"Enter"} })
 	t.Logf("trust screen:\n%s", s)
 	p.steer(func(s string) bool { return !holds(s, "Folder access") && holds(s, "GPT-5.5 default") }, func(s string) []string {
 		if holds(s, trust...) {
