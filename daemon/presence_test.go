@@ -154,16 +154,18 @@ func (f *presenceFleet) member(version string) *rawMCP {
 }
 
 // assign sends scout a message and has m take it: the turn is m's, and
-// the lead's ticket of it is returned with the turn's ID.
-func (f *presenceFleet) assign(m *rawMCP) (ticket, turn string) {
+// the lead's ticket of it is returned with the turn's ID and the moment
+// before m's last call (the session's idle time counts from that call).
+func (f *presenceFleet) assign(m *rawMCP) (ticket, turn string, lastCall time.Time) {
 	f.t.Helper()
 	m.ok("fleet_next", map[string]any{"wait_s": 0}) // scout is there
 	o := f.lead.ok("fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	lastCall = time.Now()
 	msg := m.ok("fleet_next", map[string]any{"wait_s": 5})
 	if msg["content"] != "work" {
 		f.t.Fatalf("scout's fleet_next = %v; want the message", msg)
 	}
-	return o["ticket"].(string), msg["turn_id"].(string)
+	return o["ticket"].(string), msg["turn_id"].(string), lastCall
 }
 
 // outcome waits, at most 5 s, for ticket to end, and returns it as
@@ -213,9 +215,13 @@ func TestMemberWithoutStreamGone(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newPresenceFleet(t, presenceWindow)
 			m := f.member(c.version)
-			ticket, _ := f.assign(m)
-			left := time.Now()
+			// The turn must not end before the member's last call plus
+			// its idle TTL and the window, or before its DELETE plus the
+			// window: left is taken before either, so a loaded machine's
+			// delay between them and the test's clock does not count.
+			ticket, _, left := f.assign(m)
 			if c.delete {
+				left = time.Now()
 				m.end()
 			}
 			if got := f.outcome(ticket); got != "failed/member_gone" {
@@ -253,7 +259,7 @@ func TestMemberWithoutStreamComesBack(t *testing.T) {
 			// machine.
 			f := newPresenceFleet(t, 30*time.Second)
 			m := f.member(c.version)
-			ticket, turn := f.assign(m)
+			ticket, turn, _ := f.assign(m)
 			back := m
 			if c.version == legacyVersion {
 				back = f.member(c.version)
