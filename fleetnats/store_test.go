@@ -198,7 +198,10 @@ func TestStoreOverwriteAtomic(t *testing.T) {
 // takes, and overwrites it with other content of that size.
 func TestStoreLargeContent(t *testing.T) {
 	srv := natstest.Run(t)
-	st := daemons(t, srv.URL(), 1)[0]
+	// A minute per call, not the default 10 s: under the race detector, on
+	// a machine loaded by two other full test runs, a 16 MiB get took
+	// longer; this test is of sizes, not of time.
+	st := fleetstate.OpenBackend(connect(t, srv.URL(), "fleet", time.Minute).Store(), &fleetstate.BackendOptions{Timeout: time.Minute})
 	newSession(t, st)
 	for i := range 2 {
 		content := make([]byte, fleetstate.DefaultMaxContentSize)
