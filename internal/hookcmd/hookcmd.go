@@ -38,6 +38,12 @@ const (
 	callSlack  = 5 * time.Second
 )
 
+// restartGrace is how long the hook goes on trying a daemon that
+// answered it once and now refuses connections: a restart of the owner
+// (killed, and brought back by up or a supervisor) closes its port for a
+// moment. A daemon never reached is not waited for.
+const restartGrace = 20 * time.Second
+
 // Env is what the hook reads of its environment.
 type Env struct {
 	URL   string // $FLEET_URL: the daemon's MCP endpoint or base URL
@@ -185,6 +191,7 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(callSlack))
 	defer cancel()
 	wait := retryFirst
+	var seen time.Time // when a daemon last answered, or took the connection
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -199,6 +206,10 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 		_ = enc.Encode(mcpadapter.HookRequest{ToolName: in.ToolName, ToolInput: in.ToolInput, Cwd: in.Cwd,
 			SessionID: in.SessionID, Key: key, TimeoutMS: max(left.Milliseconds(), 1)})
 		d, status, err := post(ctx, url, env.Token, body.Bytes())
+		refused := errors.Is(err, syscall.ECONNREFUSED)
+		if !refused {
+			seen = time.Now()
+		}
 		switch {
 		case err == nil && status == http.StatusOK:
 			return d, true
@@ -211,10 +222,13 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 		case ctx.Err() != nil:
 			say("no decision within %v", timeout)
 			return fleetstate.Decision{}, false
-		case errors.Is(err, syscall.ECONNREFUSED):
+		case refused && seen.IsZero():
 			// Nobody listens there: no daemon serves the fleet, and the
 			// agent asks as usual at once rather than after the window.
 			say("no daemon at %s (%v): the agent asks as usual", env.URL, err)
+			return fleetstate.Decision{}, false
+		case refused && time.Since(seen) > restartGrace:
+			say("the daemon at %s went away and has not come back for %v (%v): the agent asks as usual", env.URL, restartGrace, err)
 			return fleetstate.Decision{}, false
 		}
 		// A daemon closing, restarting or not yet the fleet's owner: try

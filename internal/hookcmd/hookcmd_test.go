@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,6 +178,58 @@ func TestHookRetriesWhileTheDaemonRestarts(t *testing.T) {
 	}
 	if n := calls.Load(); n != 4 {
 		t.Errorf("%d calls; want 3 refused and 1 answered", n)
+	}
+}
+
+// TestHookWaitsForARestartedDaemon: a daemon that answered and then
+// refuses connections for a moment (its owner killed and started again on
+// the same address) is tried again; the request, raised again with its
+// key, gets the decision. Before, the first refused connection ended the
+// hook as if no daemon had ever been there.
+func TestHookWaitsForARestartedDaemon(t *testing.T) {
+	f := newFleet(t)
+	addr := f.srv.Listener.Addr().String()
+	inner := f.srv.Config.Handler
+	down := make(chan struct{})
+	var once sync.Once
+	front := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != mcpadapter.PermissionPath {
+			http.NotFound(w, r)
+			return
+		}
+		// The first call finds a daemon that is going away.
+		once.Do(func() { close(down) })
+		http.Error(w, "closing", http.StatusServiceUnavailable)
+	})}
+	f.srv.Close() // the fleet's handler is served below, on the same address
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go front.Serve(ln)
+	back := make(chan *http.Server, 1)
+	go func() {
+		<-down
+		front.Close() // the port refuses connections from here
+		time.Sleep(time.Second)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			back <- nil
+			return
+		}
+		srv := &http.Server{Handler: inner}
+		back <- srv
+		_ = srv.Serve(ln)
+	}()
+	decideWhenPending(t, f.rv, fleetstate.Decision{Behavior: fleetstate.BehaviorAllow})
+	got := hook(t, "http://"+addr, f.token, "--timeout", "20s")
+	if srv := <-back; srv != nil {
+		srv.Close()
+	} else {
+		t.Fatal("the address could not be listened on again")
+	}
+	if !strings.Contains(got, `"behavior":"allow"`) {
+		t.Fatalf("stdout %q; want the allow from the daemon back on its address", got)
 	}
 }
 
