@@ -30,9 +30,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // DefaultProgressInterval is how often a blocked tool call sends

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/door"
 )
 
 // The dashboard is a web page of the fleet that the daemon serves on its
@@ -194,7 +195,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if rebinding(r) {
+	if door.Rebound(r) {
 		http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 		return
 	}
@@ -318,7 +319,7 @@ func (d *Dashboard) serveCode(w http.ResponseWriter, r *http.Request) {
 // bearer reports whether r carries the operator token or a lead's, and
 // the lead's token and name if it is one.
 func (d *Dashboard) bearer(r *http.Request) (lead, name string, ok bool) {
-	token, found := bearerToken(r.Header.Get("Authorization"))
+	token, found := door.Bearer(r.Header.Get("Authorization"))
 	if !found {
 		return "", "", false
 	}

@@ -4,12 +4,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/door"
 )
 
 // The dashboard's actions are the library's calls, made on behalf of the
@@ -114,7 +114,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&args)
 	if err == nil {
-		err = endOfJSON(dec)
+		err = door.EndOfJSON(dec)
 	}
 	if err != nil {
 		if over := (*http.MaxBytesError)(nil); errors.As(err, &over) {
@@ -141,7 +141,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		o, err = d.decide(a, args.ID, args.Behavior, args.Message)
 	}
 	if err != nil {
-		writeActionError(w, err)
+		door.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -224,21 +224,6 @@ func (d *Dashboard) leadOf(a actor, match func(fleetstate.TicketInfo) bool) (str
 		return "", &fleetstate.Error{Code: fleetstate.CodeUnknownTicket, Op: "dashboard", Err: errors.New("no such ticket or turn")}
 	}
 	return a.lead, nil // the library answers for a ticket it does not know
-}
-
-// writeActionError answers err as the permission endpoints do (writeError).
-func writeActionError(w http.ResponseWriter, err error) { writeError(w, err) }
-
-// endOfJSON reports an error unless dec's input ends after the value it
-// decoded (white space aside).
-func endOfJSON(dec *json.Decoder) error {
-	if _, err := dec.Token(); err != io.EOF {
-		if err == nil {
-			err = errors.New("more after the JSON value")
-		}
-		return err
-	}
-	return nil
 }
 
 // sameOrigin reports whether r comes from a page of the origin it was sent

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/afero"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/spf13/afero"
 )
 
 const testOperator = "fso_operator-token-of-the-test"

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/goconst"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // declaredCodes returns every constant of type Code the root package

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/door"
 	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
 
@@ -98,7 +99,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 		o.Membership.onRevoke(func(Identity) { revoked.fire() })
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rebinding(r) {
+		if door.Rebound(r) {
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 			return
 		}
@@ -111,7 +112,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			if o.Authorize != nil && o.Authorize(r) {
 				return true
 			}
-			token, ok := bearerToken(r.Header.Get("Authorization"))
+			token, ok := door.Bearer(r.Header.Get("Authorization"))
 			if !ok {
 				return false
 			}

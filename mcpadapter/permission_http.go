@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/door"
 )
 
 // Paths of the permission requests.
@@ -92,7 +93,7 @@ func PermissionHandler(rv *fleetstate.Rendezvous, o PermissionOptions) http.Hand
 	mux.HandleFunc("GET "+PermissionsPath, h.list)
 	mux.HandleFunc("POST "+PermissionsPath+"/{id}", h.decide)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rebinding(r) {
+		if door.Rebound(r) {
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 			return
 		}
@@ -107,24 +108,24 @@ type permissionHandler struct {
 
 // raise serves an agent's hook.
 func (h *permissionHandler) raise(w http.ResponseWriter, r *http.Request) {
-	token, ok := bearerToken(r.Header.Get("Authorization"))
+	token, ok := door.Bearer(r.Header.Get("Authorization"))
 	var id Identity
 	if ok && h.o.Tokens != nil {
 		id, ok = h.o.Tokens.Lookup(token)
 	}
 	if !ok || id.Anonymous() {
-		unauthorized(w, "a permission request needs the agent's bearer token")
+		door.Unauthorized(w, "a permission request needs the agent's bearer token")
 		return
 	}
 	var in HookRequest
 	if err := readJSON(r, &in); err != nil {
-		writeError(w, err)
+		door.WriteError(w, err)
 		return
 	}
 	req := fleetstate.PermissionRequest{Key: in.Key, Tool: in.ToolName, Input: string(in.ToolInput), Cwd: in.Cwd,
 		Timeout: time.Duration(in.TimeoutMS) * time.Millisecond}
 	if in.TimeoutMS < 0 || in.TimeoutMS > int64(fleetstate.MaxPermissionTimeout/time.Millisecond) {
-		writeError(w, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "request permission", Err: errors.New("timeout_ms out of range")})
+		door.WriteError(w, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "request permission", Err: errors.New("timeout_ms out of range")})
 		return
 	}
 	d, decided, err := h.rv.RequestPermission(r.Context(), id.Agent, req)
@@ -133,41 +134,41 @@ func (h *permissionHandler) raise(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return // the hook went: nobody reads an answer
 		}
-		writeError(w, err)
+		door.WriteError(w, err)
 	case !decided:
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		writeJSON(w, http.StatusOK, HookDecision{Decision: d})
+		door.WriteJSON(w, http.StatusOK, HookDecision{Decision: d})
 	}
 }
 
 // list serves the pending requests.
 func (h *permissionHandler) list(w http.ResponseWriter, r *http.Request) {
 	if _, ok := h.decider(r); !ok {
-		unauthorized(w, "the permission requests are for the operator, or a lead where the fleet file lets leads decide")
+		door.Unauthorized(w, "the permission requests are for the operator, or a lead where the fleet file lets leads decide")
 		return
 	}
 	reqs := h.rv.PermissionRequests()
 	if reqs == nil {
 		reqs = []fleetstate.PermissionRequest{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"permissions": reqs})
+	door.WriteJSON(w, http.StatusOK, map[string]any{"permissions": reqs})
 }
 
 // decide serves a decision.
 func (h *permissionHandler) decide(w http.ResponseWriter, r *http.Request) {
 	by, ok := h.decider(r)
 	if !ok {
-		unauthorized(w, "deciding a permission request takes the operator, or a lead where the fleet file lets leads decide")
+		door.Unauthorized(w, "deciding a permission request takes the operator, or a lead where the fleet file lets leads decide")
 		return
 	}
 	var in DecideBody
 	if err := readJSON(r, &in); err != nil {
-		writeError(w, err)
+		door.WriteError(w, err)
 		return
 	}
 	if err := h.rv.DecidePermission(by, r.PathValue("id"), fleetstate.Decision{Behavior: in.Behavior, Message: in.Message}); err != nil {
-		writeError(w, err)
+		door.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -180,7 +181,7 @@ func (h *permissionHandler) decider(r *http.Request) (string, bool) {
 			return by, true
 		}
 	}
-	token, ok := bearerToken(r.Header.Get("Authorization"))
+	token, ok := door.Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return "", false
 	}
@@ -210,47 +211,8 @@ func readJSON(r *http.Request, v any) error {
 		return &fleetstate.Error{Code: fleetstate.CodeContentTooLarge, Op: "read request", Err: errors.New("body over 1 MiB")}
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if err := dec.Decode(v); err != nil || endOfJSON(dec) != nil {
+	if err := dec.Decode(v); err != nil || door.EndOfJSON(dec) != nil {
 		return &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "read request", Err: errors.New("the body is not the JSON object expected")}
 	}
 	return nil
-}
-
-// writeError answers err as {error: CODE, message} with a status for its
-// code.
-func writeError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	switch fleetstate.CodeOf(err) {
-	case fleetstate.CodeInvalidArgument, fleetstate.CodeInvalidAgentName:
-		status = http.StatusBadRequest
-	case fleetstate.CodeContentTooLarge:
-		status = http.StatusRequestEntityTooLarge
-	case fleetstate.CodeNotPermitted:
-		status = http.StatusForbidden
-	case fleetstate.CodeUnknownRequest, fleetstate.CodeUnknownMember, fleetstate.CodeUnknownTicket, fleetstate.CodeUnknownTurn:
-		status = http.StatusNotFound
-	case fleetstate.CodeRequestDecided, fleetstate.CodeNoPendingQuestion, fleetstate.CodeTicketOpen:
-		status = http.StatusConflict
-	case fleetstate.CodeDecisionUnconfirmed:
-		status = http.StatusAccepted
-	case fleetstate.CodeClosed, fleetstate.CodeUnavailable:
-		status = http.StatusServiceUnavailable
-	}
-	msg := err.Error()
-	if fleetstate.CodeOf(err) == fleetstate.CodeInternal {
-		msg = "internal error" // the detail may name host paths
-	}
-	writeJSON(w, status, map[string]string{"error": string(fleetstate.CodeOf(err)), "message": msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func unauthorized(w http.ResponseWriter, why string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
-	http.Error(w, "unauthorized: "+why, http.StatusUnauthorized)
 }

@@ -10,10 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // The proxy's bounds, each a field of [ProxyOptions] whose zero value means
