@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
@@ -381,11 +382,11 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	fh.mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator,
 		Authorize: fh.dash.Authorized, Membership: members}))
 	fh.mux.Handle(mcpadapter.DashboardPath, fh.dash)
-	perms := mcpadapter.PermissionHandler(st.rv, mcpadapter.PermissionOptions{Tokens: st.tokens, Operator: operator,
+	perms := permission.NewHandler(st.rv, permission.Options{Tokens: st.tokens, Operator: operator,
 		LeadsDecide: st.leadsDecide.Load()})
-	fh.mux.Handle(mcpadapter.PermissionPath, perms)
-	fh.mux.Handle(mcpadapter.PermissionsPath, perms)
-	fh.mux.Handle(mcpadapter.PermissionsPath+"/", perms)
+	fh.mux.Handle(permission.Path, perms)
+	fh.mux.Handle(permission.RequestsPath, perms)
+	fh.mux.Handle(permission.RequestsPath+"/", perms)
 	fh.mux.Handle("/", handler)
 	return fh, nil
 }

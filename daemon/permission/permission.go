@@ -1,4 +1,4 @@
-package mcpadapter
+package permission
 
 import (
 	"crypto/subtle"
@@ -11,27 +11,28 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/door"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // Paths of the permission requests.
 const (
-	// PermissionPath is where an agent's PermissionRequest hook raises a
+	// Path is where an agent's PermissionRequest hook raises a
 	// request, with the agent's bearer token.
-	PermissionPath = "/permission"
-	// PermissionsPath lists the pending requests (GET), and decides one
-	// (POST PermissionsPath/ID): for the operator, and for leads where
-	// [PermissionOptions].LeadsDecide.
-	PermissionsPath = "/permissions"
+	Path = "/permission"
+	// RequestsPath lists the pending requests (GET), and decides one
+	// (POST RequestsPath/ID): for the operator, and for leads where
+	// [Options].LeadsDecide.
+	RequestsPath = "/permissions"
 )
 
 // maxPermissionBody bounds the body of a request to the permission
 // handlers: a tool's input is a command or a path, not a file.
 const maxPermissionBody = 1 << 20
 
-// PermissionOptions configure [PermissionHandler].
-type PermissionOptions struct {
+// Options configure [NewHandler].
+type Options struct {
 	// Tokens identifies the agents that raise requests, and leads.
-	Tokens *Tokens
+	Tokens *mcpadapter.Tokens
 	// Operator is the daemon's operator token: its bearer decides as
 	// "operator". Empty means none.
 	Operator string
@@ -45,7 +46,7 @@ type PermissionOptions struct {
 	Authorize func(*http.Request) (by string, ok bool)
 }
 
-// HookRequest is the body of a POST to [PermissionPath]: what Claude
+// HookRequest is the body of a POST to [Path]: what Claude
 // Code and Codex hand their PermissionRequest hook, with the hook's own
 // key and bound.
 type HookRequest struct {
@@ -60,38 +61,38 @@ type HookRequest struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
-// HookDecision is the answer of [PermissionPath] to a decided request.
+// HookDecision is the answer of [Path] to a decided request.
 type HookDecision struct {
 	Decision fleetstate.Decision `json:"decision"`
 }
 
-// DecideBody is the body of a POST to PermissionsPath/ID.
+// DecideBody is the body of a POST to RequestsPath/ID.
 type DecideBody struct {
 	Behavior fleetstate.Behavior `json:"behavior"`
 	Message  string              `json:"message,omitempty"`
 }
 
-// PermissionHandler serves rv's permission requests over HTTP:
+// NewHandler serves rv's permission requests over HTTP:
 //
-//   - POST [PermissionPath] with an agent's bearer token and a
+//   - POST [Path] with an agent's bearer token and a
 //     [HookRequest] raises the agent's request and waits, at most for the
 //     request's window, for the decision: 200 with a [HookDecision], or
 //     204 when the window passed undecided.
-//   - GET [PermissionsPath] lists the pending requests.
-//   - POST PermissionsPath/ID with a [DecideBody] decides one: 204, or an
+//   - GET [RequestsPath] lists the pending requests.
+//   - POST RequestsPath/ID with a [DecideBody] decides one: 204, or an
 //     error {error: CODE, message} with 404 for ERR_UNKNOWN_REQUEST, 409
 //     for ERR_REQUEST_DECIDED, 400 for bad input, and 202 for
 //     ERR_DECISION_UNCONFIRMED: the decision may have taken effect, takes
 //     effect once its write goes through, and no other is taken.
 //
 // Listing and deciding take the operator token, a lead's token where
-// LeadsDecide, or what [PermissionOptions].Authorize admits.
-func PermissionHandler(rv *fleetstate.Rendezvous, o PermissionOptions) http.Handler {
+// LeadsDecide, or what [Options].Authorize admits.
+func NewHandler(rv *fleetstate.Rendezvous, o Options) http.Handler {
 	mux := http.NewServeMux()
 	h := &permissionHandler{rv: rv, o: o}
-	mux.HandleFunc("POST "+PermissionPath, h.raise)
-	mux.HandleFunc("GET "+PermissionsPath, h.list)
-	mux.HandleFunc("POST "+PermissionsPath+"/{id}", h.decide)
+	mux.HandleFunc("POST "+Path, h.raise)
+	mux.HandleFunc("GET "+RequestsPath, h.list)
+	mux.HandleFunc("POST "+RequestsPath+"/{id}", h.decide)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if door.Rebound(r) {
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
@@ -103,13 +104,13 @@ func PermissionHandler(rv *fleetstate.Rendezvous, o PermissionOptions) http.Hand
 
 type permissionHandler struct {
 	rv *fleetstate.Rendezvous
-	o  PermissionOptions
+	o  Options
 }
 
 // raise serves an agent's hook.
 func (h *permissionHandler) raise(w http.ResponseWriter, r *http.Request) {
 	token, ok := door.Bearer(r.Header.Get("Authorization"))
-	var id Identity
+	var id mcpadapter.Identity
 	if ok && h.o.Tokens != nil {
 		id, ok = h.o.Tokens.Lookup(token)
 	}
@@ -192,7 +193,7 @@ func (h *permissionHandler) decider(r *http.Request) (string, bool) {
 		return "", false
 	}
 	id, found := h.o.Tokens.Lookup(token)
-	if !found || id.Role != RoleLead || id.Anonymous() {
+	if !found || id.Role != mcpadapter.RoleLead || id.Anonymous() {
 		return "", false
 	}
 	return id.Agent, true
