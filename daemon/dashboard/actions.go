@@ -1,4 +1,4 @@
-package mcpadapter
+package dashboard
 
 import (
 	"crypto/subtle"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/door"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // The dashboard's actions are the library's calls, made on behalf of the
@@ -23,8 +24,9 @@ import (
 //	POST /dashboard/logout {}                    → ends the login
 //
 // The operator's login acts on every lead's tickets, as the lead that
-// sent each, and sends as [OperatorAgent], as the operator token does over MCP; a lead's login acts on its own
-// tickets only, and sends as that lead. Ack (the page's Dismiss) takes
+// sent each, and sends as [mcpadapter.OperatorAgent], as the operator
+// token does over MCP; a lead's login acts on its own tickets only, and
+// sends as that lead. Ack (the page's Dismiss) takes
 // away a finished ticket of the login's own sending only: the tickets a
 // lead agent sent are its to collect, and the operator's sends would
 // otherwise pile up, held until acked. Each request must come from the
@@ -60,7 +62,7 @@ func (a actor) operator() bool { return a.lead == "" }
 // sender is the lead name a's sends go under.
 func (a actor) sender() string {
 	if a.operator() {
-		return OperatorAgent
+		return mcpadapter.OperatorAgent
 	}
 	return a.lead
 }
@@ -150,7 +152,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 
 // decide allows or denies the permission request id: the operator's
 // login, and a lead's where the fleet file lets leads decide
-// (DashboardOptions.LeadsDecide).
+// (Options.LeadsDecide).
 func (d *Dashboard) decide(a actor, id, behavior, message string) (any, error) {
 	if !a.operator() && (d.o.LeadsDecide == nil || !d.o.LeadsDecide()) {
 		return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "decide",
