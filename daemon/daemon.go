@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/dashboard"
+	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
@@ -329,7 +331,7 @@ type fleetHTTP struct {
 	st      *state
 	members *mcpadapter.Membership
 	handler *mcpadapter.Handler
-	dash    *mcpadapter.Dashboard
+	dash    *dashboard.Dashboard
 	readers sync.WaitGroup // the event log and the notifications
 }
 
@@ -375,17 +377,17 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		notifySub, _ := st.rv.Subscribe(256)
 		fh.readers.Go(func() { notify(ctx, d.log, d.cfg.Notify, d.cfg.notifyBound, notifySub) })
 	}
-	fh.dash = mcpadapter.NewDashboard(st.rv, &mcpadapter.DashboardOptions{Operator: operator, Tokens: st.tokens, Version: d.cfg.Version,
+	fh.dash = dashboard.New(st.rv, &dashboard.Options{Operator: operator, Tokens: st.tokens, Version: d.cfg.Version,
 		LeadsDecide: st.leadsDecide.Load})
 	fh.mux = http.NewServeMux()
 	fh.mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator,
 		Authorize: fh.dash.Authorized, Membership: members}))
-	fh.mux.Handle(mcpadapter.DashboardPath, fh.dash)
-	perms := mcpadapter.PermissionHandler(st.rv, mcpadapter.PermissionOptions{Tokens: st.tokens, Operator: operator,
+	fh.mux.Handle(dashboard.Path, fh.dash)
+	perms := permission.NewHandler(st.rv, permission.Options{Tokens: st.tokens, Operator: operator,
 		LeadsDecide: st.leadsDecide.Load()})
-	fh.mux.Handle(mcpadapter.PermissionPath, perms)
-	fh.mux.Handle(mcpadapter.PermissionsPath, perms)
-	fh.mux.Handle(mcpadapter.PermissionsPath+"/", perms)
+	fh.mux.Handle(permission.Path, perms)
+	fh.mux.Handle(permission.RequestsPath, perms)
+	fh.mux.Handle(permission.RequestsPath+"/", perms)
 	fh.mux.Handle("/", handler)
 	return fh, nil
 }

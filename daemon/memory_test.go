@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/daemon/dashboard"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -43,7 +44,7 @@ func liveHeap() uint64 {
 // the login cookie.
 func dashboardClient(t *testing.T, base, token string) *http.Client {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+mcpadapter.DashboardPath+"code", nil)
+	req, _ := http.NewRequest(http.MethodPost, base+dashboard.Path+"code", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -120,7 +121,7 @@ func TestTranscriptsKeepOnlyTheClip(t *testing.T) {
 	if err := json.Unmarshal([]byte(data), &snap); err != nil {
 		t.Fatalf("snapshot %.200s: %v", data, err)
 	}
-	tr, err := web.Get(base + mcpadapter.DashboardPath + "transcripts?after=" + strconv.FormatUint(snap.Seq, 10))
+	tr, err := web.Get(base + dashboard.Path + "transcripts?after=" + strconv.FormatUint(snap.Seq, 10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/fleetnats"
+	"github.com/fleetstate/fleetstate/internal/door"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // How a daemon serves a fleet on NATS JetStream (Config.NATS).
@@ -240,7 +242,7 @@ func (d *natsDaemon) takeoverWait() time.Duration {
 }
 
 func (d *natsDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if mcpadapter.Rebound(r) {
+	if door.Rebound(r) {
 		// Refused here as the owner would refuse it: forwarded, it would
 		// carry the owner's Host.
 		w.Header().Set("Connection", "close")

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/internal/fleettest/mcptest"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // hookPost raises a permission request as the member's hook does, and
@@ -21,7 +21,7 @@ import (
 func hookPost(t *testing.T, base, token string, body map[string]any) (int, fleetstate.Decision) {
 	t.Helper()
 	data, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, base+mcpadapter.PermissionPath, bytes.NewReader(data))
+	req, _ := http.NewRequest(http.MethodPost, base+permission.Path, bytes.NewReader(data))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -29,7 +29,7 @@ func hookPost(t *testing.T, base, token string, body map[string]any) (int, fleet
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var hd mcpadapter.HookDecision
+	var hd permission.HookDecision
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&hd); err != nil {
 			t.Fatal(err)

@@ -30,9 +30,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // DefaultProgressInterval is how often a blocked tool call sends
@@ -136,7 +137,7 @@ func (a *Adapter) NewServer(name, version string, opts ...server.ServerOption) *
 	base := []server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
-		server.WithInstructions(instructions),
+		server.WithInstructions(Instructions),
 	}
 	if a.conns != nil {
 		base = append(base, server.WithHooks(a.conns.hooks()))
@@ -147,7 +148,9 @@ func (a *Adapter) NewServer(name, version string, opts ...server.ServerOption) *
 	return s
 }
 
-const instructions = `fleetstate keeps files per session and agent (put, get, list) and lets a lead hand work to member agents (fleet_* tools). ` +
+// Instructions is what the server tells a client of its tools at
+// initialization, the daemon's and a proxy's alike.
+const Instructions = `fleetstate keeps files per session and agent (put, get, list) and lets a lead hand work to member agents (fleet_* tools). ` +
 	`A lead delegates with fleet_send and collects detached work with fleet_poll/fleet_ack; a member takes work with fleet_next, asks with fleet_ask and answers with fleet_reply.`
 
 // access says who may call a tool.
@@ -183,7 +186,7 @@ func (a *Adapter) handler(t tool) server.ToolHandlerFunc {
 }
 
 // callTool runs t for req on srv: see [Adapter.invoke]. Its result is
-// the tool's, or the failure's (see [errorResult]).
+// the tool's, or the failure's (see [ErrorResult]).
 func (a *Adapter) callTool(ctx context.Context, t *tool, req mcp.CallToolRequest, srv *server.MCPServer) *mcp.CallToolResult {
 	var token mcp.ProgressToken
 	if req.Params.Meta != nil {
@@ -191,7 +194,7 @@ func (a *Adapter) callTool(ctx context.Context, t *tool, req mcp.CallToolRequest
 	}
 	out, err := a.invoke(ctx, t, nil, func(args any) error { return decodeArgs(req, t.input, args) }, srv, token)
 	if err != nil {
-		return errorResult(err)
+		return ErrorResult(err)
 	}
 	return result(out, false)
 }
@@ -200,7 +203,7 @@ func (a *Adapter) callTool(ctx context.Context, t *tool, req mcp.CallToolRequest
 // arguments, then the call. args are the arguments already decoded (by
 // a fast path), or nil to have decode decode them into a fresh
 // value of t.newArgs. A non-nil error is the failure the result carries
-// (see [errorResult]). While the call blocks, srv sends progress
+// (see [ErrorResult]). While the call blocks, srv sends progress
 // notifications for token, if the client gave one.
 func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any) error, srv *server.MCPServer, token mcp.ProgressToken) (any, error) {
 	id := IdentityFromContext(ctx)
@@ -227,7 +230,7 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 			a.conns.received(receipt, id.Agent, ticketArg(args))
 		}
 	}
-	stop := startProgress(ctx, srv, token, a.opt.ProgressInterval)
+	stop := StartProgress(ctx, srv, token, a.opt.ProgressInterval)
 	out, err := t.call(ctx, id, args)
 	if fleetstate.CodeOf(err) == fleetstate.CodeUnknownMember && a.opt.Resync != nil {
 		// A member the rendezvous did not know changed nothing: the
@@ -312,10 +315,10 @@ func (a *Adapter) permit(t tool, id Identity) error {
 		Err: errors.New(who + " may not call " + t.name + "; only " + need + " may")}
 }
 
-// startProgress makes srv send notifications/progress every interval while
+// StartProgress makes srv send notifications/progress every interval while
 // a call blocks, if the client asked for them with a progress token. The
 // returned stop ends the goroutine and waits for it.
-func startProgress(ctx context.Context, srv *server.MCPServer, token mcp.ProgressToken, interval time.Duration) (stop func()) {
+func StartProgress(ctx context.Context, srv *server.MCPServer, token mcp.ProgressToken, interval time.Duration) (stop func()) {
 	if token == nil || srv == nil {
 		return func() {}
 	}
@@ -364,13 +367,13 @@ type errorBody struct {
 	Message string          `json:"message"`
 }
 
-// errorResult maps any error onto a result with isError set and the
+// ErrorResult maps any error onto a result with isError set and the
 // structured content {error: CODE, message}. Codes come from
 // [fleetstate.CodeOf]; a context error, which the library returns bare,
 // means the caller gave up: [fleetstate.CodeCancelled]. A caller that gave
 // up is usually gone and reads no result; what its call started goes on
 // (a send's turn stays on its ticket).
-func errorResult(err error) *mcp.CallToolResult {
+func ErrorResult(err error) *mcp.CallToolResult {
 	return result(errorBodyOf(err), true)
 }
 

@@ -17,13 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // The callers of the tests. Identities reach the tool handlers through the

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/afero"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/spf13/afero"
 )
 
 func BenchmarkHTTPCall(b *testing.B) {

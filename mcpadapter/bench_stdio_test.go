@@ -16,10 +16,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // stdioServe serves srv over in and out until in ends.

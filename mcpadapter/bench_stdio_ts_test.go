@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // BenchmarkStdioTS is the server's side of bench/peer's TypeScript client:

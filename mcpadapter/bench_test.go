@@ -16,13 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // benchServer is the daemon with a lead token and member tokens, and an

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // Client is an MCP connection to a fleetstate daemon over streamable HTTP,

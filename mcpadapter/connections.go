@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // connections tells the rendezvous when a member's connection is gone, so

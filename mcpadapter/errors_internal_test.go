@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/goconst"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // declaredCodes returns every constant of type Code the root package
@@ -119,7 +120,7 @@ func TestErrorResultEveryCode(t *testing.T) {
 				"wrapped":   fmt.Errorf("mcpadapter: context: %w", base),
 				"sentinel":  fmt.Errorf("x: %w", &fleetstate.Error{Code: tc.code, Op: "o"}),
 			} {
-				body := decodeResult(t, errorResult(err))
+				body := decodeResult(t, ErrorResult(err))
 				if string(body.Error) != tc.want {
 					t.Errorf("%s: error %s; want %s", name, body.Error, tc.want)
 				}
@@ -130,7 +131,7 @@ func TestErrorResultEveryCode(t *testing.T) {
 					t.Errorf("%s: message %q; want %q", name, body.Message, err.Error())
 				}
 			}
-			if body := decodeResult(t, errorResult(base)); !strings.Contains(body.Message, "detail") {
+			if body := decodeResult(t, ErrorResult(base)); !strings.Contains(body.Message, "detail") {
 				t.Errorf("message %q lost the detail", body.Message)
 			}
 		})
@@ -177,7 +178,7 @@ func TestErrorResultOtherErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			body := decodeResult(t, errorResult(tc.err))
+			body := decodeResult(t, ErrorResult(tc.err))
 			if body.Error != tc.code {
 				t.Errorf("error %s; want %s", body.Error, tc.code)
 			}

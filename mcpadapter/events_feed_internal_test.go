@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // feedFleet returns a rendezvous with the member scout, closed at the

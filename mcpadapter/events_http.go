@@ -12,10 +12,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/spf13/afero"
+	"github.com/fleetstate/fleetstate/internal/door"
+	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
 
 // EventsPath is where the daemon serves the fleet's events.
@@ -97,7 +99,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 		o.Membership.onRevoke(func(Identity) { revoked.fire() })
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rebinding(r) {
+		if door.Rebound(r) {
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 			return
 		}
@@ -110,7 +112,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 			if o.Authorize != nil && o.Authorize(r) {
 				return true
 			}
-			token, ok := bearerToken(r.Header.Get("Authorization"))
+			token, ok := door.Bearer(r.Header.Get("Authorization"))
 			if !ok {
 				return false
 			}
@@ -300,10 +302,10 @@ func clipSnapshot(s fleetstate.Snapshot, n int) fleetstate.Snapshot {
 	tickets := make([]fleetstate.TicketInfo, len(s.Tickets))
 	for i, t := range s.Tickets {
 		if len(t.Brief) > n {
-			t.Brief, t.BriefBytes = clipText(t.Brief, n), len(t.Brief)
+			t.Brief, t.BriefBytes = textsafe.ClipBytes(t.Brief, n), len(t.Brief)
 		}
 		if len(t.Content) > n {
-			t.Content, t.ContentBytes = clipText(t.Content, n), len(t.Content)
+			t.Content, t.ContentBytes = textsafe.ClipBytes(t.Content, n), len(t.Content)
 		}
 		tickets[i] = t
 	}
@@ -312,21 +314,11 @@ func clipSnapshot(s fleetstate.Snapshot, n int) fleetstate.Snapshot {
 		perms := make([]fleetstate.PermissionRequest, len(s.Permissions))
 		for i, p := range s.Permissions {
 			if len(p.Input) > n {
-				p.Input, p.InputBytes = clipText(p.Input, n), len(p.Input)
+				p.Input, p.InputBytes = textsafe.ClipBytes(p.Input, n), len(p.Input)
 			}
 			perms[i] = p
 		}
 		s.Permissions = perms
 	}
 	return s
-}
-
-// clipText returns a copy of the longest prefix of s of at most n bytes,
-// n < len(s), that ends at a character boundary. A copy, not a slice: a
-// slice would keep the whole of s alive for as long as the clip lasts.
-func clipText(s string, n int) string {
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return strings.Clone(s[:n])
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
 
 // RecentEvents is how many of the last events the snapshot of an event
@@ -26,33 +27,33 @@ type StreamSnapshot struct {
 }
 
 // clipEvent returns e with each text an agent or a person wrote clipped
-// to clip bytes (see clipText): its content or its outcome's content
+// to clip bytes (see textsafe.ClipBytes): its content or its outcome's content
 // (ContentBytes then says how long it is), its permission request's
 // input (the request's InputBytes says how long), cwd and decision's
 // message. e's own outcome and request are not changed, and the result
 // shares no string longer than clip with e.
 func clipEvent(e fleetstate.Event, clip int) fleetstate.Event {
 	if len(e.Content) > clip {
-		e.Content, e.ContentBytes = clipText(e.Content, clip), len(e.Content)
+		e.Content, e.ContentBytes = textsafe.ClipBytes(e.Content, clip), len(e.Content)
 	}
 	if p := e.Permission; p != nil && (len(p.Input) > clip || len(p.Cwd) > clip || p.Decision != nil && len(p.Decision.Message) > clip) {
 		c := *p
 		if len(c.Input) > clip {
-			c.Input, c.InputBytes = clipText(p.Input, clip), len(p.Input)
+			c.Input, c.InputBytes = textsafe.ClipBytes(p.Input, clip), len(p.Input)
 		}
 		if len(c.Cwd) > clip {
-			c.Cwd = clipText(c.Cwd, clip)
+			c.Cwd = textsafe.ClipBytes(c.Cwd, clip)
 		}
 		if d := c.Decision; d != nil && len(d.Message) > clip {
 			dc := *d
-			dc.Message = clipText(d.Message, clip)
+			dc.Message = textsafe.ClipBytes(d.Message, clip)
 			c.Decision = &dc
 		}
 		e.Permission = &c
 	}
 	if e.Outcome != nil && len(e.Outcome.Content) > clip {
 		o := *e.Outcome
-		o.Content, e.ContentBytes = clipText(o.Content, clip), len(o.Content)
+		o.Content, e.ContentBytes = textsafe.ClipBytes(o.Content, clip), len(o.Content)
 		e.Outcome = &o
 	}
 	return e

@@ -24,17 +24,6 @@ func SetReconnectGrace(a *Adapter, d time.Duration) { a.conns.grace = d }
 // OnRevoke makes m call f with every identity that loses its last token.
 func OnRevoke(m *Membership, f func(Identity)) (stop func()) { return m.onRevoke(f) }
 
-// SetDashboardClock makes d read the time from now. Call it before d
-// serves.
-func SetDashboardClock(d *Dashboard, now func() time.Time) { d.now = now }
-
-// DashboardTurns returns how many turns d's transcripts hold.
-func DashboardTurns(d *Dashboard) int {
-	d.tr.mu.Lock()
-	defer d.tr.mu.Unlock()
-	return len(d.tr.order)
-}
-
 // SetTokensClock makes t read the time of its rechecks of the token file
 // from now. Call it before t is shared.
 func SetTokensClock(t *Tokens, now func() time.Time) {

@@ -14,10 +14,11 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/internal/jsonstr"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/jsonstr"
 )
 
 // respond runs one fast call of t with its decoded args and returns its

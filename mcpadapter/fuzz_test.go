@@ -19,12 +19,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/fleetstate/fleetstate"
-	agentkit "github.com/fleetstate/fleetstate/internal/agent"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
+	agentkit "github.com/fleetstate/fleetstate/internal/agent"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // Fuzz targets for everything a caller sends: raw JSON-RPC messages, the

@@ -7,16 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/door"
 )
 
 // HTTPOptions configure [Adapter.HTTPHandler].
@@ -158,7 +156,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 		h.unwatch = opts.Membership.onRevoke(h.revoke)
 	}
 	h.serve = func(w http.ResponseWriter, r *http.Request) {
-		if rebinding(r) {
+		if door.Rebound(r) {
 			// A refused caller keeps no connection open.
 			w.Header().Set("Connection", "close")
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
@@ -176,7 +174,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			return
 		default:
 			var ok, found bool
-			token, ok = bearerToken(auth)
+			token, ok = door.Bearer(auth)
 			if ok {
 				id, found = lookup(token)
 			}
@@ -392,50 +390,6 @@ func (l *liveRequests) end(id Identity) {
 	}
 }
 
-// bearerToken returns the token of an "Authorization: Bearer TOKEN"
-// header. The scheme is matched without regard to case (RFC 9110, 11.1),
-// and spaces around the token are tolerated.
-func bearerToken(auth string) (string, bool) {
-	scheme, token, ok := strings.Cut(strings.TrimSpace(auth), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
-}
-
-// rebinding reports whether r reached a loopback listener under a name
-// that is not loopback, as a page whose DNS name was rebound to 127.0.0.1
-// would make a browser do.
-func rebinding(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil || !isLoopback(local.String()) {
-		return false
-	}
-	if !isLoopback(r.Host) {
-		return true
-	}
-	if origin := r.Header.Get("Origin"); origin != "" {
-		u, err := url.Parse(origin)
-		if err != nil || !isLoopback(u.Host) {
-			return true
-		}
-	}
-	return false
-}
-
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
-
 // acceptBareCancel answers 202 Accepted to a notifications/cancelled that
 // carries no _meta, under protocol version 2026-07-28. mcp-go refuses such
 // a notification with 400, and a client that gets 400 for it (the official
@@ -464,11 +418,3 @@ func acceptBareCancel(w http.ResponseWriter, r *http.Request) bool {
 	w.WriteHeader(http.StatusAccepted)
 	return true
 }
-
-// Rebound reports whether r reached a loopback listener under a Host or
-// Origin that is not loopback, as a page whose DNS name was rebound to
-// 127.0.0.1 would make a browser do. Every handler of this package
-// refuses such a request with 403; a daemon that forwards requests to
-// another must refuse it before forwarding, since the request it sends on
-// carries the other's Host.
-func Rebound(r *http.Request) bool { return rebinding(r) }

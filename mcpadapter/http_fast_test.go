@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/afero"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/spf13/afero"
 )
 
 // rawHTTP is a daemon driven with raw HTTP requests.

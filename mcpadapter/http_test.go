@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // daemon is the adapter served over streamable HTTP on 127.0.0.1, as
@@ -441,45 +442,6 @@ func TestHTTPLateMember(t *testing.T) {
 	late.ok(anon, "fleet_reply", map[string]any{"content": "thanks"})
 	if p := le.ok(anon, "fleet_poll", map[string]any{"ticket": tk, "wait_s": 10}); p["content"] != "thanks" {
 		t.Errorf("poll %v; want the late member's reply", p)
-	}
-}
-
-// TestProxy: the stdio proxy forwards to the daemon with its token's
-// identity, whatever its own client claims.
-func TestProxy(t *testing.T) {
-	d := newDaemon(t, false)
-	ctx := context.Background()
-	p, err := mcpadapter.NewProxy(ctx, d.url, d.scoutTok, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	c, err := client.NewInProcessClient(p.Server())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	e := clientEnv(t, d.store.Dir(), c)
-	if len(e.tools) != 15 {
-		t.Errorf("proxy mirrors %d tools; want 15", len(e.tools))
-	}
-	// The proxy's caller claims to be the lead; the daemon sees scout.
-	e.fail(lead, "fleet_members", nil, fleetstate.CodeNotPermitted)
-	if got := e.ok(lead, "fleet_next", waitArgs(0)); got["outcome"] != "none" {
-		t.Errorf("fleet_next through the proxy: %v", got)
-	}
-	e.fail(anon, "put", map[string]any{"agent_name": "scout", "file_name": "f", "content": "x", "bogus": 1}, fleetstate.CodeInvalidArgument)
-
-	// A proxy with a wrong token does not start.
-	if p2, err := mcpadapter.NewProxy(ctx, d.url, "fst_wrong", "test"); err == nil {
-		p2.Close()
-		t.Errorf("NewProxy with a wrong token succeeded")
 	}
 }
 

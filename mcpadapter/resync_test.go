@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/afero"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/spf13/afero"
 )
 
 // laggingFile is a token file whose Load answers from a copy that lags

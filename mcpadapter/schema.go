@@ -9,8 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // field is one argument of a tool. The tool's input schema is generated

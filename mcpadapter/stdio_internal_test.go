@@ -8,9 +8,10 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 var (

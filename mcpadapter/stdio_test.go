@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // rawStdio is a server on pipes driven one line at a time.

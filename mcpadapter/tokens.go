@@ -18,8 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // tokenFile is the token file's name in the store's private folder (see

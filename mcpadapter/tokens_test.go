@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/afero"
+	"pgregory.net/rapid"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/spf13/afero"
-	"pgregory.net/rapid"
 )
 
 // fakeClock is a clock that moves only when told.

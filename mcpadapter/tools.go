@@ -5,8 +5,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 func ann(title string, readOnly, destructive, idempotent bool) mcp.ToolAnnotation {

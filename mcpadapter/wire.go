@@ -39,8 +39,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/fleetstate/fleetstate/internal/jsonstr"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/fleetstate/fleetstate/internal/jsonstr"
 )
 
 // maxDepth bounds the nesting the reader skips through (in _meta).

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
 )
 
 // FuzzParseCall: whatever line the fast path takes is valid JSON, a

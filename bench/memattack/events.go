@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -320,7 +321,7 @@ func (d *daemon) permits(n, size int) (string, error) {
 	allowed := 0
 	for i := range n {
 		body := fmt.Sprintf(`{"tool_name":"Read","tool_input":{"file_path":"/src/%s"},"key":"k%d","timeout_ms":3600000}`, path, i)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.base+mcpadapter.PermissionPath, strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.base+permission.Path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+d.tokens["scout"])
 		resp, err := http.DefaultClient.Do(req)

@@ -20,6 +20,8 @@ import (
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/fleetstate/fleetstate/daemon/dashboard"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/textsafe"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -508,7 +510,7 @@ func TestDashboardActsInChromium(t *testing.T) {
 	}
 	o = ok(call, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": "keep me queued", "wait": false})
 	keep, _ := o["ticket"].(string)
-	good := map[string]string{"Content-Type": "application/json", "Cookie": cookie, mcpadapter.CSRFHeader: csrf, "Origin": base}
+	good := map[string]string{"Content-Type": "application/json", "Cookie": cookie, dashboard.CSRFHeader: csrf, "Origin": base}
 	with := func(k, v string) map[string]string {
 		h := maps.Clone(good)
 		if v == "" {

@@ -14,11 +14,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mark3labs/mcp-go/server"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/daemon/proxy"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/mark3labs/mcp-go/server"
 )
 
 // syncWritesEnv, set to true, makes every put flush its file to stable
@@ -118,7 +120,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if err := checkTokenIdentity(ctx, urls, token, *agent, *role); err != nil {
 			return err
 		}
-		p, err := mcpadapter.NewFailoverProxy(ctx, urls, token, &mcpadapter.ProxyOptions{Version: version, Logger: log})
+		p, err := proxy.NewFailover(ctx, urls, token, &proxy.Options{Version: version, Logger: log})
 		if err != nil {
 			return fmt.Errorf("mcp: %v", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/dashboard"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -112,7 +113,7 @@ func operatorOf(dir string) (base, token string, err error) {
 func loginCode(ctx context.Context, base, token string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+mcpadapter.DashboardPath+"code", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+dashboard.Path+"code", nil)
 	if err != nil {
 		return "", fmt.Errorf("web: the URL %s: %v", base, err)
 	}
@@ -135,7 +136,7 @@ func loginCode(ctx context.Context, base, token string) (string, error) {
 	var out struct {
 		Login string `json:"login"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&out); err != nil || !strings.HasPrefix(out.Login, mcpadapter.DashboardPath) {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&out); err != nil || !strings.HasPrefix(out.Login, dashboard.Path) {
 		return "", fmt.Errorf("web: the daemon at %s sent no login code", base)
 	}
 	return out.Login, nil

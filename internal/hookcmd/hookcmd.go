@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/internal/cmdhelp"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -186,7 +187,7 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 	// PermissionRequest would report it.
 	reportStatus(ctx, env, "blocked", stderr)
 	key := in.key()
-	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + mcpadapter.PermissionPath
+	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + permission.Path
 	deadline := time.Now().Add(timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(callSlack))
 	defer cancel()
@@ -203,7 +204,7 @@ func Permission(ctx context.Context, env Env, timeout time.Duration, stdin io.Re
 		var body bytes.Buffer
 		enc := json.NewEncoder(&body)
 		enc.SetEscapeHTML(false)
-		_ = enc.Encode(mcpadapter.HookRequest{ToolName: in.ToolName, ToolInput: in.ToolInput, Cwd: in.Cwd,
+		_ = enc.Encode(permission.HookRequest{ToolName: in.ToolName, ToolInput: in.ToolInput, Cwd: in.Cwd,
 			SessionID: in.SessionID, Key: key, TimeoutMS: max(left.Milliseconds(), 1)})
 		d, status, err := post(ctx, url, env.Token, body.Bytes())
 		refused := errors.Is(err, syscall.ECONNREFUSED)
@@ -260,7 +261,7 @@ func post(ctx context.Context, url, token string, body []byte) (fleetstate.Decis
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return fleetstate.Decision{}, resp.StatusCode, nil
 	}
-	var hd mcpadapter.HookDecision
+	var hd permission.HookDecision
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&hd); err != nil {
 		return fleetstate.Decision{}, 0, err
 	}

@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/afero"
+	"go.uber.org/goleak"
+
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/hookcmd"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/spf13/afero"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -49,7 +51,7 @@ func newFleet(t *testing.T) *fleet {
 	if f.token, err = tokens.Add("scout", mcpadapter.RoleMember); err != nil {
 		t.Fatal(err)
 	}
-	f.srv = httptest.NewServer(mcpadapter.PermissionHandler(rv, mcpadapter.PermissionOptions{Tokens: tokens, Operator: operator}))
+	f.srv = httptest.NewServer(permission.NewHandler(rv, permission.Options{Tokens: tokens, Operator: operator}))
 	t.Cleanup(func() {
 		rv.Close()
 		f.srv.Close()
@@ -162,7 +164,7 @@ func TestHookRetriesWhileTheDaemonRestarts(t *testing.T) {
 	var calls atomic.Int32
 	inner := f.srv.Config.Handler
 	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != mcpadapter.PermissionPath {
+		if r.URL.Path != permission.Path {
 			http.NotFound(w, r) // the status report after the decision
 			return
 		}

@@ -205,6 +205,22 @@ func Cut(s string, n int) (head string, rest int) {
 	return e[:cut], total - count
 }
 
+// ClipBytes returns s when it has at most n bytes, and otherwise a copy
+// of its longest prefix of at most n bytes that ends at a character
+// boundary: a copy, not a slice, since a slice would keep the whole of s
+// alive for as long as the clip lasts. It is for what a view is sent,
+// before [Escape] makes it readable.
+func ClipBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n = max(n, 0)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
+}
+
 // Mark is what a view writes in place of the rest characters it left
 // out of a text.
 func Mark(rest int) string {

@@ -125,5 +125,23 @@ func FuzzEscape(f *testing.F) {
 		if c != e && !strings.HasPrefix(e, c[:strings.LastIndex(c, "…")]) {
 			t.Fatalf("Clip(%q, %d) = %q: not a prefix of %q", s, n, c, e)
 		}
+		b := textsafe.ClipBytes(s, n)
+		if !strings.HasPrefix(s, b) || len(b) > max(n, 0) && b != s || b != s && len(b) < n-utf8.UTFMax+1 ||
+			utf8.ValidString(s) && !utf8.ValidString(b) {
+			t.Fatalf("ClipBytes(%q, %d) = %q", s, n, b)
+		}
 	})
+}
+
+// TestClipBytes: a clip ends at a character boundary, never past n bytes.
+func TestClipBytes(t *testing.T) {
+	long := strings.Repeat("é", 6) // 12 bytes
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{5, "éé"}, {4, "éé"}, {12, long}, {40, long}, {0, ""}, {-1, ""}} {
+		if got := textsafe.ClipBytes(long, c.n); got != c.want {
+			t.Errorf("ClipBytes(%q, %d) = %q; want %q", long, c.n, got, c.want)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package mcpadapter
+package dashboard
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
 
 // The transcripts of the turns are kept by the daemon, not by the page, so
@@ -121,7 +122,7 @@ func (t *transcripts) turn(id, member, lead, ticket string, opened time.Time) *t
 // the transcript is full.
 func (tr *transcript) add(e transcriptEntry) {
 	if len(e.Content) > maxTranscriptContent {
-		e.Content, e.Clipped = clipText(e.Content, maxTranscriptContent), true
+		e.Content, e.Clipped = textsafe.ClipBytes(e.Content, maxTranscriptContent), true
 	}
 	if len(tr.Entries) >= maxTranscriptEntries {
 		tr.Entries = append(tr.Entries[:1], tr.Entries[2:]...)

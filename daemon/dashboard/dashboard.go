@@ -1,4 +1,4 @@
-package mcpadapter
+package dashboard
 
 import (
 	"crypto/rand"
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/door"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // The dashboard is a web page of the fleet that the daemon serves on its
@@ -31,7 +33,7 @@ import (
 //	GET  /dashboard/login?code=CODE → Set-Cookie, 303 to /dashboard/
 //
 // A code is good once, for DefaultLoginCodeTTL. A session lives in memory
-// only, for DefaultDashboardSessionTTL, or until its lead's token is
+// only, for DefaultSessionTTL, or until its lead's token is
 // revoked; a restart of the daemon ends every session. The page itself
 // reads the fleet from /events (the browser sends the cookie) and the
 // transcripts of the turns from /dashboard/transcripts; it loads nothing
@@ -40,19 +42,19 @@ import (
 // cookie, the page's own origin and the login's CSRF token: see
 // dashboard_actions.go.
 
-// DashboardPath is where the daemon serves the dashboard: every path under
+// Path is where the daemon serves the dashboard: every path under
 // it.
-const DashboardPath = "/dashboard/"
+const Path = "/dashboard/"
 
-// Bounds of the dashboard's login, each an option of [DashboardOptions].
+// Bounds of the dashboard's login, each an option of [Options].
 const (
 	// DefaultLoginCodeTTL is how long a login code is good for: the
 	// time to paste a printed URL into a browser, short enough that a
 	// URL left in a terminal's scroll-back is soon worthless.
 	DefaultLoginCodeTTL = 5 * time.Minute
-	// DefaultDashboardSessionTTL is how long a login lasts: a working
+	// DefaultSessionTTL is how long a login lasts: a working
 	// day, so that an operator logs in once a day.
-	DefaultDashboardSessionTTL = 12 * time.Hour
+	DefaultSessionTTL = 12 * time.Hour
 	// maxLoginCodes bounds the codes outstanding of one principal (the
 	// operator, or one lead); a new one beyond it drops that principal's
 	// oldest, so a token holder asking in a loop holds memory bounded and
@@ -74,24 +76,24 @@ const (
 const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-//go:embed dashboard
+//go:embed assets
 var dashboardFiles embed.FS
 
-// DashboardOptions configure [NewDashboard]. The zero value is valid:
+// Options configure [New]. The zero value is valid:
 // nobody can ask for a code (no operator, no tokens) and the bounds are
 // the defaults.
-type DashboardOptions struct {
+type Options struct {
 	// Operator is the daemon's operator token (see [NewOperatorToken]):
 	// its bearer may ask for a login code. Empty means none.
 	Operator string
 	// Tokens lets a lead's bearer token ask for a login code; the
 	// session it gets ends when that token is revoked. Members may not.
-	Tokens *Tokens
+	Tokens *mcpadapter.Tokens
 	// CodeTTL is how long a login code is good for. Zero means
 	// DefaultLoginCodeTTL.
 	CodeTTL time.Duration
 	// SessionTTL is how long a login lasts. Zero means
-	// DefaultDashboardSessionTTL.
+	// DefaultSessionTTL.
 	SessionTTL time.Duration
 	// Version is shown in the page's footer.
 	Version string
@@ -101,11 +103,11 @@ type DashboardOptions struct {
 	LeadsDecide func() bool
 }
 
-// Dashboard serves the fleet's web page and its login. Use [NewDashboard];
+// Dashboard serves the fleet's web page and its login. Use [New];
 // it is safe for concurrent use. [Dashboard.Authorized] is the hook that
 // lets its cookie into [EventsHandler] (EventsOptions.Authorize).
 type Dashboard struct {
-	o     DashboardOptions
+	o     Options
 	rv    *fleetstate.Rendezvous
 	now   func() time.Time // a seam for the tests of expiry
 	tr    *transcripts
@@ -138,10 +140,10 @@ type dashboardLogin struct {
 	csrf            string
 }
 
-// NewDashboard returns the dashboard of rv. It reads rv's events from now
+// New returns the dashboard of rv. It reads rv's events from now
 // on for the transcripts of the turns, until [Dashboard.Close] or the
 // rendezvous closes.
-func NewDashboard(rv *fleetstate.Rendezvous, o *DashboardOptions) *Dashboard {
+func New(rv *fleetstate.Rendezvous, o *Options) *Dashboard {
 	d := &Dashboard{rv: rv, now: time.Now, sessions: map[[32]byte]*dashboardLogin{}}
 	if o != nil {
 		d.o = *o
@@ -150,9 +152,9 @@ func NewDashboard(rv *fleetstate.Rendezvous, o *DashboardOptions) *Dashboard {
 		d.o.CodeTTL = DefaultLoginCodeTTL
 	}
 	if d.o.SessionTTL <= 0 {
-		d.o.SessionTTL = DefaultDashboardSessionTTL
+		d.o.SessionTTL = DefaultSessionTTL
 	}
-	static, err := fs.Sub(dashboardFiles, "dashboard/static")
+	static, err := fs.Sub(dashboardFiles, "assets/static")
 	if err != nil {
 		panic(err) // the embedded files are part of the build: a test covers them
 	}
@@ -170,8 +172,8 @@ func NewDashboard(rv *fleetstate.Rendezvous, o *DashboardOptions) *Dashboard {
 			}
 			return s
 		},
-	}).ParseFS(dashboardFiles, "dashboard/*.html"))
-	d.files = http.StripPrefix(DashboardPath+"static/", http.FileServerFS(static))
+	}).ParseFS(dashboardFiles, "assets/*.html"))
+	d.files = http.StripPrefix(Path+"static/", http.FileServerFS(static))
 	d.tr = watchTranscripts(rv)
 	return d
 }
@@ -186,7 +188,7 @@ func (d *Dashboard) Close() {
 	d.mu.Unlock()
 }
 
-// ServeHTTP serves the dashboard's paths under [DashboardPath].
+// ServeHTTP serves the dashboard's paths under [Path].
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", dashboardCSP)
@@ -194,25 +196,25 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if rebinding(r) {
+	if door.Rebound(r) {
 		http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 		return
 	}
 	switch p := r.URL.Path; {
-	case p == DashboardPath+"code":
+	case p == Path+"code":
 		d.serveCode(w, r)
-	case p == DashboardPath+"login":
+	case p == Path+"login":
 		d.serveLogin(w, r)
 	case !d.Authorized(r):
 		d.refuse(w, r)
-	case p == DashboardPath:
+	case p == Path:
 		d.servePage(w, r)
-	case p == DashboardPath+"transcripts":
+	case p == Path+"transcripts":
 		d.serveTranscripts(w, r)
-	case p == DashboardPath+"answer", p == DashboardPath+"cancel", p == DashboardPath+"send", p == DashboardPath+"ack", p == DashboardPath+"decide",
-		p == DashboardPath+"logout":
-		d.serveAction(w, r, strings.TrimPrefix(p, DashboardPath))
-	case strings.HasPrefix(p, DashboardPath+"static/") && r.Method == http.MethodGet:
+	case p == Path+"answer", p == Path+"cancel", p == Path+"send", p == Path+"ack", p == Path+"decide",
+		p == Path+"logout":
+		d.serveAction(w, r, strings.TrimPrefix(p, Path))
+	case strings.HasPrefix(p, Path+"static/") && r.Method == http.MethodGet:
 		d.files.ServeHTTP(w, r)
 	default:
 		http.NotFound(w, r)
@@ -254,7 +256,7 @@ func (d *Dashboard) session(r *http.Request) (dashboardLogin, bool) {
 			return dashboardLogin{}, false
 		}
 		id, found := d.o.Tokens.Lookup(login.lead)
-		if !found || id.Role != RoleLead {
+		if !found || id.Role != mcpadapter.RoleLead {
 			return dashboardLogin{}, false
 		}
 	}
@@ -310,7 +312,7 @@ func (d *Dashboard) serveCode(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"code":         code,
-		"login":        DashboardPath + "login?code=" + code,
+		"login":        Path + "login?code=" + code,
 		"expires_in_s": int(d.o.CodeTTL / time.Second),
 	})
 }
@@ -318,7 +320,7 @@ func (d *Dashboard) serveCode(w http.ResponseWriter, r *http.Request) {
 // bearer reports whether r carries the operator token or a lead's, and
 // the lead's token and name if it is one.
 func (d *Dashboard) bearer(r *http.Request) (lead, name string, ok bool) {
-	token, found := bearerToken(r.Header.Get("Authorization"))
+	token, found := door.Bearer(r.Header.Get("Authorization"))
 	if !found {
 		return "", "", false
 	}
@@ -329,7 +331,7 @@ func (d *Dashboard) bearer(r *http.Request) (lead, name string, ok bool) {
 		return "", "", false
 	}
 	id, found := d.o.Tokens.Lookup(token)
-	if !found || id.Role != RoleLead {
+	if !found || id.Role != mcpadapter.RoleLead {
 		return "", "", false
 	}
 	return token, id.Agent, true
@@ -403,7 +405,7 @@ func (d *Dashboard) serveLogin(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
 	})
-	http.Redirect(w, r, DashboardPath, http.StatusSeeOther)
+	http.Redirect(w, r, Path, http.StatusSeeOther)
 }
 
 // redeem takes code out of the outstanding codes if it is one of them and
@@ -443,7 +445,7 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
 // refuse answers a request without a live session: a page that says how
 // to log in, and nothing of the fleet.
 func (d *Dashboard) refuse(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != DashboardPath {
+	if r.URL.Path != Path {
 		http.Error(w, "unauthorized: log in with the URL that `fleetstate web` prints", http.StatusUnauthorized)
 		return
 	}

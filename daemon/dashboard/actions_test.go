@@ -1,4 +1,4 @@
-package mcpadapter_test
+package dashboard_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/dashboard"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -21,7 +22,7 @@ var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`)
 // csrfOf returns the CSRF token of c's login, from the page.
 func (x *dash) csrfOf(c *http.Client) string {
 	x.t.Helper()
-	resp, body := get(x.t, c, x.srv.URL+mcpadapter.DashboardPath)
+	resp, body := get(x.t, c, x.srv.URL+dashboard.Path)
 	m := csrfMeta.FindStringSubmatch(body)
 	if resp.StatusCode != http.StatusOK || m == nil || len(m[1]) < 40 {
 		x.t.Fatalf("page: %s, no CSRF token in it:\n%s", resp.Status, body)
@@ -46,14 +47,14 @@ func (x *dash) leadLogin(c *http.Client, token string) *http.Client {
 // changing the request first; it returns the status and the body.
 func (x *dash) action(c *http.Client, csrf, path, body string, edit func(*http.Request)) (int, string) {
 	x.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, x.srv.URL+mcpadapter.DashboardPath+path, strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, x.srv.URL+dashboard.Path+path, strings.NewReader(body))
 	if err != nil {
 		x.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", x.srv.URL)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.Header.Set(mcpadapter.CSRFHeader, csrf)
+	req.Header.Set(dashboard.CSRFHeader, csrf)
 	if edit != nil {
 		edit(req)
 	}
@@ -254,7 +255,7 @@ func TestDashboardLeadActsOnOwnTickets(t *testing.T) {
 	}
 	c := x.leadLogin(browser(t), x.leadTok)
 	csrf := x.csrfOf(c)
-	if _, body := get(t, c, x.srv.URL+mcpadapter.DashboardPath); !strings.Contains(body, "as lead lead") {
+	if _, body := get(t, c, x.srv.URL+dashboard.Path); !strings.Contains(body, "as lead lead") {
 		t.Errorf("the lead's page does not say who acts:\n%s", body)
 	}
 
@@ -297,7 +298,7 @@ func TestDashboardAck(t *testing.T) {
 	x := newDash(t)
 	c := x.loggedIn(browser(t))
 	csrf := x.csrfOf(c)
-	if !strings.Contains(func() string { _, b := get(t, c, x.srv.URL+mcpadapter.DashboardPath); return b }(),
+	if !strings.Contains(func() string { _, b := get(t, c, x.srv.URL+dashboard.Path); return b }(),
 		`<meta name="fleetstate-sender" content="`+mcpadapter.OperatorAgent+`">`) {
 		t.Error("the operator's page does not name the lead it sends as")
 	}
@@ -493,7 +494,7 @@ func TestDashboardActionTrailingBytes(t *testing.T) {
 	if n := len(x.rv.Snapshot().Tickets); n != 0 {
 		t.Errorf("%d tickets after the refused sends; want none", n)
 	}
-	if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusOK {
+	if resp, _ := get(t, c, x.srv.URL+dashboard.Path); resp.StatusCode != http.StatusOK {
 		t.Errorf("the page after the refused logouts: %s; want 200, still logged in", resp.Status)
 	}
 	if status, body := x.action(c, csrf, "send", `{"to":"scout","brief":"b"}`+"\n", nil); status != http.StatusOK {
@@ -509,7 +510,7 @@ func TestDashboardLogout(t *testing.T) {
 	x := newDash(t)
 	c := x.loggedIn(browser(t))
 	csrf := x.csrfOf(c)
-	if _, page := get(t, c, x.srv.URL+mcpadapter.DashboardPath); !strings.Contains(page, `<button type="button" id="logout" class="logout">Log out</button>`) {
+	if _, page := get(t, c, x.srv.URL+dashboard.Path); !strings.Contains(page, `<button type="button" id="logout" class="logout">Log out</button>`) {
 		t.Error("the page has no Log out button")
 	}
 	u, _ := url.Parse(x.srv.URL)
@@ -529,7 +530,7 @@ func TestDashboardLogout(t *testing.T) {
 			t.Errorf("logout, %s: %d %s; want %d", r.name, status, body, r.want)
 		}
 	}
-	if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusOK {
+	if resp, _ := get(t, c, x.srv.URL+dashboard.Path); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the page after refused logouts: %s; want 200", resp.Status)
 	}
 	if status, body := x.action(c, csrf, "logout", `{}`, nil); status != http.StatusOK {
@@ -540,7 +541,7 @@ func TestDashboardLogout(t *testing.T) {
 	}
 	old := browser(t)
 	old.Jar.SetCookies(u, cookies)
-	if resp, _ := get(t, old, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := get(t, old, x.srv.URL+dashboard.Path); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("the page with the cookie of the ended login: %s; want 401", resp.Status)
 	}
 	if status, _ := x.action(old, csrf, "send", `{"to":"scout","brief":"b"}`, nil); status != http.StatusUnauthorized {

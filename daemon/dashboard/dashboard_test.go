@@ -1,4 +1,4 @@
-package mcpadapter_test
+package dashboard_test
 
 import (
 	"context"
@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/afero"
+
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/dashboard"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
-	"github.com/spf13/afero"
 )
 
 const testOperator = "fso_operator-token-of-the-test"
@@ -27,7 +29,7 @@ const testOperator = "fso_operator-token-of-the-test"
 type dash struct {
 	t       *testing.T
 	srv     *httptest.Server
-	d       *mcpadapter.Dashboard
+	d       *dashboard.Dashboard
 	rv      *fleetstate.Rendezvous
 	tokens  *mcpadapter.Tokens
 	leadTok string
@@ -64,16 +66,16 @@ func newDash(t *testing.T) *dash {
 	if err := rv.AddMember("scout", nil); err != nil {
 		t.Fatal(err)
 	}
-	x.d = mcpadapter.NewDashboard(rv, &mcpadapter.DashboardOptions{Operator: testOperator, Tokens: tokens, Version: "test",
+	x.d = dashboard.New(rv, &dashboard.Options{Operator: testOperator, Tokens: tokens, Version: "test",
 		LeadsDecide: x.leadsDecide.Load})
-	mcpadapter.SetDashboardClock(x.d, func() time.Time {
+	dashboard.SetClock(x.d, func() time.Time {
 		x.mu.Lock()
 		defer x.mu.Unlock()
 		return x.now
 	})
 	mux := http.NewServeMux()
 	mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(rv, mcpadapter.EventsOptions{Tokens: tokens, Operator: testOperator, Authorize: x.d.Authorized}))
-	mux.Handle(mcpadapter.DashboardPath, x.d)
+	mux.Handle(dashboard.Path, x.d)
 	x.srv = httptest.NewServer(mux)
 	t.Cleanup(func() {
 		rv.Close()
@@ -92,7 +94,7 @@ func (x *dash) advance(d time.Duration) {
 // code asks for a login code with token and returns the login path.
 func (x *dash) code(token string) (string, int) {
 	x.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, x.srv.URL+mcpadapter.DashboardPath+"code", nil)
+	req, _ := http.NewRequest(http.MethodPost, x.srv.URL+dashboard.Path+"code", nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -106,7 +108,7 @@ func (x *dash) code(token string) (string, int) {
 		Login string `json:"login"`
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&out)
-	if resp.StatusCode == http.StatusOK && (out.Code == "" || out.Login != mcpadapter.DashboardPath+"login?code="+out.Code) {
+	if resp.StatusCode == http.StatusOK && (out.Code == "" || out.Login != dashboard.Path+"login?code="+out.Code) {
 		x.t.Fatalf("code answer %+v", out)
 	}
 	return out.Login, resp.StatusCode
@@ -161,8 +163,8 @@ func TestDashboardLogin(t *testing.T) {
 		t.Fatalf("code with the operator token: %d", status)
 	}
 	resp := x.login(c, login)
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != mcpadapter.DashboardPath {
-		t.Fatalf("login: %s to %q; want 303 to %s", resp.Status, resp.Header.Get("Location"), mcpadapter.DashboardPath)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != dashboard.Path {
+		t.Fatalf("login: %s to %q; want 303 to %s", resp.Status, resp.Header.Get("Location"), dashboard.Path)
 	}
 	cookies := resp.Cookies()
 	if len(cookies) != 1 {
@@ -175,12 +177,12 @@ func TestDashboardLogin(t *testing.T) {
 	if _, port, _ := strings.Cut(strings.TrimPrefix(x.srv.URL, "http://"), ":"); ck.Name != "fleetstate_"+port {
 		t.Errorf("cookie name %q; want fleetstate_%s", ck.Name, port)
 	}
-	page, body := get(t, c, x.srv.URL+mcpadapter.DashboardPath)
+	page, body := get(t, c, x.srv.URL+dashboard.Path)
 	if page.StatusCode != http.StatusOK || !strings.Contains(body, `data-member="scout"`) || !strings.Contains(body, "/dashboard/static/app.js") {
 		t.Fatalf("page: %s\n%s", page.Status, body)
 	}
 	for _, asset := range []string{"static/app.js", "static/textsafe.js", "static/app.css", "static/icon.svg"} {
-		if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath+asset); resp.StatusCode != http.StatusOK {
+		if resp, _ := get(t, c, x.srv.URL+dashboard.Path+asset); resp.StatusCode != http.StatusOK {
 			t.Errorf("%s: %s", asset, resp.Status)
 		}
 	}
@@ -208,7 +210,7 @@ func TestDashboardLogin(t *testing.T) {
 			t.Errorf("code with the %s token: %d; want 401", name, status)
 		}
 	}
-	if resp, _ := get(t, http.DefaultClient, x.srv.URL+mcpadapter.DashboardPath+"code"); resp.StatusCode != http.StatusMethodNotAllowed {
+	if resp, _ := get(t, http.DefaultClient, x.srv.URL+dashboard.Path+"code"); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET code: %s; want 405", resp.Status)
 	}
 }
@@ -221,17 +223,17 @@ func TestDashboardRefusesCodes(t *testing.T) {
 		name, login string
 		before      func()
 	}{
-		{name: "none", login: mcpadapter.DashboardPath + "login"},
-		{name: "empty", login: mcpadapter.DashboardPath + "login?code="},
-		{name: "wrong", login: mcpadapter.DashboardPath + "login?code=" + url.QueryEscape("not-a-code")},
+		{name: "none", login: dashboard.Path + "login"},
+		{name: "empty", login: dashboard.Path + "login?code="},
+		{name: "wrong", login: dashboard.Path + "login?code=" + url.QueryEscape("not-a-code")},
 		{name: "good code cut short", login: good[:len(good)-1]},
-		{name: "overlong", login: mcpadapter.DashboardPath + "login?code=" + strings.Repeat("a", 4096)},
+		{name: "overlong", login: dashboard.Path + "login?code=" + strings.Repeat("a", 4096)},
 		{name: "reused", login: good, before: func() {
 			if resp := x.login(browser(t), good); resp.StatusCode != http.StatusSeeOther {
 				t.Fatalf("first use: %s", resp.Status)
 			}
 		}},
-		{name: "expired", login: expiring, before: func() { x.advance(mcpadapter.DefaultLoginCodeTTL) }},
+		{name: "expired", login: expiring, before: func() { x.advance(dashboard.DefaultLoginCodeTTL) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.before != nil {
@@ -242,7 +244,7 @@ func TestDashboardRefusesCodes(t *testing.T) {
 			if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 || !strings.Contains(body, "fleetstate web") {
 				t.Fatalf("login: %s, cookies %v; want 401, none, and a page naming fleetstate web:\n%s", resp.Status, resp.Cookies(), body)
 			}
-			if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusUnauthorized {
+			if resp, _ := get(t, c, x.srv.URL+dashboard.Path); resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("page after a refused login: %s; want 401", resp.Status)
 			}
 		})
@@ -256,8 +258,8 @@ func TestDashboardNothingWithoutCookie(t *testing.T) {
 	u, _ := url.Parse(x.srv.URL)
 	_, port, _ := strings.Cut(u.Host, ":")
 	forged.Jar.SetCookies(u, []*http.Cookie{{Name: "fleetstate_" + port, Value: "forged-session-value-of-the-right-length-0123456789"}})
-	paths := []string{mcpadapter.DashboardPath, mcpadapter.DashboardPath + "static/app.js", mcpadapter.DashboardPath + "static/app.css",
-		mcpadapter.DashboardPath + "transcripts", mcpadapter.DashboardPath + "nope", mcpadapter.EventsPath}
+	paths := []string{dashboard.Path, dashboard.Path + "static/app.js", dashboard.Path + "static/app.css",
+		dashboard.Path + "transcripts", dashboard.Path + "nope", mcpadapter.EventsPath}
 	for name, cl := range map[string]*http.Client{"no cookie": c, "forged cookie": forged} {
 		for _, p := range paths {
 			resp, body := get(t, cl, x.srv.URL+p)
@@ -266,7 +268,7 @@ func TestDashboardNothingWithoutCookie(t *testing.T) {
 			}
 		}
 	}
-	resp, body := get(t, c, x.srv.URL+mcpadapter.DashboardPath)
+	resp, body := get(t, c, x.srv.URL+dashboard.Path)
 	if !strings.Contains(body, "fleetstate web") || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Errorf("the refusal page does not say to run fleetstate web:\n%s", body)
 	}
@@ -275,7 +277,7 @@ func TestDashboardNothingWithoutCookie(t *testing.T) {
 func TestDashboardHeaders(t *testing.T) {
 	x := newDash(t)
 	c := x.loggedIn(browser(t))
-	for _, p := range []string{mcpadapter.DashboardPath, mcpadapter.DashboardPath + "static/app.js", mcpadapter.DashboardPath + "login?code=x"} {
+	for _, p := range []string{dashboard.Path, dashboard.Path + "static/app.js", dashboard.Path + "login?code=x"} {
 		resp, _ := get(t, c, x.srv.URL+p)
 		csp := resp.Header.Get("Content-Security-Policy")
 		for _, want := range []string{"default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"} {
@@ -292,7 +294,7 @@ func TestDashboardHeaders(t *testing.T) {
 	}
 	// No asset names another origin: the page loads nothing from outside.
 	for _, p := range []string{"", "static/app.js", "static/app.css"} {
-		_, body := get(t, c, x.srv.URL+mcpadapter.DashboardPath+p)
+		_, body := get(t, c, x.srv.URL+dashboard.Path+p)
 		if strings.Contains(body, "http://") || strings.Contains(body, "https://") || strings.Contains(body, "//cdn") {
 			t.Errorf("%s names another origin:\n%s", p, body)
 		}
@@ -306,7 +308,7 @@ func TestDashboardRebinding(t *testing.T) {
 		"host":   func(r *http.Request) { r.Host = "evil.example:80" },
 		"origin": func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") },
 	} {
-		for _, p := range []string{mcpadapter.DashboardPath, mcpadapter.DashboardPath + "login?code=x"} {
+		for _, p := range []string{dashboard.Path, dashboard.Path + "login?code=x"} {
 			req, _ := http.NewRequest(http.MethodGet, x.srv.URL+p, nil)
 			set(req)
 			resp, err := c.Do(req)
@@ -324,12 +326,12 @@ func TestDashboardRebinding(t *testing.T) {
 func TestDashboardSessionExpires(t *testing.T) {
 	x := newDash(t)
 	c := x.loggedIn(browser(t))
-	x.advance(mcpadapter.DefaultDashboardSessionTTL - time.Second)
-	if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusOK {
+	x.advance(dashboard.DefaultSessionTTL - time.Second)
+	if resp, _ := get(t, c, x.srv.URL+dashboard.Path); resp.StatusCode != http.StatusOK {
 		t.Fatalf("page before the session's end: %s", resp.Status)
 	}
 	x.advance(time.Second)
-	if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := get(t, c, x.srv.URL+dashboard.Path); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("page after the session's end: %s; want 401", resp.Status)
 	}
 }
@@ -341,13 +343,13 @@ func TestDashboardLeadSessionEndsWithToken(t *testing.T) {
 	if resp := x.login(c, login); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login: %s", resp.Status)
 	}
-	if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusOK {
+	if resp, _ := get(t, c, x.srv.URL+dashboard.Path); resp.StatusCode != http.StatusOK {
 		t.Fatalf("page: %s", resp.Status)
 	}
 	if _, err := x.tokens.Revoke("lead"); err != nil {
 		t.Fatal(err)
 	}
-	if resp, _ := get(t, c, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := get(t, c, x.srv.URL+dashboard.Path); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("page after the lead's token was revoked: %s; want 401", resp.Status)
 	}
 }
@@ -397,7 +399,7 @@ func TestDashboardTranscripts(t *testing.T) {
 		t.Fatalf("Answer = %+v; want the reply", o)
 	}
 	seq := x.rv.Snapshot().Seq
-	_, body := get(t, c, x.srv.URL+mcpadapter.DashboardPath+"transcripts?after="+jsonNumber(seq))
+	_, body := get(t, c, x.srv.URL+dashboard.Path+"transcripts?after="+jsonNumber(seq))
 	var v struct {
 		Seq   uint64 `json:"seq"`
 		Turns []struct {
@@ -426,9 +428,9 @@ func TestDashboardTranscripts(t *testing.T) {
 	}
 	// A fresh dashboard seeds its transcripts from the snapshot: the
 	// brief and the held outcome.
-	d2 := mcpadapter.NewDashboard(x.rv, nil)
+	d2 := dashboard.New(x.rv, nil)
 	defer d2.Close()
-	if n := mcpadapter.DashboardTurns(d2); n != 1 {
+	if n := dashboard.Turns(d2); n != 1 {
 		t.Errorf("a new dashboard holds %d turns; want 1 from the snapshot", n)
 	}
 }
@@ -481,7 +483,7 @@ func TestDashboardBoundsPerPrincipal(t *testing.T) {
 		{"the operator's login", operator, http.StatusOK},
 		{"the lead's oldest of 65 logins", first, http.StatusUnauthorized},
 	} {
-		if resp, _ := get(t, c.client, x.srv.URL+mcpadapter.DashboardPath); resp.StatusCode != c.want {
+		if resp, _ := get(t, c.client, x.srv.URL+dashboard.Path); resp.StatusCode != c.want {
 			t.Errorf("%s after 65 of the lead's: %s; want %d", c.name, resp.Status, c.want)
 		}
 	}

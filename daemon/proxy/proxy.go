@@ -1,4 +1,4 @@
-package mcpadapter
+package proxy
 
 import (
 	"context"
@@ -10,41 +10,43 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
-// The proxy's bounds, each a field of [ProxyOptions] whose zero value means
+// The proxy's bounds, each a field of [Options] whose zero value means
 // the default here.
 const (
-	// DefaultProxyConnectTimeout bounds one attempt to connect to a
+	// DefaultConnectTimeout bounds one attempt to connect to a
 	// daemon: the handshake, the tool list and the listening stream. A
 	// daemon that answers at all answers within milliseconds on a LAN; a
 	// host that swallows packets must not hold the agent's calls longer.
-	DefaultProxyConnectTimeout = 5 * time.Second
-	// DefaultProxyListenWait bounds how long a new connection waits for
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultListenWait bounds how long a new connection waits for
 	// its listening stream before it serves anyway: the stream is what
 	// tells the daemon that the agent is there, so calls wait for it, but
 	// a daemon that offers no stream costs only this wait.
-	DefaultProxyListenWait = 5 * time.Second
-	// DefaultProxyCallWait bounds how long a call waits for a daemon while
+	DefaultListenWait = 5 * time.Second
+	// DefaultCallWait bounds how long a call waits for a daemon while
 	// the proxy reconnects. A call answers ERR_UNAVAILABLE sooner, as soon
 	// as one round over every URL has failed.
-	DefaultProxyCallWait = 10 * time.Second
-	// DefaultProxyMinBackoff and DefaultProxyMaxBackoff bound the wait
+	DefaultCallWait = 10 * time.Second
+	// DefaultMinBackoff and DefaultMaxBackoff bound the wait
 	// between two rounds of attempts while every daemon is down: the wait
 	// doubles from the first to the second. A call made meanwhile starts
 	// the next round at once, so an agent sees a restarted daemon on its
 	// next call, and the cap only bounds the background retries.
-	DefaultProxyMinBackoff = 100 * time.Millisecond
-	DefaultProxyMaxBackoff = 5 * time.Second
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
 )
 
-// ProxyOptions configure [NewFailoverProxy]. A nil *ProxyOptions means
+// Options configure [NewFailover]. A nil *Options means
 // the defaults.
-type ProxyOptions struct {
+type Options struct {
 	// Version is the proxy's version in its MCP handshakes.
 	Version string
 	// ConnectTimeout, ListenWait, CallWait, MinBackoff and MaxBackoff are
@@ -60,8 +62,8 @@ type ProxyOptions struct {
 	Logger *slog.Logger
 }
 
-func (o *ProxyOptions) withDefaults() ProxyOptions {
-	r := ProxyOptions{}
+func (o *Options) withDefaults() Options {
+	r := Options{}
 	if o != nil {
 		r = *o
 	}
@@ -70,11 +72,11 @@ func (o *ProxyOptions) withDefaults() ProxyOptions {
 			*d = def
 		}
 	}
-	set(&r.ConnectTimeout, DefaultProxyConnectTimeout)
-	set(&r.ListenWait, DefaultProxyListenWait)
-	set(&r.CallWait, DefaultProxyCallWait)
-	set(&r.MinBackoff, DefaultProxyMinBackoff)
-	set(&r.MaxBackoff, DefaultProxyMaxBackoff)
+	set(&r.ConnectTimeout, DefaultConnectTimeout)
+	set(&r.ListenWait, DefaultListenWait)
+	set(&r.CallWait, DefaultCallWait)
+	set(&r.MinBackoff, DefaultMinBackoff)
+	set(&r.MaxBackoff, DefaultMaxBackoff)
 	r.MaxBackoff = max(r.MaxBackoff, r.MinBackoff)
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
@@ -102,7 +104,7 @@ func (o *ProxyOptions) withDefaults() ProxyOptions {
 type Proxy struct {
 	urls     []string
 	token    string
-	o        ProxyOptions
+	o        Options
 	srv      *server.MCPServer
 	progress time.Duration
 
@@ -123,22 +125,22 @@ type Proxy struct {
 	took string // guarded by mu
 }
 
-// NewProxy connects to the daemon at url with token and mirrors its tools.
-// It is [NewFailoverProxy] of one URL with the default bounds.
+// New connects to the daemon at url with token and mirrors its tools.
+// It is [NewFailover] of one URL with the default bounds.
 //
 // The proxy holds a listening stream open to the daemon for as long as it
 // runs: when the proxy's process ends, however it ends, the stream closes
 // and the daemon knows that the agent behind it is gone. Closing the proxy
 // also ends its session.
-func NewProxy(ctx context.Context, url, token, version string) (*Proxy, error) {
-	return NewFailoverProxy(ctx, []string{url}, token, &ProxyOptions{Version: version})
+func New(ctx context.Context, url, token, version string) (*Proxy, error) {
+	return NewFailover(ctx, []string{url}, token, &Options{Version: version})
 }
 
-// NewFailoverProxy connects to the first of urls that answers, daemons of
+// NewFailover connects to the first of urls that answers, daemons of
 // one fleet each accepting token, and mirrors its tools. If none answers,
 // it returns the error of the first. The proxy's connection, and its
 // background reconnections, outlive ctx; Close ends them.
-func NewFailoverProxy(ctx context.Context, urls []string, token string, o *ProxyOptions) (*Proxy, error) {
+func NewFailover(ctx context.Context, urls []string, token string, o *Options) (*Proxy, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("mcpadapter: proxy: no daemon URL")
 	}
@@ -146,7 +148,7 @@ func NewFailoverProxy(ctx context.Context, urls []string, token string, o *Proxy
 		urls:     append([]string(nil), urls...),
 		token:    token,
 		o:        o.withDefaults(),
-		progress: DefaultProgressInterval,
+		progress: mcpadapter.DefaultProgressInterval,
 		kick:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		changed:  make(chan struct{}),
@@ -156,7 +158,7 @@ func NewFailoverProxy(ctx context.Context, urls []string, token string, o *Proxy
 		l, tools, err := p.dial(ctx, url)
 		if err == nil {
 			p.srv = server.NewMCPServer("fleetstate", p.o.Version, server.WithToolCapabilities(true), server.WithRecovery(),
-				server.WithInstructions(instructions))
+				server.WithInstructions(mcpadapter.Instructions))
 			p.next = (i + 1) % len(p.urls)
 			p.install(l, tools)
 			p.wg.Add(1)
@@ -214,13 +216,13 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if req.Params.Meta != nil {
 		token = req.Params.Meta.ProgressToken
 	}
-	stop := startProgress(ctx, server.ServerFromContext(ctx), token, p.progress)
+	stop := mcpadapter.StartProgress(ctx, server.ServerFromContext(ctx), token, p.progress)
 	defer stop()
 	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		l, err := p.link(ctx)
 		if err != nil {
-			return errorResult(err), nil
+			return mcpadapter.ErrorResult(err), nil
 		}
 		res, err := l.c.CallTool(ctx, fwd)
 		if err == nil && unavailableResult(res) && time.Since(began) < p.o.CallWait && ctx.Err() == nil {
@@ -230,7 +232,7 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 			if fwd.Params.Name == "fleet_next" {
 				fwd.Params.Arguments = p.afterTurn(fwd.Params.Arguments)
 			}
-			if p.readOnly(fwd.Params.Name) || SafeToResend(fwd.Params.Name, rawArgs(fwd.Params.Arguments)) {
+			if p.readOnly(fwd.Params.Name) || mcpadapter.SafeToResend(fwd.Params.Name, rawArgs(fwd.Params.Arguments)) {
 				p.o.Logger.Info("fleetstate: proxy: sending the call again, the fleet's owner was lost", "tool", fwd.Params.Name)
 				select {
 				case <-time.After(p.o.MinBackoff):
@@ -246,23 +248,23 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		var te *transport.Error
 		var auth *transport.AuthorizationRequiredError
 		if errors.As(err, &auth) {
-			return errorResult(&fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "proxy",
+			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "proxy",
 				Err: errors.New("the daemon refuses the token in $FLEET_TOKEN (unknown or revoked)")}), nil
 		}
 		if ctx.Err() != nil || (!errors.As(err, &te) && !l.isLost()) {
 			// The caller gave up, or the daemon answered with a
 			// JSON-RPC error: either way, not a lost daemon. (A
 			// JSON-RPC error in a 5xx is a lost daemon.)
-			return errorResult(&fleetstate.Error{Code: fleetstate.CodeInternal, Op: "proxy",
+			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInternal, Op: "proxy",
 				Err: fmt.Errorf("the daemon did not answer: %v", err)}), nil
 		}
 		l.lose(err)
 		if fwd.Params.Name == "fleet_next" {
 			fwd.Params.Arguments = p.afterTurn(fwd.Params.Arguments)
 		}
-		again := unsent(err) || p.readOnly(fwd.Params.Name) || SafeToResend(fwd.Params.Name, rawArgs(fwd.Params.Arguments))
+		again := unsent(err) || p.readOnly(fwd.Params.Name) || mcpadapter.SafeToResend(fwd.Params.Name, rawArgs(fwd.Params.Arguments))
 		if !again || attempt >= len(p.urls) {
-			return errorResult(lostMidCall(fwd.Params.Name)), nil
+			return mcpadapter.ErrorResult(lostMidCall(fwd.Params.Name)), nil
 		}
 		p.o.Logger.Info("fleetstate: proxy: sending the call again to the next daemon", "tool", fwd.Params.Name, "err", err)
 	}

@@ -1,4 +1,4 @@
-package mcpadapter
+package permission
 
 import (
 	"crypto/subtle"
@@ -10,27 +10,29 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/door"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // Paths of the permission requests.
 const (
-	// PermissionPath is where an agent's PermissionRequest hook raises a
+	// Path is where an agent's PermissionRequest hook raises a
 	// request, with the agent's bearer token.
-	PermissionPath = "/permission"
-	// PermissionsPath lists the pending requests (GET), and decides one
-	// (POST PermissionsPath/ID): for the operator, and for leads where
-	// [PermissionOptions].LeadsDecide.
-	PermissionsPath = "/permissions"
+	Path = "/permission"
+	// RequestsPath lists the pending requests (GET), and decides one
+	// (POST RequestsPath/ID): for the operator, and for leads where
+	// [Options].LeadsDecide.
+	RequestsPath = "/permissions"
 )
 
 // maxPermissionBody bounds the body of a request to the permission
 // handlers: a tool's input is a command or a path, not a file.
 const maxPermissionBody = 1 << 20
 
-// PermissionOptions configure [PermissionHandler].
-type PermissionOptions struct {
+// Options configure [NewHandler].
+type Options struct {
 	// Tokens identifies the agents that raise requests, and leads.
-	Tokens *Tokens
+	Tokens *mcpadapter.Tokens
 	// Operator is the daemon's operator token: its bearer decides as
 	// "operator". Empty means none.
 	Operator string
@@ -44,7 +46,7 @@ type PermissionOptions struct {
 	Authorize func(*http.Request) (by string, ok bool)
 }
 
-// HookRequest is the body of a POST to [PermissionPath]: what Claude
+// HookRequest is the body of a POST to [Path]: what Claude
 // Code and Codex hand their PermissionRequest hook, with the hook's own
 // key and bound.
 type HookRequest struct {
@@ -59,40 +61,40 @@ type HookRequest struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
-// HookDecision is the answer of [PermissionPath] to a decided request.
+// HookDecision is the answer of [Path] to a decided request.
 type HookDecision struct {
 	Decision fleetstate.Decision `json:"decision"`
 }
 
-// DecideBody is the body of a POST to PermissionsPath/ID.
+// DecideBody is the body of a POST to RequestsPath/ID.
 type DecideBody struct {
 	Behavior fleetstate.Behavior `json:"behavior"`
 	Message  string              `json:"message,omitempty"`
 }
 
-// PermissionHandler serves rv's permission requests over HTTP:
+// NewHandler serves rv's permission requests over HTTP:
 //
-//   - POST [PermissionPath] with an agent's bearer token and a
+//   - POST [Path] with an agent's bearer token and a
 //     [HookRequest] raises the agent's request and waits, at most for the
 //     request's window, for the decision: 200 with a [HookDecision], or
 //     204 when the window passed undecided.
-//   - GET [PermissionsPath] lists the pending requests.
-//   - POST PermissionsPath/ID with a [DecideBody] decides one: 204, or an
+//   - GET [RequestsPath] lists the pending requests.
+//   - POST RequestsPath/ID with a [DecideBody] decides one: 204, or an
 //     error {error: CODE, message} with 404 for ERR_UNKNOWN_REQUEST, 409
 //     for ERR_REQUEST_DECIDED, 400 for bad input, and 202 for
 //     ERR_DECISION_UNCONFIRMED: the decision may have taken effect, takes
 //     effect once its write goes through, and no other is taken.
 //
 // Listing and deciding take the operator token, a lead's token where
-// LeadsDecide, or what [PermissionOptions].Authorize admits.
-func PermissionHandler(rv *fleetstate.Rendezvous, o PermissionOptions) http.Handler {
+// LeadsDecide, or what [Options].Authorize admits.
+func NewHandler(rv *fleetstate.Rendezvous, o Options) http.Handler {
 	mux := http.NewServeMux()
 	h := &permissionHandler{rv: rv, o: o}
-	mux.HandleFunc("POST "+PermissionPath, h.raise)
-	mux.HandleFunc("GET "+PermissionsPath, h.list)
-	mux.HandleFunc("POST "+PermissionsPath+"/{id}", h.decide)
+	mux.HandleFunc("POST "+Path, h.raise)
+	mux.HandleFunc("GET "+RequestsPath, h.list)
+	mux.HandleFunc("POST "+RequestsPath+"/{id}", h.decide)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rebinding(r) {
+		if door.Rebound(r) {
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 			return
 		}
@@ -102,29 +104,29 @@ func PermissionHandler(rv *fleetstate.Rendezvous, o PermissionOptions) http.Hand
 
 type permissionHandler struct {
 	rv *fleetstate.Rendezvous
-	o  PermissionOptions
+	o  Options
 }
 
 // raise serves an agent's hook.
 func (h *permissionHandler) raise(w http.ResponseWriter, r *http.Request) {
-	token, ok := bearerToken(r.Header.Get("Authorization"))
-	var id Identity
+	token, ok := door.Bearer(r.Header.Get("Authorization"))
+	var id mcpadapter.Identity
 	if ok && h.o.Tokens != nil {
 		id, ok = h.o.Tokens.Lookup(token)
 	}
 	if !ok || id.Anonymous() {
-		unauthorized(w, "a permission request needs the agent's bearer token")
+		door.Unauthorized(w, "a permission request needs the agent's bearer token")
 		return
 	}
 	var in HookRequest
 	if err := readJSON(r, &in); err != nil {
-		writeError(w, err)
+		door.WriteError(w, err)
 		return
 	}
 	req := fleetstate.PermissionRequest{Key: in.Key, Tool: in.ToolName, Input: string(in.ToolInput), Cwd: in.Cwd,
 		Timeout: time.Duration(in.TimeoutMS) * time.Millisecond}
 	if in.TimeoutMS < 0 || in.TimeoutMS > int64(fleetstate.MaxPermissionTimeout/time.Millisecond) {
-		writeError(w, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "request permission", Err: errors.New("timeout_ms out of range")})
+		door.WriteError(w, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "request permission", Err: errors.New("timeout_ms out of range")})
 		return
 	}
 	d, decided, err := h.rv.RequestPermission(r.Context(), id.Agent, req)
@@ -133,41 +135,41 @@ func (h *permissionHandler) raise(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return // the hook went: nobody reads an answer
 		}
-		writeError(w, err)
+		door.WriteError(w, err)
 	case !decided:
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		writeJSON(w, http.StatusOK, HookDecision{Decision: d})
+		door.WriteJSON(w, http.StatusOK, HookDecision{Decision: d})
 	}
 }
 
 // list serves the pending requests.
 func (h *permissionHandler) list(w http.ResponseWriter, r *http.Request) {
 	if _, ok := h.decider(r); !ok {
-		unauthorized(w, "the permission requests are for the operator, or a lead where the fleet file lets leads decide")
+		door.Unauthorized(w, "the permission requests are for the operator, or a lead where the fleet file lets leads decide")
 		return
 	}
 	reqs := h.rv.PermissionRequests()
 	if reqs == nil {
 		reqs = []fleetstate.PermissionRequest{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"permissions": reqs})
+	door.WriteJSON(w, http.StatusOK, map[string]any{"permissions": reqs})
 }
 
 // decide serves a decision.
 func (h *permissionHandler) decide(w http.ResponseWriter, r *http.Request) {
 	by, ok := h.decider(r)
 	if !ok {
-		unauthorized(w, "deciding a permission request takes the operator, or a lead where the fleet file lets leads decide")
+		door.Unauthorized(w, "deciding a permission request takes the operator, or a lead where the fleet file lets leads decide")
 		return
 	}
 	var in DecideBody
 	if err := readJSON(r, &in); err != nil {
-		writeError(w, err)
+		door.WriteError(w, err)
 		return
 	}
 	if err := h.rv.DecidePermission(by, r.PathValue("id"), fleetstate.Decision{Behavior: in.Behavior, Message: in.Message}); err != nil {
-		writeError(w, err)
+		door.WriteError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -180,7 +182,7 @@ func (h *permissionHandler) decider(r *http.Request) (string, bool) {
 			return by, true
 		}
 	}
-	token, ok := bearerToken(r.Header.Get("Authorization"))
+	token, ok := door.Bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return "", false
 	}
@@ -191,7 +193,7 @@ func (h *permissionHandler) decider(r *http.Request) (string, bool) {
 		return "", false
 	}
 	id, found := h.o.Tokens.Lookup(token)
-	if !found || id.Role != RoleLead || id.Anonymous() {
+	if !found || id.Role != mcpadapter.RoleLead || id.Anonymous() {
 		return "", false
 	}
 	return id.Agent, true
@@ -210,47 +212,8 @@ func readJSON(r *http.Request, v any) error {
 		return &fleetstate.Error{Code: fleetstate.CodeContentTooLarge, Op: "read request", Err: errors.New("body over 1 MiB")}
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if err := dec.Decode(v); err != nil || endOfJSON(dec) != nil {
+	if err := dec.Decode(v); err != nil || door.EndOfJSON(dec) != nil {
 		return &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "read request", Err: errors.New("the body is not the JSON object expected")}
 	}
 	return nil
-}
-
-// writeError answers err as {error: CODE, message} with a status for its
-// code.
-func writeError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	switch fleetstate.CodeOf(err) {
-	case fleetstate.CodeInvalidArgument, fleetstate.CodeInvalidAgentName:
-		status = http.StatusBadRequest
-	case fleetstate.CodeContentTooLarge:
-		status = http.StatusRequestEntityTooLarge
-	case fleetstate.CodeNotPermitted:
-		status = http.StatusForbidden
-	case fleetstate.CodeUnknownRequest, fleetstate.CodeUnknownMember, fleetstate.CodeUnknownTicket, fleetstate.CodeUnknownTurn:
-		status = http.StatusNotFound
-	case fleetstate.CodeRequestDecided, fleetstate.CodeNoPendingQuestion, fleetstate.CodeTicketOpen:
-		status = http.StatusConflict
-	case fleetstate.CodeDecisionUnconfirmed:
-		status = http.StatusAccepted
-	case fleetstate.CodeClosed, fleetstate.CodeUnavailable:
-		status = http.StatusServiceUnavailable
-	}
-	msg := err.Error()
-	if fleetstate.CodeOf(err) == fleetstate.CodeInternal {
-		msg = "internal error" // the detail may name host paths
-	}
-	writeJSON(w, status, map[string]string{"error": string(fleetstate.CodeOf(err)), "message": msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func unauthorized(w http.ResponseWriter, why string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="fleetstate"`)
-	http.Error(w, "unauthorized: "+why, http.StatusUnauthorized)
 }

@@ -1,15 +1,16 @@
-package mcpadapter
+package dashboard
 
 import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/door"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // The dashboard's actions are the library's calls, made on behalf of the
@@ -23,8 +24,9 @@ import (
 //	POST /dashboard/logout {}                    → ends the login
 //
 // The operator's login acts on every lead's tickets, as the lead that
-// sent each, and sends as [OperatorAgent], as the operator token does over MCP; a lead's login acts on its own
-// tickets only, and sends as that lead. Ack (the page's Dismiss) takes
+// sent each, and sends as [mcpadapter.OperatorAgent], as the operator
+// token does over MCP; a lead's login acts on its own tickets only, and
+// sends as that lead. Ack (the page's Dismiss) takes
 // away a finished ticket of the login's own sending only: the tickets a
 // lead agent sent are its to collect, and the operator's sends would
 // otherwise pile up, held until acked. Each request must come from the
@@ -60,7 +62,7 @@ func (a actor) operator() bool { return a.lead == "" }
 // sender is the lead name a's sends go under.
 func (a actor) sender() string {
 	if a.operator() {
-		return OperatorAgent
+		return mcpadapter.OperatorAgent
 	}
 	return a.lead
 }
@@ -114,7 +116,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&args)
 	if err == nil {
-		err = endOfJSON(dec)
+		err = door.EndOfJSON(dec)
 	}
 	if err != nil {
 		if over := (*http.MaxBytesError)(nil); errors.As(err, &over) {
@@ -141,7 +143,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		o, err = d.decide(a, args.ID, args.Behavior, args.Message)
 	}
 	if err != nil {
-		writeActionError(w, err)
+		door.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -150,7 +152,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 
 // decide allows or denies the permission request id: the operator's
 // login, and a lead's where the fleet file lets leads decide
-// (DashboardOptions.LeadsDecide).
+// (Options.LeadsDecide).
 func (d *Dashboard) decide(a actor, id, behavior, message string) (any, error) {
 	if !a.operator() && (d.o.LeadsDecide == nil || !d.o.LeadsDecide()) {
 		return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "decide",
@@ -224,21 +226,6 @@ func (d *Dashboard) leadOf(a actor, match func(fleetstate.TicketInfo) bool) (str
 		return "", &fleetstate.Error{Code: fleetstate.CodeUnknownTicket, Op: "dashboard", Err: errors.New("no such ticket or turn")}
 	}
 	return a.lead, nil // the library answers for a ticket it does not know
-}
-
-// writeActionError answers err as the permission endpoints do (writeError).
-func writeActionError(w http.ResponseWriter, err error) { writeError(w, err) }
-
-// endOfJSON reports an error unless dec's input ends after the value it
-// decoded (white space aside).
-func endOfJSON(dec *json.Decoder) error {
-	if _, err := dec.Token(); err != io.EOF {
-		if err == nil {
-			err = errors.New("more after the JSON value")
-		}
-		return err
-	}
-	return nil
 }
 
 // sameOrigin reports whether r comes from a page of the origin it was sent

@@ -1,4 +1,4 @@
-package mcpadapter_test
+package proxy_test
 
 import (
 	"context"
@@ -14,13 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/internal/fleettest"
-	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/proxy"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // fleetDaemon is one daemon of a fleet served by several: its own state
@@ -145,15 +147,15 @@ func (d *fleetDaemon) kill() {
 // fastProxy are bounds short enough for tests, with CallWait long: a test
 // that sees ERR_UNAVAILABLE sees it because a round of attempts failed,
 // never because a bound passed.
-var fastProxy = mcpadapter.ProxyOptions{Version: "test", ConnectTimeout: 10 * time.Second, ListenWait: 10 * time.Second,
+var fastProxy = proxy.Options{Version: "test", ConnectTimeout: 10 * time.Second, ListenWait: 10 * time.Second,
 	CallWait: time.Hour, MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}
 
 // proxyClient starts a failover proxy of urls with token and an MCP
 // client of it, initialized once.
-func proxyClient(t *testing.T, urls []string, token string, o mcpadapter.ProxyOptions) (*mcpadapter.Proxy, *client.Client) {
+func proxyClient(t *testing.T, urls []string, token string, o proxy.Options) (*proxy.Proxy, *client.Client) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := mcpadapter.NewFailoverProxy(ctx, urls, token, &o)
+	p, err := proxy.NewFailover(ctx, urls, token, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
