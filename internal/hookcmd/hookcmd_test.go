@@ -195,7 +195,7 @@ func TestHookWaitsForARestartedDaemon(t *testing.T) {
 	down := make(chan struct{})
 	var once sync.Once
 	front := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != mcpadapter.PermissionPath {
+		if r.URL.Path != permission.Path {
 			http.NotFound(w, r)
 			return
 		}
