@@ -1,47 +1,19 @@
 package mcpadapter_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
-
-type permResult struct {
-	d   fleetstate.Decision
-	ok  bool
-	err error
-}
-
-// raise raises scout's request on rv in a goroutine and waits until it is
-// pending.
-func raise(t *testing.T, rv *fleetstate.Rendezvous, req fleetstate.PermissionRequest) (fleetstate.PermissionRequest, <-chan permResult) {
-	t.Helper()
-	before := len(rv.PermissionRequests())
-	ch := make(chan permResult, 1)
-	go func() {
-		d, ok, err := rv.RequestPermission(context.Background(), "scout", req)
-		ch <- permResult{d, ok, err}
-	}()
-	var got []fleetstate.PermissionRequest
-	if !fleettest.Until(5*time.Second, time.Millisecond, func() bool {
-		got = rv.PermissionRequests()
-		return len(got) > before
-	}) {
-		t.Fatal("the request never became pending")
-	}
-	return got[len(got)-1], ch
-}
 
 // TestFleetApprove: a lead decides a member's request with fleet_approve
 // and sees it in fleet_members, only where the fleet file lets leads
 // decide; the operator always may.
 func TestFleetApprove(t *testing.T) {
 	e := newEnv(t, envOpts{adapter: &mcpadapter.Options{LeadsDecide: func() bool { return true }}})
-	p, ch := raise(t, e.rv, fleetstate.PermissionRequest{Tool: "Bash", Input: `{"command":"rm -rf build"}`})
+	p, ch := adaptertest.RaisePermission(t, e.rv, "scout", fleetstate.PermissionRequest{Tool: "Bash", Input: `{"command":"rm -rf build"}`})
 	members := e.ok(lead, "fleet_members", nil)
 	perms, _ := members["permissions"].([]any)
 	if len(perms) != 1 || perms[0].(map[string]any)["id"] != p.ID || perms[0].(map[string]any)["tool"] != "Bash" {
@@ -52,14 +24,14 @@ func TestFleetApprove(t *testing.T) {
 	e.fail(lead, "fleet_approve", map[string]any{"id": "perm-nope", "behavior": "allow"}, fleetstate.CodeUnknownRequest)
 	e.ok(lead, "fleet_approve", map[string]any{"id": p.ID, "behavior": "deny", "message": "not the shared build"})
 	res := <-ch
-	if !res.ok || res.d.Behavior != fleetstate.BehaviorDeny || res.d.Message != "not the shared build" || res.d.By != "lead" {
-		t.Fatalf("decision = %+v, %v, %v; want deny by lead with the message", res.d, res.ok, res.err)
+	if !res.OK || res.Decision.Behavior != fleetstate.BehaviorDeny || res.Decision.Message != "not the shared build" || res.Decision.By != "lead" {
+		t.Fatalf("decision = %+v, %v, %v; want deny by lead with the message", res.Decision, res.OK, res.Err)
 	}
 	e.fail(lead, "fleet_approve", map[string]any{"id": p.ID, "behavior": "allow"}, fleetstate.CodeRequestDecided)
 
 	// Without the fleet file's word, a lead neither decides nor sees.
 	e2 := newEnv(t, envOpts{})
-	p2, ch2 := raise(t, e2.rv, fleetstate.PermissionRequest{Tool: "Read"})
+	p2, ch2 := adaptertest.RaisePermission(t, e2.rv, "scout", fleetstate.PermissionRequest{Tool: "Read"})
 	e2.fail(lead, "fleet_approve", map[string]any{"id": p2.ID, "behavior": "allow"}, fleetstate.CodeNotPermitted)
 	if _, ok := e2.ok(lead, "fleet_members", nil)["permissions"]; ok {
 		t.Errorf("fleet_members lists permissions for a lead that may not decide")
@@ -70,7 +42,7 @@ func TestFleetApprove(t *testing.T) {
 		t.Errorf("the operator's fleet_members lists %v; want the pending request", perms)
 	}
 	e2.ok(operator, "fleet_approve", map[string]any{"id": p2.ID, "behavior": "allow"})
-	if res := <-ch2; res.d.Behavior != fleetstate.BehaviorAllow || res.d.By != mcpadapter.OperatorAgent {
-		t.Fatalf("decision = %+v; want allow by operator", res.d)
+	if res := <-ch2; res.Decision.Behavior != fleetstate.BehaviorAllow || res.Decision.By != mcpadapter.OperatorAgent {
+		t.Fatalf("decision = %+v; want allow by operator", res.Decision)
 	}
 }

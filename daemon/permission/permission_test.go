@@ -2,7 +2,6 @@ package permission_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -15,37 +14,12 @@ import (
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // testOperator is the daemon's operator token in these tests.
 const testOperator = "fso_test-operator-token"
-
-type permResult struct {
-	d   fleetstate.Decision
-	ok  bool
-	err error
-}
-
-// raise raises scout's request on rv in a goroutine and waits until it is
-// pending.
-func raise(t *testing.T, rv *fleetstate.Rendezvous, req fleetstate.PermissionRequest) (fleetstate.PermissionRequest, <-chan permResult) {
-	t.Helper()
-	before := len(rv.PermissionRequests())
-	ch := make(chan permResult, 1)
-	go func() {
-		d, ok, err := rv.RequestPermission(context.Background(), "scout", req)
-		ch <- permResult{d, ok, err}
-	}()
-	var got []fleetstate.PermissionRequest
-	if !fleettest.Until(5*time.Second, time.Millisecond, func() bool {
-		got = rv.PermissionRequests()
-		return len(got) > before
-	}) {
-		t.Fatal("the request never became pending")
-	}
-	return got[len(got)-1], ch
-}
 
 type permHTTP struct {
 	srv                      *httptest.Server
@@ -174,12 +148,12 @@ func TestPermissionHTTP(t *testing.T) {
 // a lead's token decides as the lead.
 func TestPermissionHTTPLeadDecides(t *testing.T) {
 	x := newPermHTTP(t, true)
-	p, ch := raise(t, x.rv, fleetstate.PermissionRequest{Tool: "Bash"})
+	p, ch := adaptertest.RaisePermission(t, x.rv, "scout", fleetstate.PermissionRequest{Tool: "Bash"})
 	if resp := x.post(t, permission.RequestsPath+"/"+p.ID, x.leadTok, map[string]any{"behavior": "allow"}); resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("lead's decision: status %d; want 204", resp.StatusCode)
 	}
-	if res := <-ch; res.d.Behavior != fleetstate.BehaviorAllow || res.d.By != "lead" {
-		t.Fatalf("decision = %+v; want allow by lead", res.d)
+	if res := <-ch; res.Decision.Behavior != fleetstate.BehaviorAllow || res.Decision.By != "lead" {
+		t.Fatalf("decision = %+v; want allow by lead", res.Decision)
 	}
 }
 
@@ -202,7 +176,7 @@ func TestPermissionHTTPAuthorize(t *testing.T) {
 		rv.Close()
 		srv.Close()
 	})
-	p, ch := raise(t, rv, fleetstate.PermissionRequest{Tool: "Bash"})
+	p, ch := adaptertest.RaisePermission(t, rv, "scout", fleetstate.PermissionRequest{Tool: "Bash"})
 	decide := func(login string) int {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+permission.RequestsPath+"/"+p.ID, strings.NewReader(`{"behavior":"allow"}`))
 		req.Header.Set("X-Test-Login", login)
@@ -219,8 +193,8 @@ func TestPermissionHTTPAuthorize(t *testing.T) {
 	if got := decide("yes"); got != http.StatusNoContent {
 		t.Fatalf("admitted login: status %d; want 204", got)
 	}
-	if res := <-ch; res.d.Behavior != fleetstate.BehaviorAllow || res.d.By != "operator" {
-		t.Fatalf("decision = %+v; want allow by operator", res.d)
+	if res := <-ch; res.Decision.Behavior != fleetstate.BehaviorAllow || res.Decision.By != "operator" {
+		t.Fatalf("decision = %+v; want allow by operator", res.Decision)
 	}
 }
 
@@ -229,7 +203,7 @@ func TestPermissionHTTPAuthorize(t *testing.T) {
 // nothing.
 func TestPermissionHTTPTrailingBytes(t *testing.T) {
 	x := newPermHTTP(t, false)
-	p, ch := raise(t, x.rv, fleetstate.PermissionRequest{Tool: "Bash", Timeout: time.Minute})
+	p, ch := adaptertest.RaisePermission(t, x.rv, "scout", fleetstate.PermissionRequest{Tool: "Bash", Timeout: time.Minute})
 	postRaw := func(path, token, body string) int {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, x.srv.URL+path, strings.NewReader(body))

@@ -64,8 +64,8 @@ func isLoopback(hostport string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// Status is the HTTP status that answers an error of code.
-func Status(code fleetstate.Code) int {
+// status is the HTTP status that answers an error of code.
+func status(code fleetstate.Code) int {
 	switch code {
 	case fleetstate.CodeInvalidArgument, fleetstate.CodeInvalidAgentName:
 		return http.StatusBadRequest
@@ -86,7 +86,7 @@ func Status(code fleetstate.Code) int {
 }
 
 // WriteError answers err as {"error": CODE, "message": …} with the
-// [Status] of its code. An internal error's detail is not sent: it may
+// status of its code. An internal error's detail is not sent: it may
 // name paths of the host.
 func WriteError(w http.ResponseWriter, err error) {
 	code := fleetstate.CodeOf(err)
@@ -94,7 +94,7 @@ func WriteError(w http.ResponseWriter, err error) {
 	if code == fleetstate.CodeInternal {
 		msg = "internal error"
 	}
-	WriteJSON(w, Status(code), map[string]string{"error": string(code), "message": msg})
+	WriteJSON(w, status(code), map[string]string{"error": string(code), "message": msg})
 }
 
 // WriteJSON answers v as JSON with status, not to be cached.

@@ -1,7 +1,8 @@
 // Package adaptertest is the part of the test kit that needs the adapter:
 // a store with its token file on the disk, the adapter served over
 // streamable HTTP on 127.0.0.1 with tokens (as `fleetstate serve` runs
-// it), and an initialized mcp-go client of it.
+// it), an initialized mcp-go client of it, and a member's permission
+// request raised and left pending.
 //
 // It is internal: only this module's tests import it, and only their
 // black-box (package x_test) files, since it imports the root package and
@@ -14,14 +15,17 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/spf13/afero"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // OpenStore opens a store in a new temporary directory on the disk, and
@@ -190,4 +194,32 @@ func Dial(ctx context.Context, url string, hc *http.Client, o DialOptions) (*cli
 		return nil, nil, err
 	}
 	return c, tr, nil
+}
+
+// Permission is what a member's [fleetstate.Rendezvous.RequestPermission]
+// returned.
+type Permission struct {
+	Decision fleetstate.Decision
+	OK       bool
+	Err      error
+}
+
+// RaisePermission raises member's request on rv in a goroutine, waits
+// until it is pending, and returns it with the channel of its answer.
+func RaisePermission(tb testing.TB, rv *fleetstate.Rendezvous, member string, req fleetstate.PermissionRequest) (fleetstate.PermissionRequest, <-chan Permission) {
+	tb.Helper()
+	before := len(rv.PermissionRequests())
+	ch := make(chan Permission, 1)
+	go func() {
+		d, ok, err := rv.RequestPermission(context.Background(), member, req)
+		ch <- Permission{d, ok, err}
+	}()
+	var got []fleetstate.PermissionRequest
+	if !fleettest.Until(5*time.Second, time.Millisecond, func() bool {
+		got = rv.PermissionRequests()
+		return len(got) > before
+	}) {
+		tb.Fatal("the request never became pending")
+	}
+	return got[len(got)-1], ch
 }
