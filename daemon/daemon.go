@@ -35,6 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/events"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon/dashboard"
 	"github.com/fleetstate/fleetstate/daemon/permission"
@@ -380,7 +382,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	fh.dash = dashboard.New(st.rv, &dashboard.Options{Operator: operator, Tokens: st.tokens, Version: d.cfg.Version,
 		LeadsDecide: st.leadsDecide.Load})
 	fh.mux = http.NewServeMux()
-	fh.mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(st.rv, mcpadapter.EventsOptions{Tokens: st.tokens, Operator: operator,
+	fh.mux.Handle(events.Path, events.Handler(st.rv, events.Options{Tokens: st.tokens, Operator: operator,
 		Authorize: fh.dash.Authorized, Membership: members}))
 	fh.mux.Handle(dashboard.Path, fh.dash)
 	perms := permission.NewHandler(st.rv, permission.Options{Tokens: st.tokens, Operator: operator,

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/events"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
@@ -66,7 +68,7 @@ func openEvents(t *testing.T, base, token string) *http.Response {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+mcpadapter.EventsPath, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+events.Path, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -272,7 +274,7 @@ func eventsEndAtRevocation(t *testing.T, url string, tokens map[string]string, r
 	// channel per stream that gets what it read once it ends.
 	watch := func(lead string) map[string]chan ended {
 		bearer := openEvents(t, base, tokens[lead])
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+mcpadapter.EventsPath, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+events.Path, nil)
 		cookie, err := dashboardClient(t, base, tokens[lead]).Do(req)
 		if err != nil {
 			t.Fatal(err)

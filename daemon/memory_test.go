@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/events"
+
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/daemon/dashboard"
@@ -202,7 +204,7 @@ func TestEventsSnapshotClipsContents(t *testing.T) {
 		t.Fatalf("first event %q, %v; want the snapshot", ev, sc.Err())
 	}
 	// Each ticket's two texts at the clip, escaped, and its other fields.
-	if limit := tickets * (2*mcpadapter.SnapshotClip + 1024); len(data) > limit {
+	if limit := tickets * (2*events.SnapshotClip + 1024); len(data) > limit {
 		t.Fatalf("snapshot of %d tickets of %d MiB: %d bytes; want at most %d", tickets, size>>20, len(data), limit)
 	}
 	var snap fleetstate.Snapshot
@@ -210,13 +212,13 @@ func TestEventsSnapshotClipsContents(t *testing.T) {
 		t.Fatalf("snapshot: %d tickets, %v; want %d", len(snap.Tickets), err, tickets)
 	}
 	for _, tk := range snap.Tickets {
-		if len(tk.Brief) > mcpadapter.SnapshotClip || tk.BriefBytes != size {
-			t.Errorf("ticket %s: brief of %d bytes, brief_bytes %d; want at most %d and %d", tk.Ticket, len(tk.Brief), tk.BriefBytes, mcpadapter.SnapshotClip, size)
+		if len(tk.Brief) > events.SnapshotClip || tk.BriefBytes != size {
+			t.Errorf("ticket %s: brief of %d bytes, brief_bytes %d; want at most %d and %d", tk.Ticket, len(tk.Brief), tk.BriefBytes, events.SnapshotClip, size)
 		}
 		if tk.Ticket != first {
 			continue
 		}
-		if len(tk.Content) > mcpadapter.SnapshotClip || tk.ContentBytes != size || !strings.HasPrefix(strings.Repeat("é", size/2), tk.Content) {
+		if len(tk.Content) > events.SnapshotClip || tk.ContentBytes != size || !strings.HasPrefix(strings.Repeat("é", size/2), tk.Content) {
 			t.Errorf("replied ticket: content of %d bytes, content_bytes %d; want a clip of whole characters and %d", len(tk.Content), tk.ContentBytes, size)
 		}
 	}

@@ -265,7 +265,7 @@ func TestMembershipFollowsTokenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	mcpadapter.OnRevoke(m, func(id mcpadapter.Identity) { revoked = append(revoked, id) })
+	m.OnRevoke(func(id mcpadapter.Identity) { revoked = append(revoked, id) })
 	status := func(name string) string {
 		for _, mi := range rv.Members() {
 			if mi.Name == name {

@@ -21,9 +21,6 @@ func OpenStreams(a *Adapter, member string) int {
 // session to be seen gone. Call it before a serves.
 func SetReconnectGrace(a *Adapter, d time.Duration) { a.conns.grace = d }
 
-// OnRevoke makes m call f with every identity that loses its last token.
-func OnRevoke(m *Membership, f func(Identity)) (stop func()) { return m.onRevoke(f) }
-
 // SetTokensClock makes t read the time of its rechecks of the token file
 // from now. Call it before t is shared.
 func SetTokensClock(t *Tokens, now func() time.Time) {

@@ -153,7 +153,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 		h.fast = newHTTPFast(a, srv)
 	}
 	if opts.Membership != nil {
-		h.unwatch = opts.Membership.onRevoke(h.revoke)
+		h.unwatch = opts.Membership.OnRevoke(h.revoke)
 	}
 	h.serve = func(w http.ResponseWriter, r *http.Request) {
 		if door.Rebound(r) {

@@ -198,9 +198,9 @@ func (m *Membership) subscribers() []func(Identity) {
 	return out
 }
 
-// onRevoke makes Sync call f with every identity that lost its last token,
+// OnRevoke makes Sync call f with every identity that lost its last token,
 // until the returned function is called.
-func (m *Membership) onRevoke(f func(Identity)) (stop func()) {
+func (m *Membership) OnRevoke(f func(Identity)) (stop func()) {
 	key := &f
 	m.mu.Lock()
 	m.subs[key] = struct{}{}

@@ -551,3 +551,52 @@ func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
+
+// operatorFile is where the daemon keeps its operator token, in the state
+// directory's private folder.
+const operatorFile = "operator.token"
+
+const operatorPrefix = "fso_"
+
+// NewOperatorToken makes a fresh operator token for store's daemon, readable
+// by the state directory's owner only, and returns it. Whoever can read the
+// state directory is the fleet's operator: it may watch the events and
+// open the dashboard, never call a tool.
+func NewOperatorToken(store *fleetstate.Store) (string, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	token := operatorPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	path := store.PrivatePath(operatorFile)
+	fsys := store.Fs()
+	tmp := path + ".tmp"
+	if err := afero.WriteFile(fsys, tmp, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+	}
+	if err := fsys.Chmod(tmp, 0o600); err != nil {
+		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		_ = fsys.Remove(tmp)
+		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+	}
+	return token, nil
+}
+
+// OperatorToken reads the operator token of the daemon that serves store's
+// fleet.
+func OperatorToken(store *fleetstate.Store) (string, error) {
+	data, err := afero.ReadFile(store.Fs(), store.PrivatePath(operatorFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errors.New("mcpadapter: no operator token: no daemon has served this state directory (start fleetstate serve)")
+	}
+	if err != nil {
+		return "", fmt.Errorf("mcpadapter: read the operator token: %w", pathless(err))
+	}
+	token := strings.TrimSpace(string(data))
+	if !strings.HasPrefix(token, operatorPrefix) {
+		return "", errors.New("mcpadapter: the operator token file is not valid")
+	}
+	return token, nil
+}

@@ -134,7 +134,7 @@ func TestTokensRecheck(t *testing.T) {
 		t.Fatal("a token added before the membership's look is refused after it")
 	}
 	var told []mcpadapter.Identity
-	mcpadapter.OnRevoke(m, func(id mcpadapter.Identity) {
+	m.OnRevoke(func(id mcpadapter.Identity) {
 		if lookup(tok2) {
 			t.Errorf("the handlers are told of %v while its token is still accepted", id)
 		}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/events"
+
 	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -93,7 +95,7 @@ func (d *daemon) openStreams(ctx context.Context, n int, use func(i int, resp *h
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.base+mcpadapter.EventsPath, nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.base+events.Path, nil)
 			req.Header.Set("Authorization", "Bearer "+d.tokens["lead"])
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

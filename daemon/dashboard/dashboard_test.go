@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/events"
+
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
@@ -74,7 +76,7 @@ func newDash(t *testing.T) *dash {
 		return x.now
 	})
 	mux := http.NewServeMux()
-	mux.Handle(mcpadapter.EventsPath, mcpadapter.EventsHandler(rv, mcpadapter.EventsOptions{Tokens: tokens, Operator: testOperator, Authorize: x.d.Authorized}))
+	mux.Handle(events.Path, events.Handler(rv, events.Options{Tokens: tokens, Operator: testOperator, Authorize: x.d.Authorized}))
 	mux.Handle(dashboard.Path, x.d)
 	x.srv = httptest.NewServer(mux)
 	t.Cleanup(func() {
@@ -188,7 +190,7 @@ func TestDashboardLogin(t *testing.T) {
 	}
 	// The cookie opens the event stream too.
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, x.srv.URL+mcpadapter.EventsPath, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, x.srv.URL+events.Path, nil)
 	ev, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +261,7 @@ func TestDashboardNothingWithoutCookie(t *testing.T) {
 	_, port, _ := strings.Cut(u.Host, ":")
 	forged.Jar.SetCookies(u, []*http.Cookie{{Name: "fleetstate_" + port, Value: "forged-session-value-of-the-right-length-0123456789"}})
 	paths := []string{dashboard.Path, dashboard.Path + "static/app.js", dashboard.Path + "static/app.css",
-		dashboard.Path + "transcripts", dashboard.Path + "nope", mcpadapter.EventsPath}
+		dashboard.Path + "transcripts", dashboard.Path + "nope", events.Path}
 	for name, cl := range map[string]*http.Client{"no cookie": c, "forged cookie": forged} {
 		for _, p := range paths {
 			resp, body := get(t, cl, x.srv.URL+p)

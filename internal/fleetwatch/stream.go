@@ -11,10 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/events"
+
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // Bounds of the stream, each with its reason.
@@ -29,7 +30,7 @@ const (
 	// DefaultIdle is how long a connection may stay silent before the
 	// stream takes it for dead and reconnects: three of the daemon's
 	// keep-alive periods, so that one late comment is no reason.
-	DefaultIdle = 3 * mcpadapter.DefaultEventsHeartbeat
+	DefaultIdle = 3 * events.DefaultHeartbeat
 	// maxLine bounds one line of the stream (a snapshot is one line).
 	maxLine = 64 << 20
 )
@@ -167,7 +168,7 @@ func (s *Stream) read(c *conn, send func(tea.Msg) bool) (uint64, error) {
 		switch kind {
 		case "snapshot":
 			var snap struct {
-				mcpadapter.StreamSnapshot
+				events.StreamSnapshot
 				Requests []Request `json:"permissions"`
 			}
 			if err := json.Unmarshal([]byte(data), &snap); err != nil {
@@ -227,7 +228,7 @@ func (s *Stream) dial(ctx context.Context) (*conn, error) {
 	base = strings.TrimRight(base, "/")
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(nil) }
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+mcpadapter.EventsPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+events.Path, nil)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/events"
+
 	tea "charm.land/bubbletea/v2"
 	"go.uber.org/goleak"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,7 +38,7 @@ func newFakeDaemon(t *testing.T, script func(n int, w http.ResponseWriter, r *ht
 	t.Helper()
 	d := &fakeDaemon{token: "fso_test", script: script}
 	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != mcpadapter.EventsPath {
+		if r.URL.Path != events.Path {
 			http.NotFound(w, r)
 			return
 		}

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/fleetstate/fleetstate/daemon/events"
 )
 
 // The kinds of ID a command's first argument can be.
@@ -90,11 +90,11 @@ func matchID(kind, arg string, ids []string) (string, error) {
 
 // snapshot reads the fleet's snapshot from the daemon's event stream,
 // as fleetstate watch does, and closes the stream.
-func (r *runner) snapshot(ctx context.Context) (mcpadapter.StreamSnapshot, error) {
-	var snap mcpadapter.StreamSnapshot
+func (r *runner) snapshot(ctx context.Context) (events.StreamSnapshot, error) {
+	var snap events.StreamSnapshot
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+mcpadapter.EventsPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+events.Path, nil)
 	if err != nil {
 		return snap, err
 	}

@@ -1,4 +1,4 @@
-package mcpadapter_test
+package events_test
 
 import (
 	"bufio"
@@ -13,11 +13,11 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/fleetstate/fleetstate/daemon/events"
 )
 
 // TestEventsSnapshotCarriesRecentEvents: a watcher that connects after
-// things happened gets the last RecentEvents of them with the snapshot,
+// things happened gets the last Recent of them with the snapshot,
 // oldest first, none newer than the snapshot, long contents clipped.
 func TestEventsSnapshotCarriesRecentEvents(t *testing.T) {
 	st, err := fleetstate.Open(afero.NewMemMapFs(), "/state", nil)
@@ -28,7 +28,7 @@ func TestEventsSnapshotCarriesRecentEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(mcpadapter.EventsHandler(rv, mcpadapter.EventsOptions{Operator: testOperator}))
+	srv := httptest.NewServer(events.Handler(rv, events.Options{Operator: testOperator}))
 	t.Cleanup(func() {
 		rv.Close()
 		srv.Close()
@@ -36,11 +36,11 @@ func TestEventsSnapshotCarriesRecentEvents(t *testing.T) {
 	if err := rv.AddMember("scout", nil); err != nil {
 		t.Fatal(err)
 	}
-	const sent = mcpadapter.RecentEvents + 10
+	const sent = events.Recent + 10
 	for i := range sent {
 		content := fmt.Sprintf("task %d", i)
 		if i == sent-1 {
-			content += strings.Repeat("x", mcpadapter.SnapshotClip+100)
+			content += strings.Repeat("x", events.SnapshotClip+100)
 		}
 		if _, err := rv.SendDetached("lead", "scout", content); err != nil {
 			t.Fatal(err)
@@ -58,7 +58,7 @@ func TestEventsSnapshotCarriesRecentEvents(t *testing.T) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
-	var snap mcpadapter.StreamSnapshot
+	var snap events.StreamSnapshot
 	for sc.Scan() {
 		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 			if err := json.Unmarshal([]byte(data), &snap); err != nil {
@@ -70,16 +70,16 @@ func TestEventsSnapshotCarriesRecentEvents(t *testing.T) {
 	if len(snap.Tickets) != sent {
 		t.Fatalf("the snapshot has %d tickets; want %d", len(snap.Tickets), sent)
 	}
-	if len(snap.Recent) != mcpadapter.RecentEvents {
-		t.Fatalf("the snapshot carries %d recent events; want %d", len(snap.Recent), mcpadapter.RecentEvents)
+	if len(snap.Recent) != events.Recent {
+		t.Fatalf("the snapshot carries %d recent events; want %d", len(snap.Recent), events.Recent)
 	}
 	for i, e := range snap.Recent {
-		want := fmt.Sprintf("task %d", sent-mcpadapter.RecentEvents+i)
+		want := fmt.Sprintf("task %d", sent-events.Recent+i)
 		if e.Kind != fleetstate.EventQueued || !strings.HasPrefix(e.Content, want) || e.Seq > snap.Seq || (i > 0 && e.Seq != snap.Recent[i-1].Seq+1) {
 			t.Fatalf("recent event %d: %+v; want the queueing of %q, in order, none after the snapshot's seq %d", i, e, want, snap.Seq)
 		}
 	}
-	if last := snap.Recent[len(snap.Recent)-1]; last.Seq != snap.Seq || len(last.Content) > mcpadapter.SnapshotClip {
-		t.Errorf("the last recent event: seq %d, %d bytes; want seq %d, clipped to %d bytes", last.Seq, len(last.Content), snap.Seq, mcpadapter.SnapshotClip)
+	if last := snap.Recent[len(snap.Recent)-1]; last.Seq != snap.Seq || len(last.Content) > events.SnapshotClip {
+		t.Errorf("the last recent event: seq %d, %d bytes; want seq %d, clipped to %d bytes", last.Seq, len(last.Content), snap.Seq, events.SnapshotClip)
 	}
 }

@@ -1,32 +1,26 @@
-package mcpadapter
+package events
 
 import (
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/door"
 	"github.com/fleetstate/fleetstate/internal/textsafe"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
-// EventsPath is where the daemon serves the fleet's events.
-const EventsPath = "/events"
+// Path is where the daemon serves the fleet's events.
+const Path = "/events"
 
-// DefaultEventsHeartbeat is how often an idle event stream gets a comment
+// DefaultHeartbeat is how often an idle event stream gets a comment
 // line, so that proxies and clients see it alive, and how often the
 // watcher's credentials are looked at again.
-const DefaultEventsHeartbeat = 15 * time.Second
+const DefaultHeartbeat = 15 * time.Second
 
 // SnapshotClip is how many bytes of each ticket's brief and content, and
 // of each permission request's input, the snapshot of an event stream
@@ -37,26 +31,26 @@ const DefaultEventsHeartbeat = 15 * time.Second
 // whole.
 const SnapshotClip = 4 << 10
 
-// EventsOptions configure [EventsHandler].
-type EventsOptions struct {
+// Options configure [Handler].
+type Options struct {
 	// Tokens lets a lead's bearer token watch. Members may not.
-	Tokens *Tokens
+	Tokens *mcpadapter.Tokens
 	// Operator is a bearer token that may watch too: the daemon's
 	// operator token, readable by whoever can read the state directory
-	// (see [OperatorToken]). Empty means none.
+	// (see [mcpadapter.OperatorToken]). Empty means none.
 	Operator string
 	// Authorize, if set, is another way in, such as a dashboard's login
 	// cookie.
 	Authorize func(*http.Request) bool
 	// Heartbeat is the period of keep-alive comments and of the second
-	// look at the watcher's token. Zero means DefaultEventsHeartbeat.
+	// look at the watcher's token. Zero means DefaultHeartbeat.
 	Heartbeat time.Duration
 	// Buffer bounds the events a stream holds for a client that reads
 	// too slowly. Zero means fleetstate.DefaultEventBuffer.
 	Buffer int
 	// BufferBytes bounds the bytes of encoded events a stream holds for
 	// a client that reads too slowly. Zero means
-	// DefaultEventsBufferBytes.
+	// DefaultBufferBytes.
 	BufferBytes int
 	// Membership, if set, tells the handler of revoked tokens: every open
 	// stream looks at its watcher's credentials again as soon as an
@@ -64,10 +58,10 @@ type EventsOptions struct {
 	// its bearer token or its dashboard login) ends within the
 	// membership's poll instead of at the next heartbeat. The handler
 	// listens to it for as long as the membership lives.
-	Membership *Membership
+	Membership *mcpadapter.Membership
 }
 
-// EventsHandler serves rv's events as server-sent events to a lead, the
+// Handler serves rv's events as server-sent events to a lead, the
 // operator or a caller Authorize admits: first the fleet's snapshot, as
 // "event: snapshot" with the JSON of a [StreamSnapshot] (the recent events
 // with it) clipped to [SnapshotClip] bytes of each brief and content, then each
@@ -76,27 +70,27 @@ type EventsOptions struct {
 // byte). Each event is encoded once for every stream of the handler. A
 // watcher that reads too slowly loses events (their number is in the
 // next event's gap) and never slows the fleet; its stream holds at most
-// [EventsOptions].Buffer events and BufferBytes bytes of them. The stream ends when the rendezvous
+// [Options].Buffer events and BufferBytes bytes of them. The stream ends when the rendezvous
 // closes, when the client goes, or when its token is revoked: within
-// the poll of [EventsOptions].Membership, else within a heartbeat. The
+// the poll of [Options].Membership, else within a heartbeat. The
 // credentials are also looked at before each event is written, so that
-// no event published after a revocation that [Tokens.Lookup] sees (at
-// most [TokenRecheck] after the token file changed) reaches the revoked
+// no event published after a revocation that [mcpadapter.Tokens.Lookup] sees (at
+// most [mcpadapter.TokenRecheck] after the token file changed) reaches the revoked
 // watcher.
-func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
+func Handler(rv *fleetstate.Rendezvous, o Options) http.Handler {
 	if o.Heartbeat <= 0 {
-		o.Heartbeat = DefaultEventsHeartbeat
+		o.Heartbeat = DefaultHeartbeat
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = fleetstate.DefaultEventBuffer
 	}
 	if o.BufferBytes <= 0 {
-		o.BufferBytes = DefaultEventsBufferBytes
+		o.BufferBytes = DefaultBufferBytes
 	}
 	revoked := newBroadcast()
 	events := newFeed(rv)
 	if o.Membership != nil {
-		o.Membership.onRevoke(func(Identity) { revoked.fire() })
+		o.Membership.OnRevoke(func(mcpadapter.Identity) { revoked.fire() })
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if door.Rebound(r) {
@@ -123,7 +117,7 @@ func EventsHandler(rv *fleetstate.Rendezvous, o EventsOptions) http.Handler {
 				return false
 			}
 			id, found := o.Tokens.Lookup(token)
-			return found && id.Role == RoleLead
+			return found && id.Role == mcpadapter.RoleLead
 		}
 		// Taken before the first look, so that a revocation between the
 		// look and the stream's first wait is not missed.
@@ -241,55 +235,6 @@ func writeSSE(w http.ResponseWriter, event string, v any) error {
 	}
 	_, err = io.WriteString(w, "\n\n")
 	return err
-}
-
-// operatorFile is where the daemon keeps its operator token, in the state
-// directory's private folder.
-const operatorFile = "operator.token"
-
-const operatorPrefix = "fso_"
-
-// NewOperatorToken makes a fresh operator token for store's daemon, readable
-// by the state directory's owner only, and returns it. Whoever can read the
-// state directory is the fleet's operator: it may watch the events and
-// open the dashboard, never call a tool.
-func NewOperatorToken(store *fleetstate.Store) (string, error) {
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
-	}
-	token := operatorPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	path := store.PrivatePath(operatorFile)
-	fsys := store.Fs()
-	tmp := path + ".tmp"
-	if err := afero.WriteFile(fsys, tmp, []byte(token+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
-	}
-	if err := fsys.Chmod(tmp, 0o600); err != nil {
-		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		_ = fsys.Remove(tmp)
-		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
-	}
-	return token, nil
-}
-
-// OperatorToken reads the operator token of the daemon that serves store's
-// fleet.
-func OperatorToken(store *fleetstate.Store) (string, error) {
-	data, err := afero.ReadFile(store.Fs(), store.PrivatePath(operatorFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", errors.New("mcpadapter: no operator token: no daemon has served this state directory (start fleetstate serve)")
-	}
-	if err != nil {
-		return "", fmt.Errorf("mcpadapter: read the operator token: %w", pathless(err))
-	}
-	token := strings.TrimSpace(string(data))
-	if !strings.HasPrefix(token, operatorPrefix) {
-		return "", errors.New("mcpadapter: the operator token file is not valid")
-	}
-	return token, nil
 }
 
 // clipSnapshot returns a copy of s in which every ticket's Brief and

@@ -1,4 +1,4 @@
-package mcpadapter
+package events
 
 import (
 	"time"
@@ -7,10 +7,10 @@ import (
 	"github.com/fleetstate/fleetstate/internal/textsafe"
 )
 
-// RecentEvents is how many of the last events the snapshot of an event
+// Recent is how many of the last events the snapshot of an event
 // stream carries in its "recent" list, so that a view that connects
 // shows what happened just before instead of an empty list.
-const RecentEvents = 50
+const Recent = 50
 
 // recentCatchUp bounds the wait of a new stream for the feed to have
 // read the events its snapshot counts: the feed reads them from its own
@@ -18,7 +18,7 @@ const RecentEvents = 50
 const recentCatchUp = 100 * time.Millisecond
 
 // StreamSnapshot is the data of an event stream's "snapshot" event: the
-// fleet's [fleetstate.Snapshot] and, in Recent, up to [RecentEvents] of
+// fleet's [fleetstate.Snapshot] and, in Recent, up to [Recent] of
 // the events published before it, oldest first, each content clipped as
 // the snapshot's are.
 type StreamSnapshot struct {

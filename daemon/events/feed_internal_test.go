@@ -1,4 +1,4 @@
-package mcpadapter
+package events
 
 import (
 	"bytes"
@@ -58,7 +58,7 @@ func TestFeedEncodesOnce(t *testing.T) {
 	const streams, events = 50, 10
 	var ss []*stream
 	for range streams {
-		ss = append(ss, f.join(fleetstate.DefaultEventBuffer, DefaultEventsBufferBytes))
+		ss = append(ss, f.join(fleetstate.DefaultEventBuffer, DefaultBufferBytes))
 	}
 	caughtUp(t, f, rv)
 	f.mu.Lock()

@@ -1,4 +1,4 @@
-package mcpadapter
+package events
 
 import (
 	"bytes"
@@ -11,11 +11,11 @@ import (
 	"github.com/fleetstate/fleetstate"
 )
 
-// DefaultEventsBufferBytes is how many bytes of encoded events an event
+// DefaultBufferBytes is how many bytes of encoded events an event
 // stream holds for a client that reads too slowly, beside its bound in
 // events: past either, the stream drops events and counts them in the
 // gap of the next one it sends.
-const DefaultEventsBufferBytes = 1 << 20
+const DefaultBufferBytes = 1 << 20
 
 // feedBuffer is the feed's own subscription's buffer, in events. The feed
 // only clips, encodes and queues, so it falls behind only when the
@@ -31,14 +31,14 @@ type frame struct {
 }
 
 // feed reads the events of a rendezvous once for every event stream of
-// one [EventsHandler]: each event is clipped and encoded once, into a
-// frame that the streams' queues share, and the last [RecentEvents] are
+// one [Handler]: each event is clipped and encoded once, into a
+// frame that the streams' queues share, and the last [Recent] are
 // kept, clipped, for the snapshots. What a stream holds is bounded in
 // events and in bytes, and holds no whole content. It is safe for
 // concurrent use.
 type feed struct {
 	mu      sync.Mutex
-	ring    []fleetstate.Event   // guarded by mu; the last RecentEvents, clipped, oldest first
+	ring    []fleetstate.Event   // guarded by mu; the last Recent, clipped, oldest first
 	seq     uint64               // guarded by mu; of the last event read
 	changed chan struct{}        // guarded by mu; closed and replaced when seq moves
 	streams map[*stream]struct{} // guarded by mu
@@ -71,7 +71,7 @@ func (f *feed) run(sub *fleetstate.Subscription) {
 		e.Gap = 0
 		data, err := encodeJSON(e)
 		f.mu.Lock()
-		if len(f.ring) == RecentEvents {
+		if len(f.ring) == Recent {
 			f.ring = append(f.ring[:0], f.ring[1:]...)
 		}
 		f.ring = append(f.ring, e)

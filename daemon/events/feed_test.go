@@ -1,4 +1,4 @@
-package mcpadapter_test
+package events_test
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
+	"github.com/fleetstate/fleetstate/daemon/events"
 )
 
 // eventsServer serves the events of a new rendezvous with the member
@@ -29,7 +29,7 @@ func eventsServer(t *testing.T) (*fleetstate.Rendezvous, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(mcpadapter.EventsHandler(rv, mcpadapter.EventsOptions{Operator: testOperator}))
+	srv := httptest.NewServer(events.Handler(rv, events.Options{Operator: testOperator}))
 	t.Cleanup(func() {
 		_ = rv.Close()
 		srv.Close()
@@ -68,15 +68,15 @@ func TestEventsStreamClipsContents(t *testing.T) {
 			break
 		}
 	}
-	if len(line) > 2*mcpadapter.SnapshotClip || strings.Contains(line, `\u003c`) {
-		t.Fatalf("the queued event's data is %d bytes (%.60s…); want at most %d, with \"<\" unescaped", len(line), line, 2*mcpadapter.SnapshotClip)
+	if len(line) > 2*events.SnapshotClip || strings.Contains(line, `\u003c`) {
+		t.Fatalf("the queued event's data is %d bytes (%.60s…); want at most %d, with \"<\" unescaped", len(line), line, 2*events.SnapshotClip)
 	}
 	var e fleetstate.Event
 	if err := json.Unmarshal([]byte(line), &e); err != nil {
 		t.Fatal(err)
 	}
-	if e.Kind != fleetstate.EventQueued || e.Content != strings.Repeat("<", mcpadapter.SnapshotClip) || e.ContentBytes != size {
-		t.Fatalf("event %s with %d bytes of content, content_bytes %d; want queued, %d bytes, %d", e.Kind, len(e.Content), e.ContentBytes, mcpadapter.SnapshotClip, size)
+	if e.Kind != fleetstate.EventQueued || e.Content != strings.Repeat("<", events.SnapshotClip) || e.ContentBytes != size {
+		t.Fatalf("event %s with %d bytes of content, content_bytes %d; want queued, %d bytes, %d", e.Kind, len(e.Content), e.ContentBytes, events.SnapshotClip, size)
 	}
 }
 
@@ -130,3 +130,6 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
 }
+
+// testOperator is the operator token of the handlers in these tests.
+const testOperator = "fso_operator-token-of-the-test"
