@@ -171,6 +171,7 @@ type member struct {
 	ready      bool
 	queue      []*turn // FIFO of undelivered turns
 	open       *turn   // the turn delivered and not yet ended
+	took       string  // the turn delivered last, open or ended; "" before one (or a restart without an open turn)
 	gate       gate
 	status     Status        // the last status read through the port, UNKNOWN included
 	question   string        // with status BLOCKED, what the port says the member is asked
@@ -492,7 +493,7 @@ func (r *Rendezvous) restore() error {
 					Content: "the turn was found open beside another turn of the member after a restart"})
 				continue
 			}
-			m.open = t
+			m.open, m.took = t, t.ID
 			if t.State == TicketQuestion {
 				r.armQuestionWindow(t, now)
 			}

@@ -16,10 +16,15 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 	return r.next(ctx, member, wait, nil)
 }
 
-// NextAfter is Next sent again after a Next whose answer was lost:
-// afterTurn is the turn the caller took last ("" for none). An open turn
-// other than afterTurn was handed to the lost call, and is handed again,
-// still open, rather than ended as turn_done.
+// NextAfter is Next naming the turn the caller took last (afterTurn, ""
+// for none). Sent again after a Next whose answer was lost, it gets the
+// turn handed to the lost call: an open turn other than afterTurn is
+// handed again, still open, rather than ended as turn_done. Named on every
+// call, it also refuses a late call (held up in a paused daemon while its
+// client sent again): with no turn open, a call naming a turn older than
+// the member's last gets ErrSuperseded rather than a message nobody
+// receives. "" is never refused, nor is a call before the first turn
+// taken since a restart.
 func (r *Rendezvous) NextAfter(ctx context.Context, member, afterTurn string, wait time.Duration) (msg Message, ok bool, err error) {
 	return r.next(ctx, member, wait, &afterTurn)
 }
@@ -32,7 +37,7 @@ func (r *Rendezvous) next(ctx context.Context, member string, wait time.Duration
 	// it parks under r.mu alone, without waiting for a writer, so that a
 	// send writing meanwhile finds it parked and hands it its message.
 	r.mu.Lock()
-	if m, err := r.registered(op, member); err == nil && m.port == nil && m.open == nil && len(m.queue) == 0 {
+	if m, err := r.registered(op, member); err == nil && m.port == nil && m.open == nil && len(m.queue) == 0 && m.stale(after) == nil {
 		r.setReady(m, true)
 		m.cancelled = ""
 		return r.waitNext(ctx, m, deadline, false)
@@ -47,6 +52,10 @@ func (r *Rendezvous) next(ctx context.Context, member string, wait time.Duration
 	if m.port != nil {
 		r.unlockW()
 		return Message{}, false, newError(CodeNotPermitted, op, "member %s is delivered to through its port", quote(member))
+	}
+	if err := m.stale(after); err != nil {
+		r.unlockW()
+		return Message{}, false, err
 	}
 	r.setReady(m, true)
 	if t := m.open; t != nil && after != nil && *after != t.ID {
@@ -100,6 +109,16 @@ func (r *Rendezvous) next(ctx context.Context, member string, wait time.Duration
 		return Message{TurnID: head.ID, From: head.Lead, Content: head.Brief}, true, nil
 	}
 	return r.waitNext(ctx, m, deadline, true)
+}
+
+// stale refuses a Next naming after as its last turn when the member took
+// a later one since and holds none open (see NextAfter). r.mu must be held.
+func (m *member) stale(after *string) error {
+	if after == nil || *after == "" || m.open != nil || m.took == "" || *after == m.took {
+		return nil
+	}
+	return newError(CodeSuperseded, "next", "member %s took turn %s after turn %s, which this call names as its last: "+
+		"a later call took over, and this one is late", quote(m.name), m.took, *after)
 }
 
 // waitNext waits for m's next message, as Next: it takes the head of the
@@ -185,7 +204,7 @@ func (t *turn) delivered(now time.Time) turnRecord {
 func (r *Rendezvous) opened(m *member, t *turn, next turnRecord) {
 	t.turnRecord = next
 	t.stopReadyTimer()
-	m.open, m.cancelled = t, ""
+	m.open, m.took, m.cancelled = t, t.ID, ""
 	r.publishTurn(EventDelivered, t, "")
 	r.changed(t.Lead)
 }

@@ -95,6 +95,7 @@ var rendezvousSuite = []struct {
 	{"TestAbandonedAskWithdrawn", testAbandonedAskWithdrawn},
 	{"TestDropEndsTurnAtOnce", testDropEndsTurnAtOnce},
 	{"TestNextAfterHandsLostTurnAgain", testNextAfterHandsLostTurnAgain},
+	{"TestNextAfterRefusesALateCall", testNextAfterRefusesALateCall},
 	{"TestActingForALead", testActingForALead},
 	{"TestDisconnectQueuedWaitsForReturn", testDisconnectQueuedWaitsForReturn},
 	{"TestDisconnectPortMemberKeepsTurn", testDisconnectPortMemberKeepsTurn},

@@ -2,6 +2,7 @@ package fleetstatetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -267,6 +268,57 @@ func testNextAfterHandsLostTurnAgain(t *testing.T, s suite) {
 	// Nothing open, nothing queued: it waits as Next does.
 	if msg, ok, err := f.r.NextAfter(context.Background(), "scout", second.TurnID, 0); err != nil || ok {
 		t.Fatalf("NextAfter with nothing queued = %+v, %v, %v; want none", msg, ok, err)
+	}
+}
+
+// TestNextAfterRefusesALateCall: a Next that names a turn older than the
+// member's last, with no turn open, was sent before a later call took
+// work (held up in a paused daemon, say, while its client gave up and sent
+// again): it is refused at once with ERR_SUPERSEDED, queued or not, and
+// takes nothing; the member's own calls go on as before.
+func testNextAfterRefusesALateCall(t *testing.T, s suite) {
+	f := s.newFleet(t, nil)
+	f.pull("scout")
+	ctx := context.Background()
+	if _, err := f.r.SendDetached("lead", "scout", "first"); err != nil {
+		t.Fatal(err)
+	}
+	first := f.next("scout")
+	if err := f.r.ReplyTurn("scout", first.TurnID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := f.r.SendDetached("lead", "scout", "second")
+	took, ok, err := f.r.NextAfter(ctx, "scout", first.TurnID, 0)
+	if err != nil || !ok || took.TurnID != second.TurnID {
+		t.Fatalf("NextAfter(first) = %+v, %v, %v; want the second message", took, ok, err)
+	}
+	if err := f.r.ReplyTurn("scout", second.TurnID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing queued: the late call would park and take the next send.
+	if msg, ok, err := f.r.NextAfter(ctx, "scout", first.TurnID, 10*time.Millisecond); !errors.Is(err, fleetstate.ErrSuperseded) || ok {
+		t.Fatalf("a late NextAfter(first), nothing queued = %+v, %v, %v; want ERR_SUPERSEDED at once", msg, ok, err)
+	}
+	third, _ := f.r.SendDetached("lead", "scout", "third")
+	// Queued: the late call would take it.
+	if msg, ok, err := f.r.NextAfter(ctx, "scout", first.TurnID, 0); !errors.Is(err, fleetstate.ErrSuperseded) || ok {
+		t.Fatalf("a late NextAfter(first), one queued = %+v, %v, %v; want ERR_SUPERSEDED", msg, ok, err)
+	}
+	if p, _ := f.r.Poll(ctx, "lead", third.Ticket, 0); p.State != fleetstate.TicketQueued {
+		t.Fatalf("third ticket after the late call = %+v; want still queued", p)
+	}
+	// The member's own call, naming its last turn (or none), takes it.
+	msg, ok, err := f.r.NextAfter(ctx, "scout", second.TurnID, 0)
+	if err != nil || !ok || msg.TurnID != third.TurnID {
+		t.Fatalf("NextAfter(second) = %+v, %v, %v; want the third message", msg, ok, err)
+	}
+	// With a turn open, a late call is handed that turn again, and ends
+	// nothing.
+	if again, ok, err := f.r.NextAfter(ctx, "scout", first.TurnID, 0); err != nil || !ok || again.TurnID != third.TurnID {
+		t.Fatalf("a late NextAfter(first), third open = %+v, %v, %v; want the third again", again, ok, err)
+	}
+	if p, _ := f.r.Poll(ctx, "lead", third.Ticket, 0); p.State != fleetstate.TicketWorking {
+		t.Fatalf("third ticket = %+v; want still working", p)
 	}
 }
 

@@ -305,8 +305,8 @@ func (a *Adapter) fleetTools() []tool {
 			access: memberOnly,
 			input: []field{
 				{name: "wait_s", kind: "number", desc: "seconds to wait (default " + secs(fleetstate.DefaultNextWait) + ", at most " + secs(fleetstate.DefaultMaxWait) + ")", min: zero()},
-				{name: "after_turn", kind: "string", desc: "the turn_id you took last (\"\" for none), when sending again a call whose answer was lost: " +
-					"a turn handed to that call is handed again instead of ended"},
+				{name: "after_turn", kind: "string", desc: "the turn_id you took last (\"\" for none): sent again after its answer was lost, the call gets " +
+					"the turn handed to the lost one instead of ending it; named on every call, a late duplicate of an old call is refused (ERR_SUPERSEDED)"},
 			},
 			output:      out(map[string]any{"turn_id": str(""), "from": str("the lead"), "content": str("the message"), "outcome": str("none when no message came")}),
 			annotations: ann("Take the next message", false, false, false),

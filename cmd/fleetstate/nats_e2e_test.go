@@ -734,7 +734,10 @@ func memberLoad(l *natsLedger, m *fleetAgent, stop <-chan struct{}) {
 		var got bool
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := m.do(ctx, func(c *mcpadapter.Client) (err error) {
-			if again {
+			// The turn taken last is named on every call, as the proxy
+			// names it: a call held up in a paused daemon that reaches
+			// the owner late is refused, not handed a message.
+			if again || took != "" {
 				msg, got, err = c.NextAfter(ctx, took, time.Second)
 			} else {
 				msg, got, err = c.Next(ctx, time.Second)

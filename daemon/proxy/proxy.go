@@ -121,7 +121,7 @@ type Proxy struct {
 	tools   map[string]mcp.Tool // guarded by mu; the daemon's tools, mirrored
 	closed  bool                // guarded by mu
 	// took is the turn the last fleet_next through the proxy returned,
-	// "" before any: a fleet_next sent again names it (after_turn).
+	// "" before any: every later fleet_next names it (after_turn).
 	took string // guarded by mu
 }
 
@@ -218,6 +218,13 @@ func (p *Proxy) forward(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	}
 	stop := mcpadapter.StartProgress(ctx, server.ServerFromContext(ctx), token, p.progress)
 	defer stop()
+	if fwd.Params.Name == "fleet_next" && p.tookAny() {
+		// Named on every call, not only when sending again: a call held
+		// up in a daemon and given up on, that reaches the owner after a
+		// later one took work, is then refused rather than handed a
+		// message nobody receives (see fleetstate.Rendezvous.NextAfter).
+		fwd.Params.Arguments = p.afterTurn(fwd.Params.Arguments)
+	}
 	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		l, err := p.link(ctx)
@@ -295,7 +302,14 @@ func (p *Proxy) noteTurn(tool string, res *mcp.CallToolResult) {
 	}
 }
 
-// afterTurn returns the arguments of a fleet_next to send again: args
+// tookAny reports whether a fleet_next through the proxy returned a turn.
+func (p *Proxy) tookAny() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.took != ""
+}
+
+// afterTurn returns the arguments of a fleet_next to send: args
 // with after_turn, the turn the member took last, unless they name one.
 // Arguments it cannot read go as they are.
 func (p *Proxy) afterTurn(args any) any {

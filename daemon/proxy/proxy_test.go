@@ -49,3 +49,50 @@ func TestProxy(t *testing.T) {
 		t.Errorf("New with a wrong token succeeded")
 	}
 }
+
+// TestProxyNamesTheTurnTakenLast: once a fleet_next through the proxy took
+// a turn, every later one names it (after_turn), so that a call of the
+// member's that reaches the owner after a later call took work is refused
+// rather than handed a message. Here the later call is the member's,
+// made on the rendezvous directly.
+func TestProxyNamesTheTurnTakenLast(t *testing.T) {
+	ds, tok := startFleet(t, 1)
+	rv := ds[0].rv
+	_, c := proxyClient(t, []string{ds[0].url}, tok["m1"], fastProxy)
+	ctx := context.Background()
+	if _, err := rv.SendDetached("lead", "m1", "first"); err != nil {
+		t.Fatal(err)
+	}
+	first, isErr := callTool(t, c, "fleet_next", map[string]any{"wait_s": 0})
+	if isErr || first["content"] != "first" {
+		t.Fatalf("fleet_next through the proxy = %v", first)
+	}
+	if err := rv.ReplyTurn("m1", first["turn_id"].(string), "done"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rv.SendDetached("lead", "m1", "second"); err != nil {
+		t.Fatal(err)
+	}
+	second, ok, err := rv.Next(ctx, "m1", 0)
+	if err != nil || !ok {
+		t.Fatalf("Next on the rendezvous = %+v, %v, %v", second, ok, err)
+	}
+	if err := rv.ReplyTurn("m1", second.TurnID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	third, err := rv.SendDetached("lead", "m1", "third")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := callTool(t, c, "fleet_next", map[string]any{"wait_s": 0}); !isErr || out["error"] != string(fleetstate.CodeSuperseded) {
+		t.Fatalf("fleet_next through the proxy, which took only the first turn = %v; want %s", out, fleetstate.CodeSuperseded)
+	}
+	if p, _ := rv.Poll(ctx, "lead", third.Ticket, 0); p.State != fleetstate.TicketQueued {
+		t.Fatalf("the third ticket = %+v; want still queued", p)
+	}
+	// A turn the agent names itself goes as it is.
+	out, isErr := callTool(t, c, "fleet_next", map[string]any{"wait_s": 0, "after_turn": second.TurnID})
+	if isErr || out["content"] != "third" {
+		t.Fatalf("fleet_next naming the second turn = %v; want the third message", out)
+	}
+}
