@@ -21,10 +21,9 @@ const (
 	DefaultAskTimeout   = 55 * time.Second
 	DefaultReadyTimeout = 45 * time.Second
 	DefaultMaxWait      = 55 * time.Second
-	// DefaultNextWait is how long a remote member's Next waits when its
-	// call names no wait (fleet_next without wait_s): under the 60 s an
-	// MCP client waits for a result, and under DefaultMaxWait. Next itself
-	// takes its wait as given; a wait of zero returns at once.
+	// DefaultNextWait is how long fleet_next without wait_s waits: under
+	// the 60 s an MCP client waits for a result, and under DefaultMaxWait.
+	// Next itself takes its wait as given; a wait of zero returns at once.
 	DefaultNextWait     = 50 * time.Second
 	DefaultPollInterval = 500 * time.Millisecond
 	DefaultPickupGrace  = 3 * time.Second
@@ -59,12 +58,11 @@ type RendezvousOptions struct {
 	// PollInterval is how often the status of a member with a port is read.
 	// Default DefaultPollInterval.
 	PollInterval time.Duration
-	// PickupGrace is how long after a delivery an idle member is taken to
-	// have done a whole turn between two status reads, rather than not to
-	// have started. Default DefaultPickupGrace.
+	// PickupGrace is how long after a delivery is typed an idle member is
+	// taken to have done a whole turn between two status reads, rather than
+	// not to have started. Default DefaultPickupGrace.
 	PickupGrace time.Duration
-	// PortTimeout bounds each call to a member's port. Default
-	// DefaultPortTimeout.
+	// PortTimeout bounds each call to a member's port. Default DefaultPortTimeout.
 	PortTimeout time.Duration
 	// TailLines is the scrape window, in lines, of the pane tail read when
 	// a turn ends without a reply. Default DefaultTailLines.

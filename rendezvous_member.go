@@ -18,13 +18,10 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 
 // NextAfter is Next naming the turn the caller took last (afterTurn, ""
 // for none). Sent again after a Next whose answer was lost, it gets the
-// turn handed to the lost call: an open turn other than afterTurn is
-// handed again, still open, rather than ended as turn_done. Named on every
-// call, it also refuses a late call (held up in a paused daemon while its
-// client sent again): with no turn open, a call naming a turn older than
-// the member's last gets ErrSuperseded rather than a message nobody
-// receives. "" is never refused, nor is a call before the first turn
-// taken since a restart.
+// open turn handed to the lost call again rather than ending it. With no
+// turn open, a late call (one held up in a paused daemon while its client
+// sent again) names a turn older than the member's last, and gets
+// ErrSuperseded, not a message nobody receives; "" is never refused.
 func (r *Rendezvous) NextAfter(ctx context.Context, member, afterTurn string, wait time.Duration) (msg Message, ok bool, err error) {
 	return r.next(ctx, member, wait, &afterTurn)
 }
@@ -117,8 +114,7 @@ func (m *member) stale(after *string) error {
 	if after == nil || *after == "" || m.open != nil || m.took == "" || *after == m.took {
 		return nil
 	}
-	return newError(CodeSuperseded, "next", "member %s took turn %s after turn %s, which this call names as its last: "+
-		"a later call took over, and this one is late", quote(m.name), m.took, *after)
+	return newError(CodeSuperseded, "next", "member %s took turn %s after turn %s, which this late call names", quote(m.name), m.took, *after)
 }
 
 // waitNext waits for m's next message, as Next: it takes the head of the

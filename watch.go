@@ -191,7 +191,13 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 		cancel()
 		if err != nil {
 			r.undeliver(m, deliver, err)
+			return
 		}
+		r.mu.Lock() // the grace runs from when the brief is all typed
+		if m.open == deliver && m.gate.awaiting {
+			m.gate.deliveredAt = time.Now()
+		}
+		r.mu.Unlock()
 	}
 }
 

@@ -130,6 +130,7 @@ var rendezvousSuite = []struct {
 	{"TestCancelInterruptsTheMember", testCancelInterruptsTheMember},
 	{"TestBlockedIsDeliverable", testBlockedIsDeliverable},
 	{"TestNextWaitsForPickupWithGraceForFastTurns", testNextWaitsForPickupWithGraceForFastTurns},
+	{"TestPickupGraceAfterTyping", testPickupGraceAfterTyping},
 	{"TestTurnDoneBackendExhausted", testTurnDoneBackendExhausted},
 	{"TestTurnDoneEchoedBrief", testTurnDoneEchoedBrief},
 	{"TestTurnDonePartialReport", testTurnDonePartialReport},

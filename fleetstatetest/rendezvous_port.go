@@ -182,6 +182,50 @@ func testNextWaitsForPickupWithGraceForFastTurns(t *testing.T, s suite) {
 	})
 }
 
+// slowTyping is a member whose deliveries take typing to type, as a long
+// brief pasted into a pane does.
+type slowTyping struct {
+	*fleetmem.Member
+	typing time.Duration
+}
+
+func (p slowTyping) Deliver(ctx context.Context, content string) error {
+	time.Sleep(p.typing)
+	return p.Member.Deliver(ctx, content)
+}
+
+// TestPickupGraceAfterTyping: the pickup grace runs from when the brief
+// is all typed, not from when its typing began: a brief that takes longer
+// to type than the grace, to a member that starts soon after, is not
+// taken for a turn that ended at once.
+func testPickupGraceAfterTyping(t *testing.T, s suite) {
+	s.inFleet(t, &fleetstate.RendezvousOptions{PickupGrace: time.Second}, func(t *testing.T, f *fleet) {
+		lm := fleetmem.NewMember()
+		if err := f.r.AddMember("paster", slowTyping{lm, 3 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.r.SetReady("paster", true); err != nil {
+			t.Fatal(err)
+		}
+		sent := async(func() (fleetstate.Outcome, error) {
+			return f.r.Send(context.Background(), "lead", "paster", "a long brief")
+		})
+		settle(3 * time.Second)
+		if got := recv(lm); got != "a long brief" {
+			t.Fatalf("member got %q; want the brief", got)
+		}
+		settle(500 * time.Millisecond) // within the grace once typed
+		lm.SetStatus(fleetstate.StatusWorking)
+		settle(time.Second)
+		if err := f.r.Reply("paster", "done"); err != nil {
+			t.Fatal(err)
+		}
+		if res := <-sent; res.err != nil || res.o.Kind != fleetstate.OutcomeReply || res.o.Content != "done" {
+			t.Fatalf("send = %+v, %v; want the reply", res.o, res.err)
+		}
+	})
+}
+
 // turnDoneCase delivers a brief to a member that prints tail and ends its
 // turn without replying, and returns the outcome the blocked send gets.
 func turnDoneCase(t *testing.T, s suite, brief string, print func(lm *fleetmem.Member)) fleetstate.Outcome {
