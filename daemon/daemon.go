@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/daemon/events"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon/dashboard"
@@ -117,7 +118,7 @@ type Config struct {
 	// waits for one to close. Zero means [DefaultMaxConns]; -1, no limit.
 	MaxConns int
 	// MaxSessionsPerToken and MaxSessions bound the live MCP sessions of
-	// one token holder and in all, as [mcpadapter.HTTPOptions] do: zero
+	// one token holder and in all, as [mcphttp.Options] do: zero
 	// means its default; -1, no limit.
 	MaxSessionsPerToken, MaxSessions int
 	// Logger takes the daemon's log; nil means none.
@@ -332,7 +333,7 @@ type fleetHTTP struct {
 	mux     *http.ServeMux
 	st      *state
 	members *mcpadapter.Membership
-	handler *mcpadapter.Handler
+	handler *mcphttp.Handler
 	dash    *dashboard.Dashboard
 	readers sync.WaitGroup // the event log and the notifications
 }
@@ -366,7 +367,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		return nil, err
 	}
 	srv := st.adapter.NewServer("fleetstate", d.cfg.Version)
-	handler := st.adapter.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: st.tokens, Anonymous: d.cfg.Anonymous,
+	handler := mcphttp.New(st.adapter, srv, mcphttp.Options{Tokens: st.tokens, Anonymous: d.cfg.Anonymous, Connections: st.conns,
 		OnStatus: onStatus, SessionIdleTTL: d.cfg.SessionTTL,
 		MaxSessionsPerToken: d.cfg.MaxSessionsPerToken, MaxSessions: d.cfg.MaxSessions, Membership: members,
 		Operator: operator})

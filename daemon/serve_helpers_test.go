@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -26,8 +27,8 @@ func serveConfig(dir string) daemon.Config {
 		IdleTimeout:         daemon.DefaultIdleTimeout,
 		HeaderTimeout:       daemon.DefaultHeaderTimeout,
 		MaxConns:            daemon.DefaultMaxConns,
-		MaxSessionsPerToken: mcpadapter.DefaultMaxSessionsPerToken,
-		MaxSessions:         mcpadapter.DefaultMaxSessions,
+		MaxSessionsPerToken: mcphttp.DefaultMaxSessionsPerToken,
+		MaxSessions:         mcphttp.DefaultMaxSessions,
 		SessionTTL:          daemon.DefaultSessionTTL,
 		TokenPoll:           mcpadapter.DefaultTokenPoll,
 		Rendezvous: fleetstate.RendezvousOptions{

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -18,6 +19,7 @@ type state struct {
 	rv      *fleetstate.Rendezvous // nil when the fleet is served elsewhere
 	tokens  *mcpadapter.Tokens
 	adapter *mcpadapter.Adapter
+	conns   *mcphttp.Connections // nil without rv
 	// members keeps rv in step with tokens once rv is served over HTTP
 	// (startFleetHTTP); nil before, and for a stdio server.
 	members atomic.Pointer[mcpadapter.Membership]
@@ -91,10 +93,11 @@ func newState(store *fleetstate.Store, rv *fleetstate.Rendezvous, tokens *mcpada
 			return nil, err
 		}
 	}
-	s := &state{store: store, rv: rv, tokens: tokens}
+	s := &state{store: store, rv: rv, tokens: tokens, conns: mcphttp.NewConnections(rv)}
 	s.adapter = mcpadapter.New(store, rv, &mcpadapter.Options{
 		RolesConfigured: func() bool { return tokens.Len() > 0 },
 		MarkReady:       true,
+		Connections:     s.conns,
 		Resync:          s.resync,
 		LeadsDecide:     s.leadsDecide.Load,
 	})

@@ -71,11 +71,37 @@ type Options struct {
 	// fleet, telling the caller where to reach it. Nil leaves the fleet
 	// tools out.
 	FleetElsewhere error
+	// Connections, if set with a rendezvous, follows the MCP sessions of
+	// the callers (daemon/mcphttp's, for streamable HTTP and stdio alike),
+	// so that a member's newer session supersedes its older one, a
+	// member whose session ends is disconnected, and a lead's next call
+	// on a session releases the outcomes returned on it. Nil: no call is
+	// told apart by its session.
+	Connections Connections
 	// LeadsDecide lets leads decide the members' permission requests
 	// (fleet_approve) and see them in fleet_members, as the fleet file's
 	// approvals say; it is asked at each call. Nil, or false, makes
 	// fleet_approve answer ERR_NOT_PERMITTED.
 	LeadsDecide func() bool
+}
+
+// Connections follows the MCP sessions of a server's callers for the
+// adapter's tool calls (see [Options].Connections). sid is the caller's
+// MCP session, "" for a call without one.
+type Connections interface {
+	// Claim lets session sid of member make a fleet call, or refuses it
+	// (ERR_SUPERSEDED, say).
+	Claim(ctx context.Context, member, sid string) error
+	// Received is told of each call of lead on session sid but fleet_poll:
+	// what earlier calls on sid returned arrived. ticket is the ticket the
+	// call itself names, if any.
+	Received(sid, lead, ticket string)
+	// ReturnedTo is told of each outcome a call of a lead on session sid
+	// returned.
+	ReturnedTo(sid string, o fleetstate.Outcome)
+	// Hooks are the session hooks of the server that serves the tools
+	// (see [Adapter.NewServer]).
+	Hooks() *server.Hooks
 }
 
 // Adapter maps a store and a rendezvous onto MCP tools. It is safe for
@@ -86,7 +112,7 @@ type Adapter struct {
 	opt    Options
 	tools  []tool
 	byName map[string]*tool // the tools, for the fast paths
-	conns  *connections     // nil without a rendezvous
+	conns  Connections      // nil without a rendezvous or Options.Connections
 	direct atomic.Int64     // calls a fast path (stdio or HTTP) served itself, for tests
 }
 
@@ -104,7 +130,7 @@ func New(store *fleetstate.Store, rv *fleetstate.Rendezvous, opts *Options) *Ada
 	switch {
 	case rv != nil:
 		a.tools = append(a.tools, a.fleetTools()...)
-		a.conns = newConnections(rv)
+		a.conns = a.opt.Connections
 	case a.opt.FleetElsewhere != nil:
 		for _, t := range a.fleetTools() {
 			t.call = func(context.Context, Identity, any) (any, error) { return nil, a.opt.FleetElsewhere }
@@ -140,7 +166,7 @@ func (a *Adapter) NewServer(name, version string, opts ...server.ServerOption) *
 		server.WithInstructions(Instructions),
 	}
 	if a.conns != nil {
-		base = append(base, server.WithHooks(a.conns.hooks()))
+		base = append(base, server.WithHooks(a.conns.Hooks()))
 	}
 	opts = append(base, opts...)
 	s := server.NewMCPServer(name, version, opts...)
@@ -211,7 +237,7 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 		return nil, err
 	}
 	if t.access == memberOnly && a.conns != nil {
-		if err := a.conns.claim(ctx, id.Agent, sessionID(ctx)); err != nil {
+		if err := a.conns.Claim(ctx, id.Agent, sessionID(ctx)); err != nil {
 			return nil, err
 		}
 	}
@@ -227,7 +253,7 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 		// A poll shows what was returned, and keeps it: a lead that
 		// lost a response looks for it there.
 		if receipt = sessionID(ctx); receipt != "" {
-			a.conns.received(receipt, id.Agent, ticketArg(args))
+			a.conns.Received(receipt, id.Agent, ticketArg(args))
 		}
 	}
 	stop := StartProgress(ctx, srv, token, a.opt.ProgressInterval)
@@ -244,10 +270,22 @@ func (a *Adapter) invoke(ctx context.Context, t *tool, args any, decode func(any
 		return nil, err
 	}
 	if o, ok := out.(fleetstate.Outcome); ok && receipt != "" && ctx.Err() == nil {
-		a.conns.returnedTo(receipt, o)
+		a.conns.ReturnedTo(receipt, o)
 	}
 	return out, nil
 }
+
+// sessionID returns the MCP session of a call, or "" without one.
+func sessionID(ctx context.Context) string {
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		return s.SessionID()
+	}
+	return ""
+}
+
+// DirectCalls returns how many tool calls a fast path (ServeStdio's or
+// [FastCalls]) served itself: for tests that tell the two paths apart.
+func (a *Adapter) DirectCalls() int64 { return a.direct.Load() }
 
 // mayDecide reports whether id may see and decide permission requests:
 // the operator (the lead [OperatorAgent], as the operator token calls the

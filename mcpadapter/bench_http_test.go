@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkHTTPCall(b *testing.B) {
 				b.Fatal(err)
 			}
 			a := mcpadapter.New(st, nil, nil)
-			h := a.HTTPHandler(a.NewServer("fleetstate", "bench"), mcpadapter.HTTPOptions{Anonymous: true})
+			h := mcphttp.New(a, a.NewServer("fleetstate", "bench"), mcphttp.Options{Anonymous: true})
 			b.Cleanup(func() { h.Close() })
 			content := strings.Repeat("x", size)
 			put := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + modernMeta + `,"arguments":{"agent_name":"a","content":"` + content + `","file_name":"f","overwrite":true},"name":"put"}}`

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -23,6 +24,7 @@ type connDaemon struct {
 	url    string
 	dir    string
 	a      *mcpadapter.Adapter
+	conns  *mcphttp.Connections
 	rv     *fleetstate.Rendezvous
 	tokens map[string]string
 }
@@ -33,7 +35,7 @@ func newConnDaemon(t *testing.T, rvOpts *fleetstate.RendezvousOptions) *connDaem
 		Agents:     map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember, "miner": mcpadapter.RoleMember},
 		Rendezvous: rvOpts,
 	})
-	return &connDaemon{t: t, url: k.URL, dir: k.Store.Dir(), a: k.Adapter, rv: k.Rendezvous, tokens: k.Token}
+	return &connDaemon{t: t, url: k.URL, dir: k.Store.Dir(), a: k.Adapter, conns: k.Connections, rv: k.Rendezvous, tokens: k.Token}
 }
 
 // agent is one agent's MCP client, and the means to cut its connections.
@@ -66,8 +68,8 @@ func (d *connDaemon) connect(name string, listen bool) *agent {
 // waitStreams waits until member holds n listening streams.
 func (d *connDaemon) waitStreams(member string, n int) {
 	d.t.Helper()
-	if !fleettest.Until(waitLimit, 5*time.Millisecond, func() bool { return mcpadapter.OpenStreams(d.a, member) == n }) {
-		d.t.Fatalf("%s holds %d listening streams; want %d", member, mcpadapter.OpenStreams(d.a, member), n)
+	if !fleettest.Until(waitLimit, 5*time.Millisecond, func() bool { return d.conns.Streams(member) == n }) {
+		d.t.Fatalf("%s holds %d listening streams; want %d", member, d.conns.Streams(member), n)
 	}
 }
 
@@ -303,7 +305,7 @@ func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	lead := d.connect("lead", true) // a lead's stream means nothing to the members
 	// A stream that opened this long before another's close is a second
 	// connection, not the member come back.
-	mcpadapter.SetReconnectGrace(d.a, 50*time.Millisecond)
+	d.conns.SetReconnectGrace(50 * time.Millisecond)
 	a := d.connect("scout", true)
 	b := d.connect("scout", true)
 	d.waitStreams("scout", 2)

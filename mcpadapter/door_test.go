@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/fleetmem"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
@@ -23,7 +24,7 @@ import (
 // 127.0.0.1, with a lead token and two member tokens.
 type door struct {
 	url     string
-	h       *mcpadapter.Handler
+	h       *mcphttp.Handler
 	tokens  *mcpadapter.Tokens
 	rv      *fleetstate.Rendezvous
 	members *mcpadapter.Membership
@@ -31,7 +32,7 @@ type door struct {
 	client  *http.Client
 }
 
-func newDoor(tb testing.TB, opts mcpadapter.HTTPOptions) *door {
+func newDoor(tb testing.TB, opts mcphttp.Options) *door {
 	tb.Helper()
 	k := adaptertest.Start(tb, adaptertest.Options{
 		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "m1": mcpadapter.RoleMember, "m2": mcpadapter.RoleMember},
@@ -103,7 +104,7 @@ func refusedFor(t *testing.T, status int, sid, body string, wantStatus int, flag
 }
 
 func TestHTTPSessionCaps(t *testing.T) {
-	d := newDoor(t, mcpadapter.HTTPOptions{MaxSessionsPerToken: 2, MaxSessions: 3})
+	d := newDoor(t, mcphttp.Options{MaxSessionsPerToken: 2, MaxSessions: 3})
 	var m1 []string
 	for range 2 {
 		status, sid, body := d.initialize(t, d.tok["m1"])
@@ -133,7 +134,7 @@ func TestHTTPSessionCaps(t *testing.T) {
 }
 
 func TestHTTPSessionCapsAnonymousShareOne(t *testing.T) {
-	d := newDoor(t, mcpadapter.HTTPOptions{Anonymous: true, MaxSessionsPerToken: 2})
+	d := newDoor(t, mcphttp.Options{Anonymous: true, MaxSessionsPerToken: 2})
 	for range 2 {
 		if status, sid, body := d.initialize(t, ""); status != http.StatusOK || sid == "" {
 			t.Fatalf("anonymous initialize: %d %q %s", status, sid, body)
@@ -149,7 +150,7 @@ func TestHTTPSessionCapsAnonymousShareOne(t *testing.T) {
 // TestHTTPSessionIdleTTLFreesSlot: a session the idle sweeper forgets no
 // longer counts.
 func TestHTTPSessionIdleTTLFreesSlot(t *testing.T) {
-	d := newDoor(t, mcpadapter.HTTPOptions{MaxSessionsPerToken: 1, SessionIdleTTL: 50 * time.Millisecond})
+	d := newDoor(t, mcphttp.Options{MaxSessionsPerToken: 1, SessionIdleTTL: 50 * time.Millisecond})
 	if status, _, body := d.initialize(t, d.tok["m1"]); status != http.StatusOK {
 		t.Fatalf("initialize: %d %s", status, body)
 	}
@@ -172,7 +173,7 @@ func TestHTTPSessionIdleTTLFreesSlot(t *testing.T) {
 // its listening stream and its sessions, frees its slots, and removes it
 // from the rendezvous; another member is untouched.
 func TestHTTPRevocationEndsStreamsAndSessions(t *testing.T) {
-	d := newDoor(t, mcpadapter.HTTPOptions{MaxSessionsPerToken: 2, MaxSessions: 3})
+	d := newDoor(t, mcphttp.Options{MaxSessionsPerToken: 2, MaxSessions: 3})
 	_, sid, _ := d.initialize(t, d.tok["m1"])
 	d.initialize(t, d.tok["m1"])
 	d.initialize(t, d.tok["m2"])
@@ -337,7 +338,7 @@ func TestMembershipFollowsTokenFile(t *testing.T) {
 // runs the handler: idle TTL set, caps lifted for the count) and the live
 // heap grows by bytes/session.
 func BenchmarkIdleSession(b *testing.B) {
-	d := newDoor(b, mcpadapter.HTTPOptions{MaxSessionsPerToken: -1, MaxSessions: -1, SessionIdleTTL: 30 * time.Minute})
+	d := newDoor(b, mcphttp.Options{MaxSessionsPerToken: -1, MaxSessions: -1, SessionIdleTTL: 30 * time.Minute})
 	body := legacyInit
 	serve := func() {
 		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))

@@ -1,7 +1,7 @@
 package mcpadapter
 
 // What the fast paths of both transports share (ServeStdio in stdio.go,
-// the HTTP handler in http_fast.go): running a call whose request
+// the fast calls of an HTTP handler in fastcalls.go): running a call whose request
 // parseCall read, and writing its response once, in the bytes mcp-go
 // writes for it (see wire.go).
 

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	agentkit "github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -414,7 +415,7 @@ func FuzzHTTPRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := fz.a.HTTPHandler(fz.a.NewServer("fuzz", "0"), mcpadapter.HTTPOptions{Tokens: tokens, MaxRequestBytes: 1 << 20})
+	h := mcphttp.New(fz.a, fz.a.NewServer("fuzz", "0"), mcphttp.Options{Tokens: tokens, MaxRequestBytes: 1 << 20})
 	f.Cleanup(func() { h.Close() })
 	f.Add(uint8(0), true, "/mcp", "application/json", "tools/list", []byte(listBody))
 	f.Add(uint8(0), false, "/mcp", "application/json", "tools/list", []byte(listBody))
@@ -466,7 +467,7 @@ func FuzzStatusReport(f *testing.F) {
 	}
 	var got []fleetstate.Status
 	a := mcpadapter.New(st, nil, nil)
-	h := a.HTTPHandler(a.NewServer("fuzz", "0"), mcpadapter.HTTPOptions{Tokens: tokens,
+	h := mcphttp.New(a, a.NewServer("fuzz", "0"), mcphttp.Options{Tokens: tokens,
 		OnStatus: func(id mcpadapter.Identity, s fleetstate.Status) error {
 			if id != scout {
 				return errorf("status of %v", id)
@@ -482,7 +483,7 @@ func FuzzStatusReport(f *testing.F) {
 	f.Add([]byte(`{"hook_event_name":"Stop"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got = got[:0]
-		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+mcpadapter.StatusPath, bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+mcphttp.StatusPath, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tok)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -513,11 +514,11 @@ func errorf(format string, args ...any) error { return fmt.Errorf(format, args..
 // (session IDs and times aside). Whatever the fast path takes, it must
 // answer as mcp-go does; whatever it does not, mcp-go must get unchanged.
 func FuzzHTTPFastPath(f *testing.F) {
-	var h [2]*mcpadapter.Handler
+	var h [2]*mcphttp.Handler
 	var a *mcpadapter.Adapter
 	for i := range h {
 		fz := newFuzzServer(f)
-		h[i] = fz.a.HTTPHandler(fz.a.NewServer("fuzz", "0"), mcpadapter.HTTPOptions{Anonymous: true, MaxRequestBytes: 1 << 20, NoFastPath: i == 0})
+		h[i] = mcphttp.New(fz.a, fz.a.NewServer("fuzz", "0"), mcphttp.Options{Anonymous: true, MaxRequestBytes: 1 << 20, NoFastPath: i == 0})
 		f.Cleanup(func() { h[i].Close() })
 		a = fz.a
 	}
@@ -541,7 +542,7 @@ func FuzzHTTPFastPath(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`), "2026-07-28", "notifications/cancelled", "", "application/json")
 	f.Fuzz(func(t *testing.T, body []byte, version, method, name, ctype string) {
 		var got [2]string
-		before := mcpadapter.DirectCalls(a)
+		before := a.DirectCalls()
 		for i := range h {
 			req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", bytes.NewReader(body))
 			for k, v := range map[string]string{"Mcp-Protocol-Version": version, "Mcp-Method": method, "Mcp-Name": name, "Content-Type": ctype} {
@@ -555,7 +556,7 @@ func FuzzHTTPFastPath(f *testing.F) {
 			got[i] = rfc3339.ReplaceAllString(sessionUUID.ReplaceAllString(got[i], "SID"), "TIME")
 		}
 		if got[0] != got[1] {
-			t.Errorf("fast path taken: %v\nmcp-go:    %s\nfast path: %s", mcpadapter.DirectCalls(a) > before, got[0], got[1])
+			t.Errorf("fast path taken: %v\nmcp-go:    %s\nfast path: %s", a.DirectCalls() > before, got[0], got[1])
 		}
 	})
 }

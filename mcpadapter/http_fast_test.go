@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -26,7 +27,7 @@ type rawHTTP struct {
 	d *adaptertest.Daemon
 }
 
-func startFastHTTP(t *testing.T, opts mcpadapter.HTTPOptions) *rawHTTP {
+func startFastHTTP(t *testing.T, opts mcphttp.Options) *rawHTTP {
 	t.Helper()
 	opts.MaxRequestBytes = 1 << 20
 	d := adaptertest.Start(t, adaptertest.Options{
@@ -86,8 +87,8 @@ func (s *rawHTTP) post(ctx context.Context, agent, body string, header map[strin
 // encoding/json writes otherwise on Go 1.26 than on 1.27, is answered
 // with mcp-go's bytes on both.
 func TestHTTPSameAsMCPGo(t *testing.T) {
-	old := startFastHTTP(t, mcpadapter.HTTPOptions{NoFastPath: true})
-	neu := startFastHTTP(t, mcpadapter.HTTPOptions{})
+	old := startFastHTTP(t, mcphttp.Options{NoFastPath: true})
+	neu := startFastHTTP(t, mcphttp.Options{})
 	call := func(id, name, args string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{` + modernMeta + `,"name":"` + name + `","arguments":` + args + `}}`
 	}
@@ -163,7 +164,7 @@ func TestHTTPSameAsMCPGo(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sids := map[*rawHTTP]string{}
 			var got [2]httpAnswer
-			before := mcpadapter.DirectCalls(neu.d.Adapter)
+			before := neu.d.Adapter.DirectCalls()
 			for i, s := range []*rawHTTP{old, neu} {
 				if cur, err := s.d.Store.CurrentSession(); err == nil {
 					sids[s] = cur.ID // none before new_session
@@ -176,7 +177,7 @@ func TestHTTPSameAsMCPGo(t *testing.T) {
 			if got[0] != got[1] {
 				t.Errorf("mcp-go:    %+v\nfast path: %+v", got[0], got[1])
 			}
-			if fast := mcpadapter.DirectCalls(neu.d.Adapter) > before; fast != c.fast {
+			if fast := neu.d.Adapter.DirectCalls() > before; fast != c.fast {
 				t.Errorf("fast path %v; want %v", fast, c.fast)
 			}
 		})
@@ -190,13 +191,13 @@ func TestHTTPSameAsMCPGo(t *testing.T) {
 func TestHTTPFastCancel(t *testing.T) {
 	for _, fast := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) {
-			s := startFastHTTP(t, mcpadapter.HTTPOptions{NoFastPath: !fast})
+			s := startFastHTTP(t, mcphttp.Options{NoFastPath: !fast})
 			next := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{` + modernMeta + `,"name":"fleet_next","arguments":{"wait_s":30}}}`
 			cancel := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{` + modernMeta + `,"requestId":7}}`
 			done := make(chan httpAnswer, 1)
 			go func() { done <- s.post(context.Background(), "scout", next, modernHeader("fleet_next")) }()
 			deadline := time.Now().Add(waitLimit)
-			for fast && mcpadapter.FastInFlight(s.d.Handler) == 0 && time.Now().Before(deadline) {
+			for fast && s.d.Handler.FastCalls().InFlight() == 0 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
 			cancelHeader := map[string]string{"Content-Type": "application/json", "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "notifications/cancelled"}
@@ -252,18 +253,18 @@ func TestHTTPFastCancel(t *testing.T) {
 					resp.Body.Close()
 				}
 			}()
-			for fast && mcpadapter.FastInFlight(s.d.Handler) == 0 && time.Now().Before(deadline) {
+			for fast && s.d.Handler.FastCalls().InFlight() == 0 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
-			if fast && mcpadapter.FastInFlight(s.d.Handler) == 0 {
+			if fast && s.d.Handler.FastCalls().InFlight() == 0 {
 				t.Fatal("the scout's fleet_next never started on the fast path")
 			}
 			stop()
 			<-gone
-			for mcpadapter.FastInFlight(s.d.Handler) != 0 && time.Now().Before(deadline) {
+			for s.d.Handler.FastCalls().InFlight() != 0 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
-			if n := mcpadapter.FastInFlight(s.d.Handler); n != 0 {
+			if n := s.d.Handler.FastCalls().InFlight(); n != 0 {
 				t.Errorf("%d fast calls in flight after their client went away", n)
 			}
 		})
@@ -274,13 +275,13 @@ func TestHTTPFastCancel(t *testing.T) {
 // 2026-07-28, has its calls served on the fast path, and reads their
 // results.
 func TestHTTPFastWithMCPGoClient(t *testing.T) {
-	s := startFastHTTP(t, mcpadapter.HTTPOptions{})
+	s := startFastHTTP(t, mcphttp.Options{})
 	c, _, err := adaptertest.Dial(context.Background(), s.d.URL, fleettest.BearerClient(s.d.Token["lead"]), adaptertest.DialOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	before := mcpadapter.DirectCalls(s.d.Adapter)
+	before := s.d.Adapter.DirectCalls()
 	if _, err := benchCall(context.Background(), c, "new_session", map[string]any{"name": "s"}); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestHTTPFastWithMCPGoClient(t *testing.T) {
 	if err != nil || got["content"] != "hi" {
 		t.Errorf("get: %v, %v; want content hi", got, err)
 	}
-	if n := mcpadapter.DirectCalls(s.d.Adapter) - before; n != 3 {
+	if n := s.d.Adapter.DirectCalls() - before; n != 3 {
 		t.Errorf("%d calls on the fast path; want 3", n)
 	}
 }
@@ -301,14 +302,14 @@ func TestHTTPFastWithMCPGoClient(t *testing.T) {
 // 2026-07-28 with client capabilities that are not empty, has its calls
 // served on the fast path too.
 func TestHTTPFastWithOfficialSDK(t *testing.T) {
-	s := startFastHTTP(t, mcpadapter.HTTPOptions{})
+	s := startFastHTTP(t, mcphttp.Options{})
 	c := sdk.NewClient(&sdk.Implementation{Name: "sdk", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: s.d.URL, HTTPClient: fleettest.BearerClient(s.d.Token["lead"])}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	before := mcpadapter.DirectCalls(s.d.Adapter)
+	before := s.d.Adapter.DirectCalls()
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "new_session", Arguments: map[string]any{"name": "x"}})
 	if err != nil || res.IsError {
 		t.Fatalf("new_session: %v, %v", res, err)
@@ -316,7 +317,7 @@ func TestHTTPFastWithOfficialSDK(t *testing.T) {
 	if out, _ := res.StructuredContent.(map[string]any); out["id"] == nil {
 		t.Errorf("new_session: %v; want an id", res.StructuredContent)
 	}
-	if n := mcpadapter.DirectCalls(s.d.Adapter) - before; n != 1 {
+	if n := s.d.Adapter.DirectCalls() - before; n != 1 {
 		t.Errorf("%d calls on the fast path; want 1", n)
 	}
 }
@@ -331,7 +332,7 @@ func TestHTTPFastOnlyToolsOfTheServer(t *testing.T) {
 	a := mcpadapter.New(st, nil, nil)
 	srv := a.NewServer("fleetstate", "test")
 	srv.DeleteTools("get_session")
-	h := a.HTTPHandler(srv, mcpadapter.HTTPOptions{Anonymous: true})
+	h := mcphttp.New(a, srv, mcphttp.Options{Anonymous: true})
 	defer h.Close()
 	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"get_session"}}`))
@@ -340,7 +341,7 @@ func TestHTTPFastOnlyToolsOfTheServer(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	if n := mcpadapter.DirectCalls(a); n != 0 || !strings.Contains(rec.Body.String(), "not found") {
+	if n := a.DirectCalls(); n != 0 || !strings.Contains(rec.Body.String(), "not found") {
 		t.Errorf("%d fast calls; answer %d %s; want mcp-go's tool not found", n, rec.Code, rec.Body.String())
 	}
 }

@@ -18,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -41,7 +42,7 @@ func newDaemon(t *testing.T, anonymous bool) *daemon {
 	t.Helper()
 	k := adaptertest.Start(t, adaptertest.Options{
 		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember, "miner": mcpadapter.RoleMember},
-		HTTP:   mcpadapter.HTTPOptions{Anonymous: anonymous},
+		HTTP:   mcphttp.Options{Anonymous: anonymous},
 	})
 	return &daemon{t: t, url: k.URL, store: k.Store, rv: k.Rendezvous, tokens: k.Tokens,
 		leadTok: k.Token["lead"], scoutTok: k.Token["scout"], minerTok: k.Token["miner"], http: k.HTTP}
@@ -679,7 +680,7 @@ func startRawHTTP(t *testing.T) *adaptertest.Daemon {
 	t.Helper()
 	return adaptertest.Start(t, adaptertest.Options{
 		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember},
-		HTTP:   mcpadapter.HTTPOptions{MaxRequestBytes: 1 << 20},
+		HTTP:   mcphttp.Options{MaxRequestBytes: 1 << 20},
 	})
 }
 

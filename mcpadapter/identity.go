@@ -19,7 +19,7 @@ const (
 )
 
 // OperatorAgent is the lead the daemon's operator token calls the tools as
-// (see [HTTPOptions].Operator), and the lead the operator's dashboard
+// (see daemon/mcphttp's Options.Operator), and the lead the operator's dashboard
 // login acts as: what a person sends from the CLI, watch or the dashboard
 // is this lead's, and so are its tickets. No token is issued to an agent
 // of this name (see [ErrReservedAgent]).
@@ -73,4 +73,12 @@ func ContextWithIdentity(ctx context.Context, id Identity) context.Context {
 func IdentityFromContext(ctx context.Context) Identity {
 	id, _ := ctx.Value(identityKey{}).(Identity)
 	return id
+}
+
+// IdentityOf returns the identity ctx carries and whether it carries one
+// at all: every HTTP request does, anonymous ones too; what a server does
+// on its own (the end of a stdio session) does not.
+func IdentityOf(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
 }

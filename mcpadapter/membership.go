@@ -42,7 +42,7 @@ type MembershipOptions struct {
 //     [fleetstate.Rendezvous.RemoveMember]: its queued and open turns end
 //     failed with reason member_removed);
 //   - every identity that loses its last token is reported to the HTTP
-//     handlers that watch it (see [HTTPOptions].Membership), which end its
+//     handlers that watch it (see daemon/mcphttp's Options.Membership), which end its
 //     requests and its MCP sessions.
 //
 // A Membership is safe for concurrent use. Close stops it.

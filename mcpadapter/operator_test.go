@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // TestHTTPOperatorTokenActsAsOperatorLead has the operator token, given as
-// HTTPOptions.Operator, call the lead's tools as the lead named
+// mcphttp.Options.Operator, call the lead's tools as the lead named
 // OperatorAgent: its send reaches the member from "operator", its ticket
 // is its own and not another lead's; without the option the same token is
 // refused.
@@ -20,7 +21,7 @@ func TestHTTPOperatorTokenActsAsOperatorLead(t *testing.T) {
 	const operator = "fso_the-operator-token-of-this-test"
 	k := adaptertest.Start(t, adaptertest.Options{
 		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember},
-		HTTP:   mcpadapter.HTTPOptions{Operator: operator},
+		HTTP:   mcphttp.Options{Operator: operator},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -60,7 +61,7 @@ func TestHTTPOperatorTokenActsAsOperatorLead(t *testing.T) {
 	})
 	if c, err := mcpadapter.Dial(ctx, plain.URL, operator, "operator-test"); err == nil {
 		c.Close()
-		t.Fatal("a handler without HTTPOptions.Operator admitted the operator token")
+		t.Fatal("a handler without mcphttp.Options.Operator admitted the operator token")
 	} else if !strings.Contains(err.Error(), "authorization required") {
 		t.Errorf("dial with an unknown operator token: %v; want authorization required", err)
 	}

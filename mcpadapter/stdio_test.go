@@ -187,7 +187,7 @@ func TestStdioSameAsMCPGo(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var got [2]string
-			before := mcpadapter.DirectCalls(neu.a)
+			before := neu.a.DirectCalls()
 			for i, s := range []*rawStdio{old, neu} {
 				got[i] = sessionUUID.ReplaceAllString(s.roundTrip(strings.ReplaceAll(c.line, "SID", sids[s])), "SID")
 				got[i] = rfc3339.ReplaceAllString(got[i], "TIME")
@@ -195,7 +195,7 @@ func TestStdioSameAsMCPGo(t *testing.T) {
 			if got[0] != got[1] {
 				t.Errorf("mcp-go:     %s\nServeStdio: %s", got[0], got[1])
 			}
-			if fast := mcpadapter.DirectCalls(neu.a) > before; fast != c.fast {
+			if fast := neu.a.DirectCalls() > before; fast != c.fast {
 				t.Errorf("fast path %v; want %v", fast, c.fast)
 			}
 		})
@@ -252,7 +252,7 @@ func TestStdioConcurrent(t *testing.T) {
 	}
 	// Past the calls ServeStdio serves at once, calls go to mcp-go's
 	// workers: both paths may answer here.
-	if n := mcpadapter.DirectCalls(s.a); n == 0 {
+	if n := s.a.DirectCalls(); n == 0 {
 		t.Errorf("no call served by ServeStdio itself")
 	}
 	// And back, in parallel, each get with the content of its file.
@@ -288,7 +288,7 @@ func TestStdioCancel(t *testing.T) {
 	if got := s.roundTrip(`{"jsonrpc":"2.0","id":2,"method":"ping"}`); !strings.Contains(got, `"id":2`) {
 		t.Fatalf("ping while fleet_next blocks: %s", got)
 	}
-	if mcpadapter.DirectCalls(s.a) != 1 {
+	if s.a.DirectCalls() != 1 {
 		t.Fatalf("ServeStdio did not serve fleet_next itself")
 	}
 	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"next","reason":"test"}}`)
@@ -330,8 +330,8 @@ func TestStdioLargeContent(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &put); err != nil || !put.Result.IsError {
 		t.Errorf("put past the limit: %v: %.300s", err, line)
 	}
-	if mcpadapter.DirectCalls(s.a) != 4 {
-		t.Errorf("ServeStdio served %d calls itself; want 4", mcpadapter.DirectCalls(s.a))
+	if s.a.DirectCalls() != 4 {
+		t.Errorf("ServeStdio served %d calls itself; want 4", s.a.DirectCalls())
 	}
 }
 
@@ -360,7 +360,7 @@ func TestStdioOnlyToolsOfTheServer(t *testing.T) {
 	}
 	s := startRaw(t, without, anon)
 	resp := s.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_session","arguments":{}}}`)
-	if n := mcpadapter.DirectCalls(s.a); n != 0 || !strings.Contains(resp, "not found") {
+	if n := s.a.DirectCalls(); n != 0 || !strings.Contains(resp, "not found") {
 		t.Errorf("%d calls served by ServeStdio; answer %s; want mcp-go's tool not found", n, resp)
 	}
 }

@@ -4,7 +4,7 @@ package mcpadapter
 // JSON-RPC tools/call of an adapter tool, with arguments of strings,
 // booleans and numbers) and a writer of the one response shape they
 // answer, for both transports: stdio (see [Adapter.ServeStdio]) and
-// streamable HTTP under protocol version 2026-07-28 (http_fast.go), whose
+// streamable HTTP under protocol version 2026-07-28 (fastcalls.go, served by daemon/mcphttp), whose
 // requests carry the protocol version and the client's capabilities in
 // _meta and whose results carry the server's identity and a resultType.
 // It is kept by hand, not left to

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/daemon/proxy"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -195,8 +196,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", daemon.DefaultIdleTimeout, "close a keep-alive connection idle this long")
 	fs.DurationVar(&c.HeaderTimeout, "header-timeout", daemon.DefaultHeaderTimeout, "bound on reading a request's headers")
 	fs.IntVar(&c.MaxConns, "max-conns", daemon.DefaultMaxConns, "connections served at once; more wait for one to close (0: no limit)")
-	fs.IntVar(&c.MaxSessionsPerToken, "max-sessions-per-token", mcpadapter.DefaultMaxSessionsPerToken, "live MCP sessions per token holder (anonymous callers share one count; -1: no limit)")
-	fs.IntVar(&c.MaxSessions, "max-sessions", mcpadapter.DefaultMaxSessions, "live MCP sessions in all (-1: no limit)")
+	fs.IntVar(&c.MaxSessionsPerToken, "max-sessions-per-token", mcphttp.DefaultMaxSessionsPerToken, "live MCP sessions per token holder (anonymous callers share one count; -1: no limit)")
+	fs.IntVar(&c.MaxSessions, "max-sessions", mcphttp.DefaultMaxSessions, "live MCP sessions in all (-1: no limit)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", daemon.DefaultSessionTTL, "forget an MCP session idle this long")
 	fs.DurationVar(&c.TokenPoll, "token-poll", mcpadapter.DefaultTokenPoll, "how often the token file is looked at for added and revoked tokens")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/agent"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // runStatus reports an agent's status to the daemon: the status given as an
@@ -53,10 +53,10 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	default:
 		return errors.New("status: want one status: idle, working or blocked")
 	}
-	body, _ := json.Marshal(mcpadapter.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String())})
+	body, _ := json.Marshal(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String())})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(strings.TrimSuffix(*url, "/mcp"), "/")+mcpadapter.StatusPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(strings.TrimSuffix(*url, "/mcp"), "/")+mcphttp.StatusPath, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func checkTokenIdentity(ctx context.Context, urls []string, token, agent, role s
 func checkTokenIdentityAt(ctx context.Context, url, token, agent, role string) (answered bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, daemonBase(url)+mcpadapter.StatusPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, daemonBase(url)+mcphttp.StatusPath, nil)
 	if err != nil {
 		return true, fmt.Errorf("mcp: --connect %s: %v", url, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/daemon/proxy"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
@@ -99,7 +100,8 @@ func startFleetDaemon(t *testing.T, name string, tokenFile []byte, ln net.Listen
 		}
 	}
 	d := &fleetDaemon{name: name, store: st, rv: rv, entered: make(chan string, 16), release: make(chan struct{})}
-	a := mcpadapter.New(st, rv, &mcpadapter.Options{RolesConfigured: func() bool { return tokens.Len() > 0 }, MarkReady: true})
+	conns := mcphttp.NewConnections(rv)
+	a := mcpadapter.New(st, rv, &mcpadapter.Options{RolesConfigured: func() bool { return tokens.Len() > 0 }, MarkReady: true, Connections: conns})
 	srv := a.NewServer("fleetstate", "test")
 	block := func(tool string) server.ToolHandlerFunc {
 		return func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -119,7 +121,7 @@ func startFleetDaemon(t *testing.T, name string, tokenFile []byte, ln net.Listen
 		server.ServerTool{Tool: mcp.NewTool("slow_write", mcp.WithReadOnlyHintAnnotation(false)), Handler: block("slow_write")},
 	)
 	srv.AddTools(extra...)
-	h := a.HTTPHandler(srv, mcpadapter.HTTPOptions{Tokens: tokens})
+	h := mcphttp.New(a, srv, mcphttp.Options{Tokens: tokens, Connections: conns})
 	d.mux = &switchHandler{h: h}
 	d.ts = httptest.NewUnstartedServer(d.mux)
 	if ln != nil {

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/internal/cmdhelp"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // DefaultTimeout is how long `hook permission` waits for a decision.
@@ -93,8 +93,8 @@ func Run(ctx context.Context, args []string, env Env, stdin io.Reader, stdout, s
 func reportStatus(ctx context.Context, env Env, status string, stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(ctx, statusWait)
 	defer cancel()
-	body, _ := json.Marshal(mcpadapter.StatusReport{Status: status})
-	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + mcpadapter.StatusPath
+	body, _ := json.Marshal(mcphttp.StatusReport{Status: status})
+	url := strings.TrimRight(strings.TrimSuffix(env.URL, "/mcp"), "/") + mcphttp.StatusPath
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return

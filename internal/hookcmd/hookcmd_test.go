@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/hookcmd"
@@ -355,7 +356,7 @@ func TestHookReportsItsStatuses(t *testing.T) {
 	reports := make(chan string, 4)
 	inner := f.srv.Config.Handler
 	f.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == mcpadapter.StatusPath {
+		if r.URL.Path == mcphttp.StatusPath {
 			body, _ := io.ReadAll(r.Body)
 			reports <- r.Header.Get("Authorization") + " " + string(body)
 			w.WriteHeader(http.StatusNoContent)

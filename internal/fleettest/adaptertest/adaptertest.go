@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -70,7 +71,7 @@ type Options struct {
 	// once, at the start.
 	Membership *mcpadapter.MembershipOptions
 	// HTTP configure the handler; Start sets its Tokens and Membership.
-	HTTP mcpadapter.HTTPOptions
+	HTTP mcphttp.Options
 	// Tools are served beside the adapter's.
 	Tools []server.ServerTool
 }
@@ -87,7 +88,10 @@ type Daemon struct {
 	Rendezvous *fleetstate.Rendezvous
 	Adapter    *mcpadapter.Adapter
 	Membership *mcpadapter.Membership // nil unless Options.Membership is set
-	Handler    *mcpadapter.Handler
+	Handler    *mcphttp.Handler
+	// Connections follow the agents' MCP sessions, for the adapter and the
+	// handler alike.
+	Connections *mcphttp.Connections
 	// HTTP is a client that sends no token; its idle connections are
 	// closed at cleanup.
 	HTTP *http.Client
@@ -121,15 +125,17 @@ func Start(tb testing.TB, o Options) *Daemon {
 			}
 		}
 	}
+	d.Connections = mcphttp.NewConnections(rv)
 	d.Adapter = mcpadapter.New(st, rv, &mcpadapter.Options{
 		RolesConfigured: func() bool { return tokens.Len() > 0 },
 		MarkReady:       true,
+		Connections:     d.Connections,
 	})
 	srv := d.Adapter.NewServer("fleetstate", "test")
 	srv.AddTools(o.Tools...)
 	hopts := o.HTTP
-	hopts.Tokens, hopts.Membership = tokens, d.Membership
-	d.Handler = d.Adapter.HTTPHandler(srv, hopts)
+	hopts.Tokens, hopts.Membership, hopts.Connections = tokens, d.Membership, d.Connections
+	d.Handler = mcphttp.New(d.Adapter, srv, hopts)
 	ts := httptest.NewServer(d.Handler) // on 127.0.0.1
 	d.URL = ts.URL + "/mcp"
 	tr := &http.Transport{}

@@ -1,4 +1,4 @@
-package mcpadapter
+package mcphttp
 
 import (
 	"bytes"
@@ -11,17 +11,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/mcpadapter"
+
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/door"
 )
 
-// HTTPOptions configure [Adapter.HTTPHandler].
-type HTTPOptions struct {
+// Options configure [New].
+type Options struct {
 	// Tokens authenticates callers. Every request must carry
 	// "Authorization: Bearer TOKEN" with a token from it.
-	Tokens *Tokens
+	Tokens *mcpadapter.Tokens
 	// Anonymous lets requests without an Authorization header through as
 	// anonymous callers, who may use the store tools only. A request with
 	// a wrong token is refused all the same.
@@ -44,7 +46,7 @@ type HTTPOptions struct {
 	// OnStatus receives the status reports that agents' hooks POST to
 	// StatusPath with their token. Nil means reports are accepted and
 	// dropped.
-	OnStatus func(Identity, fleetstate.Status) error
+	OnStatus func(mcpadapter.Identity, fleetstate.Status) error
 	// SessionIdleTTL, if positive, makes the server forget MCP sessions
 	// (of the protocol versions that have them) idle that long: a client
 	// killed without closing its session would otherwise be remembered
@@ -68,45 +70,49 @@ type HTTPOptions struct {
 	// limit.
 	MaxSessions int
 	// NoFastPath sends every request through mcp-go's streamable-HTTP
-	// server, as before the fast path (see [Adapter.HTTPHandler]): for
+	// server, as before the fast path (see [New]): for
 	// comparing the two, and as a way back should a client need it.
 	NoFastPath bool
+	// Connections, if set, follows the members' MCP sessions and
+	// listening streams: the same as the adapter's
+	// [mcpadapter.Options].Connections, which the handler also feeds.
+	Connections *Connections
 	// Membership, if set, tells the handler of revoked tokens: the
 	// requests of an identity that holds no token any more end at once
 	// (its listening streams close), and its MCP sessions are ended and
 	// no longer counted against the caps.
-	Membership *Membership
+	Membership *mcpadapter.Membership
 	// Operator, if set, is the daemon's operator token (see
-	// [NewOperatorToken]): a request that carries it calls the tools as
-	// the lead named [OperatorAgent], so that a person steers the fleet
+	// [mcpadapter.NewOperatorToken]): a request that carries it calls the tools as
+	// the lead named [mcpadapter.OperatorAgent], so that a person steers the fleet
 	// through the lead's tools. Empty means the operator calls no tool.
 	Operator string
 }
 
-// HTTPHandler serves srv over MCP streamable HTTP with the caller's
+// New returns a handler that serves srv, a's server, over MCP streamable HTTP with the caller's
 // identity taken from its bearer token. Before authentication it refuses,
 // with 403, a request that reached a loopback address under a Host or
 // Origin that is not loopback (DNS rebinding); a request without a valid
 // token gets 401. When a member's last listening stream closes (its
 // process ended, however it ended), the member is disconnected from the
 // rendezvous: see [fleetstate.Rendezvous.Disconnect]; so is a member that
-// holds no stream and makes no call for [HTTPOptions].SessionIdleTTL. A refused request
+// holds no stream and makes no call for [Options].SessionIdleTTL. A refused request
 // is answered with "Connection: close", so that a caller without a token
 // keeps no connection open. Live MCP sessions are capped per identity and
-// in all (see [HTTPOptions]); with a [Membership], revoking an identity's
+// in all (see [Options]); with a [mcpadapter.Membership], revoking an identity's
 // tokens ends its requests and sessions at once.
 //
 // A tools/call of one of the adapter's tools under protocol version
 // 2026-07-28, which has no sessions, takes a fast path: its body is read
 // once, decoded once into the tool's arguments, and its result encoded
-// once, in the bytes mcp-go would write (see http_fast.go). Every other
+// once, in the bytes mcp-go would write (see [mcpadapter.FastCalls]). Every other
 // request (other methods, older protocols, whose sessions mcp-go keeps,
 // calls with a progress token, and anything not understood completely)
 // goes to mcp-go's streamable-HTTP server as it was sent.
 //
 // The caller closes the handler when it stops serving (see
 // [Handler.Close]).
-func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler {
+func New(a *mcpadapter.Adapter, srv *server.MCPServer, opts Options) *Handler {
 	path := opts.Path
 	if path == "" {
 		path = "/mcp"
@@ -120,7 +126,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 		server.WithEndpointPath(path),
 		server.WithSessionIdManagerResolver(caps),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			return ContextWithIdentity(ctx, IdentityFromContext(r.Context()))
+			return mcpadapter.ContextWithIdentity(ctx, mcpadapter.IdentityFromContext(r.Context()))
 		}),
 	}
 	if opts.SessionIdleTTL > 0 {
@@ -134,23 +140,24 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 		budget = DefaultMaxBodyBytesPerToken
 	}
 	bodies := newBodyBudget(budget)
-	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests(), conns: a.conns}
-	if a.conns != nil {
-		a.conns.mu.Lock()
-		a.conns.idleTTL = opts.SessionIdleTTL
-		a.conns.mu.Unlock()
+	conns := opts.Connections
+	h := &Handler{mcp: mcpHTTP, path: path, caps: caps, live: newLiveRequests(), conns: conns}
+	if conns != nil {
+		conns.mu.Lock()
+		conns.idleTTL = opts.SessionIdleTTL
+		conns.mu.Unlock()
 	}
-	lookup := func(token string) (Identity, bool) {
+	lookup := func(token string) (mcpadapter.Identity, bool) {
 		if opts.Operator != "" && subtle.ConstantTimeCompare([]byte(token), []byte(opts.Operator)) == 1 {
-			return Identity{Agent: OperatorAgent, Role: RoleLead}, true
+			return mcpadapter.Identity{Agent: mcpadapter.OperatorAgent, Role: mcpadapter.RoleLead}, true
 		}
 		if opts.Tokens == nil {
-			return Identity{}, false
+			return mcpadapter.Identity{}, false
 		}
 		return opts.Tokens.Lookup(token)
 	}
 	if !opts.NoFastPath {
-		h.fast = newHTTPFast(a, srv)
+		h.fast = a.FastCalls(srv)
 	}
 	if opts.Membership != nil {
 		h.unwatch = opts.Membership.OnRevoke(h.revoke)
@@ -162,7 +169,7 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			http.Error(w, "forbidden: the Host or Origin of this request is not local", http.StatusForbidden)
 			return
 		}
-		id := Identity{}
+		id := mcpadapter.Identity{}
 		epoch := h.live.epoch()
 		token := ""
 		switch auth := r.Header.Get("Authorization"); {
@@ -244,34 +251,34 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 			status(w, r, id)
 			return
 		}
-		if a.conns != nil && id.Role == RoleMember && !id.Anonymous() && !isListen(r) && r.Method != http.MethodDelete {
+		if conns != nil && id.Role == mcpadapter.RoleMember && !id.Anonymous() && !isListen(r) && r.Method != http.MethodDelete {
 			// A member's calls show it is there (see connections).
-			a.conns.callStarted(id.Agent)
-			defer a.conns.callEnded(id.Agent)
+			conns.callStarted(id.Agent)
+			defer conns.callEnded(id.Agent)
 		}
-		if read && h.fast != nil && h.fast.serve(w, r, id, body) {
+		if read && h.fast != nil && serveFast(h.fast, w, r, id, body) {
 			return
 		}
 		if acceptBareCancel(w, r) {
 			return
 		}
-		if a.conns != nil && r.Method == http.MethodDelete && !a.conns.mayEnd(r.Header.Get("Mcp-Session-Id"), id) {
+		if conns != nil && r.Method == http.MethodDelete && !conns.mayEnd(r.Header.Get("Mcp-Session-Id"), id) {
 			http.Error(w, "forbidden: the session belongs to another agent", http.StatusForbidden)
 			return
 		}
-		if a.conns != nil && id.Role == RoleMember && !id.Anonymous() && isListen(r) {
+		if conns != nil && id.Role == mcpadapter.RoleMember && !id.Anonymous() && isListen(r) {
 			// A member's listening stream is its connection: when the
 			// last one closes, the member is gone.
 			sid := r.Header.Get("Mcp-Session-Id")
-			sw := &streamWriter{ResponseWriter: w, open: func() { a.conns.streamOpened(id.Agent, sid) }}
+			sw := &streamWriter{ResponseWriter: w, open: func() { conns.streamOpened(id.Agent, sid) }}
 			defer func() {
 				if sw.opened {
-					a.conns.streamClosed(id.Agent, sid)
+					conns.streamClosed(id.Agent, sid)
 				}
 			}()
 			w = sw
 		}
-		ctx := ContextWithIdentity(r.Context(), id)
+		ctx := mcpadapter.ContextWithIdentity(r.Context(), id)
 		if r.Method == http.MethodPost {
 			// Only an initialize makes mcp-go mint a session ID: that is
 			// where the caps count, and refuse.
@@ -285,22 +292,25 @@ func (a *Adapter) HTTPHandler(srv *server.MCPServer, opts HTTPOptions) *Handler 
 }
 
 // Handler is the HTTP handler of an adapter's MCP server, as
-// [Adapter.HTTPHandler] returns it. It is safe for concurrent use. Until
+// [New] returns it. It is safe for concurrent use. Until
 // Close it may hold a goroutine (the session sweeper, with
-// [HTTPOptions].SessionIdleTTL) and a subscription to revocations (with
-// [HTTPOptions].Membership).
+// [Options].SessionIdleTTL) and a subscription to revocations (with
+// [Options].Membership).
 type Handler struct {
 	serve   http.HandlerFunc
 	mcp     *server.StreamableHTTPServer
 	path    string
 	caps    *sessionCaps
 	live    *liveRequests
-	unwatch func()       // nil without a Membership
-	fast    *httpFast    // nil: every request goes to mcp-go
-	conns   *connections // nil without a rendezvous
+	unwatch func()                // nil without a mcpadapter.Membership
+	fast    *mcpadapter.FastCalls // nil: every request goes to mcp-go
+	conns   *Connections          // nil without a rendezvous
 
 	closeOnce sync.Once
 }
+
+// FastCalls returns the handler's fast path, nil when it has none.
+func (h *Handler) FastCalls() *mcpadapter.FastCalls { return h.fast }
 
 // ServeHTTP serves one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r) }
@@ -326,7 +336,7 @@ func (h *Handler) Close() error {
 
 // revoke ends what id has open: its requests (listening streams among
 // them) and its MCP sessions, which stop counting against the caps.
-func (h *Handler) revoke(id Identity) {
+func (h *Handler) revoke(id mcpadapter.Identity) {
 	h.live.end(id)
 	for _, sid := range h.caps.releaseAll(id) {
 		endSession(h.mcp, h.path, sid, id)
@@ -337,14 +347,14 @@ func (h *Handler) revoke(id Identity) {
 // an identified caller, so that revoking the caller's tokens ends them.
 type liveRequests struct {
 	mu   sync.Mutex
-	gen  uint64                                 // guarded by mu; counts revocations
-	byID map[Identity]map[*liveRequest]struct{} // guarded by mu
+	gen  uint64                                            // guarded by mu; counts revocations
+	byID map[mcpadapter.Identity]map[*liveRequest]struct{} // guarded by mu
 }
 
 type liveRequest struct{ cancel context.CancelFunc }
 
 func newLiveRequests() *liveRequests {
-	return &liveRequests{byID: map[Identity]map[*liveRequest]struct{}{}}
+	return &liveRequests{byID: map[mcpadapter.Identity]map[*liveRequest]struct{}{}}
 }
 
 // epoch returns the count of revocations so far.
@@ -356,7 +366,7 @@ func (l *liveRequests) epoch() uint64 {
 
 // add registers a request of id and reports whether a revocation happened
 // since epoch.
-func (l *liveRequests) add(id Identity, cancel context.CancelFunc, epoch uint64) (*liveRequest, bool) {
+func (l *liveRequests) add(id mcpadapter.Identity, cancel context.CancelFunc, epoch uint64) (*liveRequest, bool) {
 	lr := &liveRequest{cancel: cancel}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -369,7 +379,7 @@ func (l *liveRequests) add(id Identity, cancel context.CancelFunc, epoch uint64)
 	return lr, l.gen != epoch
 }
 
-func (l *liveRequests) remove(id Identity, lr *liveRequest) {
+func (l *liveRequests) remove(id mcpadapter.Identity, lr *liveRequest) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if set := l.byID[id]; set != nil {
@@ -381,7 +391,7 @@ func (l *liveRequests) remove(id Identity, lr *liveRequest) {
 }
 
 // end cancels every request of id.
-func (l *liveRequests) end(id Identity) {
+func (l *liveRequests) end(id mcpadapter.Identity) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++

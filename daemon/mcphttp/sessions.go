@@ -1,4 +1,4 @@
-package mcpadapter
+package mcphttp
 
 import (
 	"context"
@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/fleetstate/fleetstate/mcpadapter"
+
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// Defaults of the caps on live MCP sessions (see [HTTPOptions]). An idle
+// Defaults of the caps on live MCP sessions (see [Options]). An idle
 // session holds about 11 KB in the daemon (BenchmarkIdleSession, see
 // BENCHMARKS.md), so the total cap bounds what sessions can take to about
 // 45 MB, and one token to about 0.7 MB. An agent needs one session per
@@ -23,7 +25,7 @@ const (
 
 // sessionCaps counts the live MCP sessions (of the protocol versions that
 // have them) per identity and in total, and refuses a new one past either
-// cap. Anonymous callers all count as the zero Identity, one bucket.
+// cap. Anonymous callers all count as the zero mcpadapter.Identity, one bucket.
 //
 // A session is counted from the moment mcp-go mints its ID for an
 // initialize request (the request-bound [server.SessionIdManager] of
@@ -35,9 +37,9 @@ type sessionCaps struct {
 	base         server.StatelessGeneratingSessionIdManager
 
 	mu    sync.Mutex
-	byID  map[Identity]map[string]struct{} // guarded by mu; the live session IDs of each identity
-	n     int                              // guarded by mu; live sessions in all
-	owner map[string]Identity              // guarded by mu; live session IDs and who opened them
+	byID  map[mcpadapter.Identity]map[string]struct{} // guarded by mu; the live session IDs of each identity
+	n     int                                         // guarded by mu; live sessions in all
+	owner map[string]mcpadapter.Identity              // guarded by mu; live session IDs and who opened them
 }
 
 func newSessionCaps(perID, total int) *sessionCaps {
@@ -47,7 +49,7 @@ func newSessionCaps(perID, total int) *sessionCaps {
 	if total == 0 {
 		total = DefaultMaxSessions
 	}
-	return &sessionCaps{perID: perID, total: total, byID: map[Identity]map[string]struct{}{}, owner: map[string]Identity{}}
+	return &sessionCaps{perID: perID, total: total, byID: map[mcpadapter.Identity]map[string]struct{}{}, owner: map[string]mcpadapter.Identity{}}
 }
 
 // limitError is a refusal for a cap: the HTTP status and the message of
@@ -58,7 +60,7 @@ type limitError struct {
 }
 
 // open counts a new session sid of id, unless a cap is reached.
-func (c *sessionCaps) open(id Identity, sid string) *limitError {
+func (c *sessionCaps) open(id mcpadapter.Identity, sid string) *limitError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.perID >= 0 && len(c.byID[id]) >= c.perID {
@@ -104,7 +106,7 @@ func (c *sessionCaps) releaseLocked(sid string) {
 }
 
 // releaseAll uncounts every session of id and returns their IDs.
-func (c *sessionCaps) releaseAll(id Identity) []string {
+func (c *sessionCaps) releaseAll(id mcpadapter.Identity) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.byID[id]))
@@ -118,7 +120,7 @@ func (c *sessionCaps) releaseAll(id Identity) []string {
 }
 
 // counts returns the sessions of id and in all.
-func (c *sessionCaps) counts(id Identity) (int, int) {
+func (c *sessionCaps) counts(id mcpadapter.Identity) (int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.byID[id]), c.n
@@ -157,7 +159,7 @@ type sessionRequestKey struct{}
 // refusal.
 type sessionRequest struct {
 	caps *sessionCaps
-	id   Identity
+	id   mcpadapter.Identity
 
 	mu      sync.Mutex
 	refusal *limitError // guarded by mu
@@ -261,8 +263,8 @@ func (w *discardWriter) WriteHeader(int)             {}
 
 // endSession makes mcp-go forget the session sid of id, as the client's
 // DELETE would.
-func endSession(mcpHTTP http.Handler, path, sid string, id Identity) {
-	r, err := http.NewRequestWithContext(ContextWithIdentity(context.Background(), id), http.MethodDelete, path, nil)
+func endSession(mcpHTTP http.Handler, path, sid string, id mcpadapter.Identity) {
+	r, err := http.NewRequestWithContext(mcpadapter.ContextWithIdentity(context.Background(), id), http.MethodDelete, path, nil)
 	if err != nil {
 		return
 	}

@@ -1,9 +1,11 @@
-package mcpadapter
+package mcphttp
 
 import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/fleetstate/fleetstate/mcpadapter"
 
 	"pgregory.net/rapid"
 )
@@ -16,10 +18,10 @@ func TestSessionCapsRapid(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		perID, total := rapid.IntRange(1, 4).Draw(rt, "perID"), rapid.IntRange(1, 8).Draw(rt, "total")
 		c := newSessionCaps(perID, total)
-		ids := []Identity{{}, {Agent: "a", Role: RoleLead}, {Agent: "b", Role: RoleMember}, {Agent: "c", Role: RoleMember}}
-		live := map[string]Identity{} // the model
+		ids := []mcpadapter.Identity{{}, {Agent: "a", Role: mcpadapter.RoleLead}, {Agent: "b", Role: mcpadapter.RoleMember}, {Agent: "c", Role: mcpadapter.RoleMember}}
+		live := map[string]mcpadapter.Identity{} // the model
 		next := 0
-		count := func(id Identity) int {
+		count := func(id mcpadapter.Identity) int {
 			n := 0
 			for _, o := range live {
 				if o == id {

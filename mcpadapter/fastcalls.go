@@ -1,6 +1,6 @@
 package mcpadapter
 
-// The fast path of the HTTP handler: a POST of a tools/call under
+// The fast path of an HTTP handler: a POST of a tools/call under
 // protocol version 2026-07-28, served without mcp-go's streamable-HTTP
 // server, which decodes such a request, in part or whole, some nine times
 // (mcp-go v1.2.1: the envelope twice, the _meta three times, the params
@@ -29,17 +29,17 @@ package mcpadapter
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"mime"
-	"net/http"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// httpFast is the fast path of one [Handler]. It is safe for concurrent
-// use.
-type httpFast struct {
+// FastCalls is the fast path of one HTTP handler of a server: it answers
+// itself the calls described above, and leaves every other request to
+// mcp-go's streamable-HTTP server. It knows nothing of HTTP but the
+// request's header fields and body. It is safe for concurrent use.
+type FastCalls struct {
 	a     *Adapter
 	srv   *server.MCPServer
 	meta  []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
@@ -54,18 +54,22 @@ type fastCall struct {
 	req string
 }
 
-// newHTTPFast returns the fast path of srv, or nil if srv's results cannot
+// FastCalls returns the fast path of srv, or nil if srv's results cannot
 // be told in advance. srv is a's server (see [Adapter.NewServer]), with
 // more tools perhaps: the fast path serves those of a's tools that srv
-// has when the handler is made, and leaves the others to mcp-go, which
-// answers that it does not know them.
-func newHTTPFast(a *Adapter, srv *server.MCPServer) *httpFast {
+// has when it is made, and leaves the others to mcp-go, which answers
+// that it does not know them.
+func (a *Adapter) FastCalls(srv *server.MCPServer) *FastCalls {
 	meta := resultMeta(srv)
 	if meta == nil {
 		return nil
 	}
-	return &httpFast{a: a, srv: srv, meta: meta, tools: a.fastTools(srv)}
+	return &FastCalls{a: a, srv: srv, meta: meta, tools: a.fastTools(srv)}
 }
+
+// Header is what the fast path reads of a request's header fields
+// (an http.Header has it).
+type Header interface{ Get(key string) string }
 
 // discoverProbe is the smallest server/discover of protocol 2026-07-28.
 const discoverProbe = `{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"` +
@@ -95,45 +99,52 @@ func resultMeta(srv *server.MCPServer) []byte {
 	return append([]byte(`{"`+mcp.MetaKeyServerInfo+`":`), append(info, '}')...)
 }
 
-// serve serves r, a POST of the caller id whose body the handler read
-// whole (and bounded), if it is a call the fast path takes, and reports
-// whether it did. Otherwise the caller passes r, whose Body still reads
-// body, on to mcp-go. A notifications/cancelled of id cancels id's fast
-// call of that request id, and goes on to mcp-go. Only 2026-07-28 calls
-// and cancellations are looked at: that protocol names a request's method
-// in a header, and its clients are the only ones with fast calls.
-func (f *httpFast) serve(w http.ResponseWriter, r *http.Request, id Identity, body []byte) (served bool) {
-	method := r.Header.Get(mcp.HeaderMethod)
+// Serve answers body, the whole (and bounded) body of a POST of the
+// caller id with the header fields h, if it is a call the fast path
+// takes: resp is the response to write, 200 and application/json, in one
+// write, unless ctx ended meanwhile (the client is gone: mcp-go writes
+// nothing either); done, called after, recycles resp. Otherwise served is
+// false and the request goes to mcp-go as it came. A
+// notifications/cancelled of id cancels id's fast call of that request
+// id, and goes on to mcp-go. Only 2026-07-28 calls and cancellations are
+// looked at: that protocol names a request's method in a header, and its
+// clients are the only ones with fast calls.
+func (f *FastCalls) Serve(ctx context.Context, h Header, id Identity, body []byte) (resp []byte, done func(), served bool) {
+	method := h.Get(mcp.HeaderMethod)
 	cancelled := method == string(mcp.MethodNotificationCancelled)
-	if r.Header.Get(mcp.HeaderProtocolVersion) != modernVersion || method != string(mcp.MethodToolsCall) && !cancelled {
-		return false
+	if h.Get(mcp.HeaderProtocolVersion) != modernVersion || method != string(mcp.MethodToolsCall) && !cancelled {
+		return nil, nil, false
 	}
 	if cancelled {
 		f.cancel(id, body)
-		return false
+		return nil, nil, false
 	}
-	req, ok := f.take(r.Header, body)
+	req, ok := f.take(h, body)
 	if !ok {
-		return false
+		return nil, nil, false
 	}
-	ctx, cancel := context.WithCancel(ContextWithIdentity(r.Context(), id))
-	done, _ := f.calls.start(fastCall{id: id, req: string(req.id)}, cancel) // never closed
-	defer done()
-	resp := f.a.respond(ctx, f.srv, req.tool, req.id, f.meta, req.args, nil)
-	defer putBuf(resp)
-	if r.Context().Err() != nil {
-		return true // the client is gone: mcp-go writes nothing either
+	ctx, cancel := context.WithCancel(ContextWithIdentity(ctx, id))
+	end, _ := f.calls.start(fastCall{id: id, req: string(req.id)}, cancel) // never closed
+	defer end()
+	buf := f.a.respond(ctx, f.srv, req.tool, req.id, f.meta, req.args, nil)
+	return *buf, func() { putBuf(buf) }, true
+}
+
+// InFlight returns how many calls the fast path has in flight; a nil
+// FastCalls (no fast path) has none.
+func (f *FastCalls) InFlight() int {
+	if f == nil {
+		return 0
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(*resp) // one write, as mcp-go's encoder makes: net/http frames it alike
-	return true
+	f.calls.mu.Lock()
+	defer f.calls.mu.Unlock()
+	return len(f.calls.calls)
 }
 
 // take reads body, with the request's header h (that of a 2026-07-28
 // tools/call: see serve), as a call the fast path takes, and reports
 // whether it is one.
-func (f *httpFast) take(h http.Header, body []byte) (callRequest, bool) {
+func (f *FastCalls) take(h Header, body []byte) (callRequest, bool) {
 	if ct := h.Get("Content-Type"); ct != "application/json" && !isJSON(ct) || h.Get(mcp.HeaderLastEventID) != "" {
 		return callRequest{}, false
 	}
@@ -153,35 +164,8 @@ func isJSON(ct string) bool {
 // cancel cancels the fast call of id that msg, a notifications/cancelled,
 // names. Only the caller's own calls: mcp-go keys the calls of protocol
 // 2026-07-28 by their request id alone, across callers.
-func (f *httpFast) cancel(id Identity, msg []byte) {
+func (f *FastCalls) cancel(id Identity, msg []byte) {
 	if req, ok := cancelledRequest(msg); ok {
 		f.calls.cancel(fastCall{id: id, req: req})
 	}
 }
-
-// readAll appends what r holds to b, as io.ReadAll does; size, if
-// positive, is what to expect (a Content-Length within the limit: a
-// client's claim, never trusted beyond it).
-func readAll(b []byte, r io.Reader, size int64) ([]byte, error) {
-	if size > 0 && int64(cap(b)-len(b)) < size+1 {
-		b = append(make([]byte, 0, int64(len(b))+size+1), b...)
-	}
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-	}
-}
-
-// errReader fails every read with err.
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }

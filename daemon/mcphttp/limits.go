@@ -1,4 +1,4 @@
-package mcpadapter
+package mcphttp
 
 // What one token holder's request bodies may cost the daemon. A body is
 // read whole before it is decoded (mcp-go does so too), and decoding
@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/fleetstate/fleetstate/mcpadapter"
 
 	"github.com/fleetstate/fleetstate"
 )
@@ -44,17 +46,17 @@ type bodyBudget struct {
 	max int64 // negative: no limit
 
 	mu   sync.Mutex
-	used map[Identity]int64 // guarded by mu; identities with bytes in flight only
+	used map[mcpadapter.Identity]int64 // guarded by mu; identities with bytes in flight only
 }
 
 func newBodyBudget(max int64) *bodyBudget {
-	return &bodyBudget{max: max, used: map[Identity]int64{}}
+	return &bodyBudget{max: max, used: map[mcpadapter.Identity]int64{}}
 }
 
 // reserve counts n bytes for id and returns the function that uncounts
 // them, or reports false, counting nothing, when they would take id past
 // the budget.
-func (b *bodyBudget) reserve(id Identity, n int64) (release func(), ok bool) {
+func (b *bodyBudget) reserve(id mcpadapter.Identity, n int64) (release func(), ok bool) {
 	if b.max < 0 {
 		return func() {}, true
 	}
@@ -88,7 +90,7 @@ func writeTooLarge(w http.ResponseWriter, limit int64) {
 	}
 	w.Header().Set("Connection", "close")
 	writeRPCError(w, http.StatusRequestEntityTooLarge, string(fleetstate.CodeContentTooLarge)+": "+msg,
-		errorBody{Error: fleetstate.CodeContentTooLarge, Message: msg})
+		map[string]any{"error": fleetstate.CodeContentTooLarge, "message": msg})
 }
 
 // writeBusy answers a request refused because its identity has max bytes
@@ -113,4 +115,21 @@ func writeRPCError(w http.ResponseWriter, status int, msg string, data any) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// bodyPool keeps the buffers of request bodies read, up to maxPooledBody.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// maxPooledBody is the largest buffer bodyPool keeps: larger ones, of
+// rare large puts, go to the collector.
+const maxPooledBody = 1 << 20
+
+func getBuf() *[]byte { return bodyPool.Get().(*[]byte) }
+
+// putBuf gives b back to bodyPool.
+func putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBody {
+		*b = (*b)[:0]
+		bodyPool.Put(b)
+	}
 }

@@ -1,9 +1,11 @@
-package mcpadapter
+package mcphttp
 
 import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/fleetstate/fleetstate/mcpadapter"
 
 	"github.com/fleetstate/fleetstate"
 )
@@ -22,8 +24,8 @@ type StatusReport struct {
 }
 
 // statusHandler takes status reports of authenticated agents.
-func statusHandler(onStatus func(Identity, fleetstate.Status) error) func(w http.ResponseWriter, r *http.Request, id Identity) {
-	return func(w http.ResponseWriter, r *http.Request, id Identity) {
+func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error) func(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity) {
+	return func(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity) {
 		if r.Method != http.MethodPost && r.Method != http.MethodGet {
 			w.Header().Set("Allow", "GET, POST")
 			http.Error(w, "use POST to report, GET to ask who the token is", http.StatusMethodNotAllowed)

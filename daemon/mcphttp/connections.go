@@ -1,19 +1,22 @@
-package mcpadapter
+package mcphttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/mcpadapter"
+
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fleetstate/fleetstate"
 )
 
-// connections tells the rendezvous when a member's connection is gone, so
+// Connections tells the rendezvous when a member's connection is gone, so
 // that a turn the member can no longer finish ends as member_gone instead
 // of staying open for ever (see [fleetstate.Rendezvous.Disconnect]).
 //
@@ -32,7 +35,7 @@ import (
 // its last session ends while it holds no stream. A member that holds no
 // stream has nothing but its calls to show it is there: it is also
 // disconnected when, holding no stream, it has made no call for the idle
-// session TTL (see [HTTPOptions].SessionIdleTTL), as its session would be
+// session TTL (see [Options].SessionIdleTTL), as its session would be
 // forgotten. That covers a session the server forgets on its own, and a
 // client under protocol 2026-07-28, whose calls are each a connection of
 // their own (a call it abandons is a cancellation, its question
@@ -59,7 +62,7 @@ import (
 // the newer session is the member come back, and takes its turn over.
 // Sessionless calls (the 2026-07-28 protocol without a stream) cannot be
 // told apart and are not superseded.
-type connections struct {
+type Connections struct {
 	rv *fleetstate.Rendezvous
 
 	// sessions and currentOf index owners and current the other way, so
@@ -80,12 +83,12 @@ type connections struct {
 	// opened: the server notices a connection that died with a daemon
 	// between it and the client a moment later than the client does.
 	grace      time.Duration
-	owners     map[string]Identity // guarded by mu; who opened each MCP session, by session ID
-	sessions   map[Identity]int    // guarded by mu; how many sessions of owners each identity opened
-	current    map[string]string   // guarded by mu; the session of each member that made the last fleet call
-	currentOf  map[string][]string // guarded by mu; current inverted: the members whose current session it is, by session
-	superseded map[string]bool     // guarded by mu; sessions a newer session of their member replaced
-	returned   map[string][]string // guarded by mu; tickets of outcomes a lead's call returned, by connection
+	owners     map[string]mcpadapter.Identity // guarded by mu; who opened each MCP session, by session ID
+	sessions   map[mcpadapter.Identity]int    // guarded by mu; how many sessions of owners each identity opened
+	current    map[string]string              // guarded by mu; the session of each member that made the last fleet call
+	currentOf  map[string][]string            // guarded by mu; current inverted: the members whose current session it is, by session
+	superseded map[string]bool                // guarded by mu; sessions a newer session of their member replaced
+	returned   map[string][]string            // guarded by mu; tickets of outcomes a lead's call returned, by connection
 	// idleTTL is how long a member that holds no stream stays connected
 	// after its last call ended; zero: for ever. Set before serving.
 	idleTTL time.Duration
@@ -94,8 +97,11 @@ type connections struct {
 	stopped bool                   // guarded by mu; no idle timer is armed any more
 }
 
-func newConnections(rv *fleetstate.Rendezvous) *connections {
-	return &connections{rv: rv, streams: map[string]int{}, streamsOf: map[string]int{}, came: map[string]time.Time{}, went: map[string]time.Time{}, closed: make(chan struct{}), grace: reconnectGrace, owners: map[string]Identity{}, sessions: map[Identity]int{},
+// NewConnections returns the connections of the members and leads of rv,
+// for an adapter (see [mcpadapter.Options].Connections) and the HTTP
+// handler that serves it ([Options].Connections).
+func NewConnections(rv *fleetstate.Rendezvous) *Connections {
+	return &Connections{rv: rv, streams: map[string]int{}, streamsOf: map[string]int{}, came: map[string]time.Time{}, went: map[string]time.Time{}, closed: make(chan struct{}), grace: reconnectGrace, owners: map[string]mcpadapter.Identity{}, sessions: map[mcpadapter.Identity]int{},
 		current: map[string]string{}, currentOf: map[string][]string{}, superseded: map[string]bool{}, returned: map[string][]string{}, calls: map[string]int{}, idle: map[string]*time.Timer{}}
 }
 
@@ -110,8 +116,8 @@ func newConnections(rv *fleetstate.Rendezvous) *connections {
 // the MCP session; calls without one cannot be told apart, and what they
 // were returned stays for the hold.
 
-// returnedTo notes that the call on connection key returned o.
-func (c *connections) returnedTo(key string, o fleetstate.Outcome) {
+// ReturnedTo notes that the call on connection key returned o.
+func (c *Connections) ReturnedTo(key string, o fleetstate.Outcome) {
 	switch o.Kind {
 	case fleetstate.OutcomeReply, fleetstate.OutcomeTurnDone, fleetstate.OutcomeFailed:
 	default:
@@ -125,11 +131,27 @@ func (c *connections) returnedTo(key string, o fleetstate.Outcome) {
 	c.returned[key] = append(c.returned[key], o.Ticket)
 }
 
-// received releases what earlier calls on connection key returned to
+// Streams returns how many listening streams of member are open.
+func (c *Connections) Streams(member string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[member]
+}
+
+// SetReconnectGrace sets how long a member's new session waits, at its
+// first fleet call, for the stream of its old session to be seen closing
+// (one second by default). Call it before serving.
+func (c *Connections) SetReconnectGrace(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.grace = d
+}
+
+// Received releases what earlier calls on connection key returned to
 // lead, but for the ticket the new call names (this one): that call acks
 // it, as a lead is told to, or cancels it again, and must find it; it is
 // released at the connection's next call instead.
-func (c *connections) received(key, lead, this string) {
+func (c *Connections) Received(key, lead, this string) {
 	c.mu.Lock()
 	tickets := c.returned[key]
 	delete(c.returned, key)
@@ -147,12 +169,12 @@ func (c *connections) received(key, lead, this string) {
 // reconnectGrace is connections.grace by default.
 const reconnectGrace = time.Second
 
-// claim lets session sid of member make a fleet call, superseding the
+// Claim lets session sid of member make a fleet call, superseding the
 // member's session that called before; a superseded session is refused.
 // While the older session's listening stream is still open, the call
 // waits for it to close, at most c.grace: a member whose connection died
 // with a daemon comes back before the server notices.
-func (c *connections) claim(ctx context.Context, member, sid string) error {
+func (c *Connections) Claim(ctx context.Context, member, sid string) error {
 	if sid == "" {
 		return nil
 	}
@@ -162,7 +184,7 @@ func (c *connections) claim(ctx context.Context, member, sid string) error {
 	for {
 		if c.superseded[sid] {
 			return &fleetstate.Error{Code: fleetstate.CodeSuperseded, Op: "call",
-				Err: errorf("a newer connection of member %s took over; start a new session to take work again", member)}
+				Err: fmt.Errorf("a newer connection of member %s took over; start a new session to take work again", member)}
 		}
 		cur := c.current[member]
 		if cur == sid {
@@ -209,7 +231,7 @@ func (c *connections) claim(ctx context.Context, member, sid string) error {
 // old session that never listened shows nothing of its client: the newer
 // session is taken for the member. A session that listened beside old
 // for longer is a second connection. c.mu must be held.
-func (c *connections) cameBack(sid, old string) bool {
+func (c *Connections) cameBack(sid, old string) bool {
 	if c.streamsOf[old] > 0 {
 		return false
 	}
@@ -221,19 +243,12 @@ func (c *connections) cameBack(sid, old string) bool {
 	return !ok || came.After(went.Add(-c.grace))
 }
 
-// sessionID returns the MCP session of a call, or "" without one.
-func sessionID(ctx context.Context) string {
-	if s := server.ClientSessionFromContext(ctx); s != nil {
-		return s.SessionID()
-	}
-	return ""
-}
-
-// hooks returns the session hooks that feed c.
-func (c *connections) hooks() *server.Hooks {
+// Hooks returns the session hooks that feed c: the MCP server of the
+// adapter whose Options.Connections is c serves with them.
+func (c *Connections) Hooks() *server.Hooks {
 	h := &server.Hooks{}
 	h.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
-		id, set := identityOf(ctx)
+		id, set := mcpadapter.IdentityOf(ctx)
 		if !set || id.Anonymous() {
 			return
 		}
@@ -259,14 +274,14 @@ func (c *connections) hooks() *server.Hooks {
 		if !ok {
 			return
 		}
-		id, set := identityOf(ctx)
+		id, set := mcpadapter.IdentityOf(ctx)
 		if set && id != owner {
 			return // mayEnd refuses this before the session ends; kept as a second line
 		}
 		c.forget(sid)
 		// A session the server forgets on its own was idle for the
 		// session TTL: its member's idle timer (see callEnded) tells.
-		if set && owner.Role == RoleMember && c.streams[owner.Agent] == 0 && !c.hasSession(owner) {
+		if set && owner.Role == mcpadapter.RoleMember && c.streams[owner.Agent] == 0 && !c.hasSession(owner) {
 			_ = c.rv.Disconnect(owner.Agent) // an unknown member or a closed rendezvous has nothing to end
 		}
 	})
@@ -276,7 +291,7 @@ func (c *connections) hooks() *server.Hooks {
 // mayEnd reports whether the caller id may end the MCP session sid. A
 // session ID is no credential: only the agent that opened a session ends
 // it, so that nobody can end another's session, nor hide its departure.
-func (c *connections) mayEnd(sid string, id Identity) bool {
+func (c *Connections) mayEnd(sid string, id mcpadapter.Identity) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	owner, ok := c.owners[sid]
@@ -284,7 +299,7 @@ func (c *connections) mayEnd(sid string, id Identity) bool {
 }
 
 // forget uncounts the session sid's owner. c.mu must be held.
-func (c *connections) forget(sid string) {
+func (c *Connections) forget(sid string) {
 	owner, ok := c.owners[sid]
 	if !ok {
 		return
@@ -296,11 +311,11 @@ func (c *connections) forget(sid string) {
 }
 
 // hasSession reports whether id holds a session. c.mu must be held.
-func (c *connections) hasSession(id Identity) bool { return c.sessions[id] > 0 }
+func (c *Connections) hasSession(id mcpadapter.Identity) bool { return c.sessions[id] > 0 }
 
 // streamOpened counts a listening stream of member, opened in the MCP
 // session sid ("" for none).
-func (c *connections) streamOpened(member, sid string) {
+func (c *Connections) streamOpened(member, sid string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.streams[member]++
@@ -316,7 +331,7 @@ func (c *connections) streamOpened(member, sid string) {
 // streamClosed counts a closed stream; the last one disconnects the
 // member. The lock is held across Disconnect so that a stream opening at
 // the same moment is counted after it, never lost between the two.
-func (c *connections) streamClosed(member, sid string) {
+func (c *Connections) streamClosed(member, sid string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sid != "" {
@@ -337,7 +352,7 @@ func (c *connections) streamClosed(member, sid string) {
 
 // callStarted counts a call of member in progress: while it lasts, and
 // for idleTTL after the last one, the member is there.
-func (c *connections) callStarted(member string) {
+func (c *Connections) callStarted(member string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls[member]++
@@ -349,7 +364,7 @@ func (c *connections) callStarted(member string) {
 
 // callEnded uncounts a call of member; after the last one, a member that
 // holds no stream and calls nothing for idleTTL is disconnected.
-func (c *connections) callEnded(member string) {
+func (c *Connections) callEnded(member string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.calls[member]--; c.calls[member] > 0 {
@@ -375,7 +390,7 @@ func (c *connections) callEnded(member string) {
 }
 
 // stopIdle stops the idle timers, for good.
-func (c *connections) stopIdle() {
+func (c *Connections) stopIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopped = true
@@ -383,14 +398,6 @@ func (c *connections) stopIdle() {
 		tm.Stop()
 		delete(c.idle, member)
 	}
-}
-
-// identityOf returns the identity ctx carries and whether it carries one
-// at all: every HTTP request does, anonymous ones too; what the server
-// does on its own (the end of a stdio session) does not.
-func identityOf(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(identityKey{}).(Identity)
-	return id, ok
 }
 
 // isListen reports whether r opens a listening stream: the standalone GET
