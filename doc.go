@@ -105,10 +105,10 @@
 //
 // A Store and a Rendezvous are safe for concurrent use. Every blocking
 // method of the Rendezvous takes a context and has a bound of its own.
-// Several processes may share one state
-// directory on the operating system's file system: a put without overwrite
-// is an exclusive create (a hard link that fails if the name exists), and
-// session changes take a file lock.
+// Several processes may share one state directory on the operating
+// system's file system: a put without overwrite is an exclusive create (a
+// hard link that fails if the name exists), and session changes take a
+// file lock.
 //
 // # Backends
 //

@@ -226,8 +226,7 @@ func (r *Rendezvous) unpark(m *member, tk *taker) take {
 	return <-tk.ch
 }
 
-// lead is the rendezvous's view of one lead. Fields guarded by
-// Rendezvous.mu.
+// lead is the rendezvous's view of one lead, guarded by Rendezvous.mu.
 type lead struct {
 	changed chan struct{} // closed when one of the lead's tickets changes; nil until a poll waits on it
 	port    Member        // the lead's own pane, for nudges; may be nil

@@ -17,11 +17,10 @@ func (r *Rendezvous) Next(ctx context.Context, member string, wait time.Duration
 }
 
 // NextAfter is Next naming the turn the caller took last (afterTurn, ""
-// for none). Sent again after a Next whose answer was lost, it gets the
-// open turn handed to the lost call again rather than ending it. With no
-// turn open, a late call (one held up in a paused daemon while its client
-// sent again) names a turn older than the member's last, and gets
-// ErrSuperseded, not a message nobody receives; "" is never refused.
+// for none). Sent again after a Next whose answer was lost, it gets that
+// call's open turn again rather than ending it. With no turn open, a late
+// call (held up while its client sent again) naming a turn older than the
+// member's last gets ErrSuperseded; "" is never refused.
 func (r *Rendezvous) NextAfter(ctx context.Context, member, afterTurn string, wait time.Duration) (msg Message, ok bool, err error) {
 	return r.next(ctx, member, wait, &afterTurn)
 }
@@ -34,7 +33,7 @@ func (r *Rendezvous) next(ctx context.Context, member string, wait time.Duration
 	// it parks under r.mu alone, without waiting for a writer, so that a
 	// send writing meanwhile finds it parked and hands it its message.
 	r.mu.Lock()
-	if m, err := r.registered(op, member); err == nil && m.port == nil && m.open == nil && len(m.queue) == 0 && m.stale(after) == nil {
+	if m, err := r.registered(op, member); err == nil && m.open == nil && len(m.queue) == 0 && m.mayTake(after) == nil {
 		r.setReady(m, true)
 		m.cancelled = ""
 		return r.waitNext(ctx, m, deadline, false)
@@ -46,11 +45,7 @@ func (r *Rendezvous) next(ctx context.Context, member string, wait time.Duration
 		r.unlockW()
 		return Message{}, false, err
 	}
-	if m.port != nil {
-		r.unlockW()
-		return Message{}, false, newError(CodeNotPermitted, op, "member %s is delivered to through its port", quote(member))
-	}
-	if err := m.stale(after); err != nil {
+	if err := m.mayTake(after); err != nil {
 		r.unlockW()
 		return Message{}, false, err
 	}
@@ -108,10 +103,12 @@ func (r *Rendezvous) next(ctx context.Context, member string, wait time.Duration
 	return r.waitNext(ctx, m, deadline, true)
 }
 
-// stale refuses a Next naming after as its last turn when the member took
-// a later one since and holds none open (see NextAfter). r.mu must be held.
-func (m *member) stale(after *string) error {
-	if after == nil || *after == "" || m.open != nil || m.took == "" || *after == m.took {
+// mayTake refuses a Next of a member with a port, and a late one (see
+// NextAfter). r.mu must be held.
+func (m *member) mayTake(after *string) error {
+	if m.port != nil {
+		return newError(CodeNotPermitted, "next", "member %s is delivered to through its port", quote(m.name))
+	} else if after == nil || *after == "" || m.open != nil || m.took == "" || *after == m.took {
 		return nil
 	}
 	return newError(CodeSuperseded, "next", "member %s took turn %s after turn %s, which this late call names", quote(m.name), m.took, *after)
@@ -284,7 +281,8 @@ func (r *Rendezvous) ReplyTurn(member, turnID, content string) error {
 // with [Rendezvous.Answer]; the turn goes on. If no answer comes within
 // AskTimeout, Ask returns def with timedOut set, and the question is
 // withdrawn. If ctx ends first, Ask returns ctx.Err() (or the answer, if it
-// arrived at the same instant).
+// arrived at the same instant). The same question asked again while it
+// waits moves to the newer call (the first returns ErrSuperseded).
 func (r *Rendezvous) Ask(ctx context.Context, member, question, def string) (text string, timedOut bool, err error) {
 	return r.AskTurn(ctx, member, "", question, def)
 }
@@ -307,9 +305,12 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 		r.unlockW()
 		return "", false, err
 	}
-	if t.asker != nil {
+	again := t.asker != nil
+	if again && t.Question != question {
 		r.unlockW()
 		return "", false, newError(CodeQuestionPending, op, "turn %s", t.ID)
+	} else if again { // sent again before the first call was seen gone
+		t.asker <- answer{err: newError(CodeSuperseded, op, "turn %s: the question was asked again", t.ID)}
 	}
 	if a := t.Answer; a != nil {
 		// The lead answered the question this turn asked before a
@@ -329,7 +330,9 @@ func (r *Rendezvous) AskTurn(ctx context.Context, member, turnID, question, def 
 	ch := make(chan answer, 1)
 	t.asker = ch
 	t.State, t.Question = TicketQuestion, question
-	r.emit(t, Outcome{Kind: OutcomeQuestion, Content: question})
+	if !again {
+		r.emit(t, Outcome{Kind: OutcomeQuestion, Content: question})
+	}
 	r.unlockW()
 
 	timer := time.NewTimer(window)
@@ -411,8 +414,7 @@ func (r *Rendezvous) dropAsker(t *turn, ch chan answer, then func()) (answer, bo
 	return answer{}, false
 }
 
-// unask withdraws t's question: the turn is working again. r.mu must be
-// held.
+// unask withdraws t's question: the turn works again. r.mu must be held.
 func (r *Rendezvous) unask(t *turn) {
 	t.State, t.Question = TicketWorking, ""
 	r.j.save(t)
@@ -467,6 +469,5 @@ func (r *Rendezvous) Drop(member string) error {
 
 // dropTurn ends m's open turn t as member_gone. r.mu must be held.
 func (r *Rendezvous) dropTurn(m *member, t *turn, why string) error {
-	_ = r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone, Content: why}, saveNow)
-	return nil
+	return r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone, Content: why}, saveNow)
 }

@@ -96,6 +96,7 @@ var rendezvousSuite = []struct {
 	{"TestDropEndsTurnAtOnce", testDropEndsTurnAtOnce},
 	{"TestNextAfterHandsLostTurnAgain", testNextAfterHandsLostTurnAgain},
 	{"TestNextAfterRefusesALateCall", testNextAfterRefusesALateCall},
+	{"TestAskAgainTakesTheQuestionOver", testAskAgainTakesTheQuestionOver},
 	{"TestActingForALead", testActingForALead},
 	{"TestDisconnectQueuedWaitsForReturn", testDisconnectQueuedWaitsForReturn},
 	{"TestDisconnectPortMemberKeepsTurn", testDisconnectPortMemberKeepsTurn},

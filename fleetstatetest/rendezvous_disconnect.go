@@ -75,6 +75,55 @@ func testDisconnectMidAsk(t *testing.T, s suite) {
 	})
 }
 
+// TestAskAgainTakesTheQuestionOver: the same question asked again while
+// the first Ask of it still waits (a proxy sent it again through another
+// daemon before the owner saw the first call go) moves the question to the
+// newer call: the first returns ERR_SUPERSEDED, the lead's answer reaches
+// the newer one, and the lead sees one question. Another question while
+// one waits is ERR_QUESTION_PENDING.
+func testAskAgainTakesTheQuestionOver(t *testing.T, s suite) {
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
+		f.pull("scout")
+		o := f.working("scout", "work")
+		type askResult struct {
+			text string
+			err  error
+		}
+		ask := func() <-chan askResult {
+			ch := make(chan askResult, 1)
+			go func() {
+				text, _, err := f.r.Ask(context.Background(), "scout", "which branch?", "main")
+				ch <- askResult{text, err}
+			}()
+			synctest.Wait()
+			return ch
+		}
+		sub, _ := f.r.Subscribe(16)
+		defer sub.Close()
+		first := ask()
+		_, _, err := f.r.Ask(context.Background(), "scout", "which tag?", "v1")
+		wantCode(t, err, fleetstate.CodeQuestionPending)
+		second := ask()
+		wantCode(t, (<-first).err, fleetstate.CodeSuperseded)
+		if _, err := f.r.Answer(context.Background(), "lead", o.TurnID, "release"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if a := <-second; a.err != nil || a.text != "release" {
+			t.Fatalf("the newer Ask = %q, %v; want the lead's answer", a.text, a.err)
+		}
+		asked := 0
+		for len(sub.Events()) > 0 {
+			if e := <-sub.Events(); e.Kind == fleetstate.EventAsked {
+				asked++
+			}
+		}
+		if asked != 1 {
+			t.Errorf("the lead was shown the question %d times; want once", asked)
+		}
+	})
+}
+
 // TestDisconnectOutcomeIsDurable: the member_gone outcome is held on the
 // ticket across a restart.
 func testDisconnectOutcomeIsDurable(t *testing.T, s suite) {

@@ -324,7 +324,9 @@ func (a *fleetAgent) client(ctx context.Context) (*mcpadapter.Client, error) {
 	}
 	var err error
 	for range a.urls {
-		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		// Longer than a daemon holds a request while the fleet changes
+		// owner (three leases): it answers, rather than the dial giving up.
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		a.c, err = mcpadapter.Dial(dctx, a.urls[a.at], a.token, a.name)
 		cancel()
 		if err == nil {
