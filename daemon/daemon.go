@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/events"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 
@@ -112,7 +113,7 @@ type Config struct {
 	// forgets an MCP session idle that long, and TokenPoll is how often
 	// the token file is looked at for added and revoked tokens. Zero
 	// means [DefaultIdleTimeout], [DefaultHeaderTimeout],
-	// [DefaultSessionTTL] and [mcpadapter.DefaultTokenPoll].
+	// [DefaultSessionTTL] and [auth.DefaultTokenPoll].
 	IdleTimeout, HeaderTimeout, SessionTTL, TokenPoll time.Duration
 	// MaxConns bounds the connections served at once: past it, the next
 	// waits for one to close. Zero means [DefaultMaxConns]; -1, no limit.
@@ -168,7 +169,7 @@ func New(cfg Config) (*Daemon, error) {
 	def(&cfg.IdleTimeout, DefaultIdleTimeout)
 	def(&cfg.HeaderTimeout, DefaultHeaderTimeout)
 	def(&cfg.SessionTTL, DefaultSessionTTL)
-	def(&cfg.TokenPoll, mcpadapter.DefaultTokenPoll)
+	def(&cfg.TokenPoll, auth.DefaultTokenPoll)
 	def(&cfg.notifyBound, notifyTimeout)
 	def(&cfg.Rendezvous.HoldReturned, DefaultHoldReturned)
 	if cfg.MaxConns == 0 {
@@ -332,7 +333,7 @@ func shutdown(hs *http.Server) {
 type fleetHTTP struct {
 	mux     *http.ServeMux
 	st      *state
-	members *mcpadapter.Membership
+	members *auth.Membership
 	handler *mcphttp.Handler
 	dash    *dashboard.Dashboard
 	readers sync.WaitGroup // the event log and the notifications
@@ -350,7 +351,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	// The token file is the roster of identities, read live: a token added
 	// makes a member at once (with its roster pane, if it has one), a
 	// token revoked ends its holder's streams, sessions and turns.
-	members, err := mcpadapter.WatchMembership(st.tokens, st.rv, &mcpadapter.MembershipOptions{
+	members, err := auth.WatchMembership(st.tokens, st.rv, &auth.MembershipOptions{
 		Poll: d.cfg.TokenPoll, Logger: d.log, Port: port,
 	})
 	if err != nil {
@@ -360,7 +361,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	st.members.Store(members) // a call naming an unknown member looks again
 	// The operator token opens the event stream and the dashboard, and
 	// calls the tools as the lead mcpadapter.OperatorAgent.
-	operator, err := mcpadapter.NewOperatorToken(st.store)
+	operator, err := auth.NewOperatorToken(st.store)
 	if err != nil {
 		members.Close()
 		st.rv.Close()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/events"
 
 	"github.com/fleetstate/fleetstate"
@@ -110,7 +111,7 @@ func TestEventsStreamAndLog(t *testing.T) {
 			t.Errorf("events for a %s: status %d; want 401", who, resp.StatusCode)
 		}
 	}
-	operator, err := mcpadapter.OperatorToken(store)
+	operator, err := auth.OperatorToken(store)
 	if err != nil {
 		t.Fatal(err)
 	}

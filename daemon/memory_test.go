@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/events"
 
 	"github.com/fleetstate/fleetstate"
@@ -88,7 +89,7 @@ func TestTranscriptsKeepOnlyTheClip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	lead, scout := dial(t, ctx, url, tokens["lead"]), dial(t, ctx, url, tokens["scout"])
-	operator, err := mcpadapter.OperatorToken(store)
+	operator, err := auth.OperatorToken(store)
 	if err != nil {
 		t.Fatal(err)
 	}

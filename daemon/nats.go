@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/door"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -724,7 +725,7 @@ func (u unavailable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type remotePanes struct {
 	f      *fleetnats.Fleet
 	rv     *fleetstate.Rendezvous
-	tokens *mcpadapter.Tokens
+	tokens *auth.Tokens
 	local  map[string]*tmux.Pane
 
 	mu    sync.Mutex

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/fleetmem"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
@@ -48,7 +49,7 @@ func TestOwnerReachesOtherDaemonsPanes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := mcpadapter.OpenTokens(store)
+	tokens, err := auth.OpenTokens(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func natsFleets(t *testing.T, n int) []*fleetnats.Fleet {
 // TestNATSTokenFile: the tokens of a fleet on NATS keep the TokenFile
 // contract, two connections standing for two daemons.
 func TestNATSTokenFile(t *testing.T) {
-	adaptertest.TestTokenFile(t, func(t *testing.T) (a, b mcpadapter.TokenFile) {
+	adaptertest.TestTokenFile(t, func(t *testing.T) (a, b auth.TokenFile) {
 		fs := natsFleets(t, 2)
 		var files [2]*natsTokenFile
 		for i, f := range fs {
@@ -166,7 +167,7 @@ func TestNATSTokenFile(t *testing.T) {
 // revision and, on a conflict, adds its token to the other's file.
 func TestNATSTokensSwap(t *testing.T) {
 	fs := natsFleets(t, 2)
-	var tokens [2]*mcpadapter.Tokens
+	var tokens [2]*auth.Tokens
 	for i, f := range fs {
 		tk, stop, err := openNATSTokens(context.Background(), f)
 		if err != nil {

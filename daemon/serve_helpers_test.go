@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,7 +31,7 @@ func serveConfig(dir string) daemon.Config {
 		MaxSessionsPerToken: mcphttp.DefaultMaxSessionsPerToken,
 		MaxSessions:         mcphttp.DefaultMaxSessions,
 		SessionTTL:          daemon.DefaultSessionTTL,
-		TokenPoll:           mcpadapter.DefaultTokenPoll,
+		TokenPoll:           auth.DefaultTokenPoll,
 		Rendezvous: fleetstate.RendezvousOptions{
 			SendTimeout:   fleetstate.DefaultSendTimeout,
 			AskTimeout:    fleetstate.DefaultAskTimeout,
@@ -52,13 +53,13 @@ func startDaemon(t *testing.T, cfg daemon.Config) string {
 
 // openTokens opens the store of dir, creating it, and its token file, as
 // `fleetstate token` does in a process of its own.
-func openTokens(t *testing.T, dir string) *mcpadapter.Tokens {
+func openTokens(t *testing.T, dir string) *auth.Tokens {
 	t.Helper()
 	store, err := fleetstate.Open(nil, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := mcpadapter.OpenTokens(store)
+	tokens, err := auth.OpenTokens(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func addTokens(t *testing.T, dir string, agents map[string]string) map[string]st
 // revokeToken revokes the tokens of agent, as `fleetstate token revoke
 // --dir dir` does, and returns once the daemon is bound to refuse them:
 // a token revoked by another writer of the file is refused from
-// mcpadapter.TokenRecheck after the change on (a request that starts in
+// auth.TokenRecheck after the change on (a request that starts in
 // between is one of those in progress at the revocation). The command's
 // process took longer than that to exit.
 func revokeToken(t *testing.T, dir, agent string) {
@@ -102,7 +103,7 @@ func revokeToken(t *testing.T, dir, agent string) {
 	if _, err := openTokens(t, dir).Revoke(agent); err != nil {
 		t.Fatalf("token revoke %s: %v", agent, err)
 	}
-	time.Sleep(mcpadapter.TokenRecheck)
+	time.Sleep(auth.TokenRecheck)
 }
 
 // modernRequest returns the headers and body of a JSON-RPC request of

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -17,12 +18,12 @@ import (
 type state struct {
 	store   *fleetstate.Store
 	rv      *fleetstate.Rendezvous // nil when the fleet is served elsewhere
-	tokens  *mcpadapter.Tokens
+	tokens  *auth.Tokens
 	adapter *mcpadapter.Adapter
 	conns   *mcphttp.Connections // nil without rv
 	// members keeps rv in step with tokens once rv is served over HTTP
 	// (startFleetHTTP); nil before, and for a stdio server.
-	members atomic.Pointer[mcpadapter.Membership]
+	members atomic.Pointer[auth.Membership]
 	// leadsDecide: the fleet file lets leads decide permission requests.
 	leadsDecide atomic.Bool
 }
@@ -36,7 +37,7 @@ func (s *state) resync() {
 
 // openStore opens the store of the state directory on the disk and its
 // tokens.
-func (d *Daemon) openStore() (*fleetstate.Store, *mcpadapter.Tokens, error) {
+func (d *Daemon) openStore() (*fleetstate.Store, *auth.Tokens, error) {
 	var opts *fleetstate.Options
 	if d.cfg.SyncWrites {
 		opts = &fleetstate.Options{SyncWrites: true}
@@ -45,7 +46,7 @@ func (d *Daemon) openStore() (*fleetstate.Store, *mcpadapter.Tokens, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tokens, err := mcpadapter.OpenTokens(store)
+	tokens, err := auth.OpenTokens(store)
 	return store, tokens, err
 }
 
@@ -82,7 +83,7 @@ func (d *Daemon) newRendezvous(store *fleetstate.Store, opts *fleetstate.Rendezv
 // known but not ready until its connection makes its first call, behind
 // the port that port gives (nil, or a nil port: it pulls). On an error it
 // closes rv.
-func newState(store *fleetstate.Store, rv *fleetstate.Rendezvous, tokens *mcpadapter.Tokens, port func(string) fleetstate.Member) (*state, error) {
+func newState(store *fleetstate.Store, rv *fleetstate.Rendezvous, tokens *auth.Tokens, port func(string) fleetstate.Member) (*state, error) {
 	for _, name := range tokens.Agents(mcpadapter.RoleMember) {
 		var p fleetstate.Member
 		if port != nil {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/fleetnats"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // tokenConfig is the key of the tokens in the fleet's configuration.
@@ -39,7 +39,7 @@ const rereadTimeout = time.Second
 // OpenTokens opens the tokens of the fleet n names, kept in its
 // configuration on NATS, and follows their changes until close is
 // called; close also closes the connection.
-func (n *NATSConfig) OpenTokens(ctx context.Context) (tokens *mcpadapter.Tokens, close func(), err error) {
+func (n *NATSConfig) OpenTokens(ctx context.Context) (tokens *auth.Tokens, close func(), err error) {
 	f, err := n.Connect(ctx, slog.New(slog.DiscardHandler), "fleetstate token")
 	if err != nil {
 		return nil, nil, err
@@ -54,12 +54,12 @@ func (n *NATSConfig) OpenTokens(ctx context.Context) (tokens *mcpadapter.Tokens,
 
 // openNATSTokens opens the tokens of the fleet f (openNATSTokenFile).
 // stop ends their watch.
-func openNATSTokens(ctx context.Context, f *fleetnats.Fleet) (tokens *mcpadapter.Tokens, stop func(), err error) {
+func openNATSTokens(ctx context.Context, f *fleetnats.Fleet) (tokens *auth.Tokens, stop func(), err error) {
 	file, err := openNATSTokenFile(ctx, f)
 	if err != nil {
 		return nil, nil, err
 	}
-	if tokens, err = mcpadapter.NewTokens(file); err != nil {
+	if tokens, err = auth.NewTokens(file); err != nil {
 		file.stop()
 		return nil, nil, err
 	}

@@ -59,7 +59,7 @@ type Options struct {
 	// it did not know.
 	MarkReady bool
 	// Resync, if not nil, brings the rendezvous's members up to date with
-	// the tokens at once ([Membership.Resync]). A call that names a member
+	// the tokens at once (daemon/auth's Membership.Resync). A call that names a member
 	// the rendezvous does not know calls it, and is made once more before
 	// it answers ERR_UNKNOWN_MEMBER: an agent whose member token was added
 	// a moment ago, by another process, is a member for the very next

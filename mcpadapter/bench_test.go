@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -45,7 +46,7 @@ func newBenchServer(b *testing.B, members int) *benchServer {
 	// As `fleetstate serve` runs it: the token file watched, idle sessions
 	// forgotten after 30 minutes, returned outcomes held for 15.
 	k := adaptertest.Start(b, adaptertest.Options{Agents: agents,
-		Membership: &mcpadapter.MembershipOptions{},
+		Membership: &auth.MembershipOptions{},
 		HTTP:       mcphttp.Options{SessionIdleTTL: 30 * time.Minute},
 		Rendezvous: &fleetstate.RendezvousOptions{HoldReturned: 15 * time.Minute},
 		Tools: []server.ServerTool{{

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/fleetmem"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
@@ -25,9 +26,9 @@ import (
 type door struct {
 	url     string
 	h       *mcphttp.Handler
-	tokens  *mcpadapter.Tokens
+	tokens  *auth.Tokens
 	rv      *fleetstate.Rendezvous
-	members *mcpadapter.Membership
+	members *auth.Membership
 	tok     map[string]string
 	client  *http.Client
 }
@@ -37,7 +38,7 @@ func newDoor(tb testing.TB, opts mcphttp.Options) *door {
 	k := adaptertest.Start(tb, adaptertest.Options{
 		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "m1": mcpadapter.RoleMember, "m2": mcpadapter.RoleMember},
 		// Polled by hand (Sync), so the tests wait for nothing.
-		Membership: &mcpadapter.MembershipOptions{Poll: time.Hour},
+		Membership: &auth.MembershipOptions{Poll: time.Hour},
 		HTTP:       opts,
 	})
 	return &door{url: k.URL, h: k.Handler, tokens: k.Tokens, rv: k.Rendezvous, members: k.Membership, tok: k.Token, client: k.HTTP}
@@ -253,7 +254,7 @@ func TestMembershipFollowsTokenFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var revoked []mcpadapter.Identity
-	m, err := mcpadapter.WatchMembership(tokens, rv, &mcpadapter.MembershipOptions{
+	m, err := auth.WatchMembership(tokens, rv, &auth.MembershipOptions{
 		Poll: time.Hour,
 		Port: func(agent string) fleetstate.Member {
 			if agent == "paned" {

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	agentkit "github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -335,7 +336,7 @@ func FuzzTokenLookup(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	tokens, err := mcpadapter.OpenTokens(st)
+	tokens, err := auth.OpenTokens(st)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -379,10 +380,10 @@ func FuzzTokenFile(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := afero.WriteFile(fsys, mcpadapter.TokenPath(st), data, 0o600); err != nil {
+		if err := afero.WriteFile(fsys, auth.TokenPath(st), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		tokens, err := mcpadapter.OpenTokens(st)
+		tokens, err := auth.OpenTokens(st)
 		if err != nil {
 			if strings.Contains(err.Error(), fuzzDir) {
 				t.Fatalf("error %q names the state directory", err)
@@ -407,7 +408,7 @@ func FuzzTokenFile(f *testing.F) {
 func FuzzHTTPRequest(f *testing.F) {
 	fz := newFuzzServer(f)
 	st := fz.store
-	tokens, err := mcpadapter.OpenTokens(st)
+	tokens, err := auth.OpenTokens(st)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -457,7 +458,7 @@ func FuzzStatusReport(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	tokens, err := mcpadapter.OpenTokens(st)
+	tokens, err := auth.OpenTokens(st)
 	if err != nil {
 		f.Fatal(err)
 	}

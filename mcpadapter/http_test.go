@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
@@ -31,7 +30,7 @@ type daemon struct {
 	url      string // of the MCP endpoint
 	store    *fleetstate.Store
 	rv       *fleetstate.Rendezvous
-	tokens   *mcpadapter.Tokens
+	tokens   *auth.Tokens
 	leadTok  string
 	scoutTok string
 	minerTok string
@@ -444,198 +443,6 @@ func TestHTTPLateMember(t *testing.T) {
 	if p := le.ok(anon, "fleet_poll", map[string]any{"ticket": tk, "wait_s": 10}); p["content"] != "thanks" {
 		t.Errorf("poll %v; want the late member's reply", p)
 	}
-}
-
-// --- tokens -----------------------------------------------------------
-
-func TestTokens(t *testing.T) {
-	st, tokens := adaptertest.OpenStore(t)
-	clock := newFakeClock()
-	mcpadapter.SetTokensClock(tokens, clock.Now)
-	dir := st.Dir()
-	if tokens.Len() != 0 {
-		t.Errorf("Len of a new store %d; want 0", tokens.Len())
-	}
-	lt, err := tokens.Add("lead", mcpadapter.RoleLead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt, err := tokens.Add("scout", mcpadapter.RoleMember)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt2, err := tokens.Add("scout", mcpadapter.RoleMember)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lt == mt || mt == mt2 || !strings.HasPrefix(lt, "fst_") || len(lt) < 40 {
-		t.Errorf("tokens %q %q %q; want distinct fst_ tokens of 32 random bytes", lt, mt, mt2)
-	}
-
-	path := mcpadapter.TokenPath(st)
-	if want := filepath.Join(dir, ".fleetstate", "tokens.json"); path != want {
-		t.Errorf("TokenPath %s; want %s", path, want)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tok := range []string{lt, mt, mt2} {
-		if bytes.Contains(data, []byte(tok)) || bytes.Contains(data, []byte(tok[4:])) {
-			t.Errorf("the token file holds token %q in clear", tok)
-		}
-	}
-	if !bytes.Contains(data, []byte(`"sha256"`)) {
-		t.Errorf("token file %s; want hashes", data)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if perm := fi.Mode().Perm(); perm != 0o600 {
-		t.Errorf("token file mode %v; want 0600", perm)
-	}
-	di, err := os.Stat(filepath.Dir(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if perm := di.Mode().Perm(); perm&0o077 != 0 {
-		t.Errorf("token folder mode %v; want owner-only", perm)
-	}
-	noTempFiles(t, filepath.Dir(path))
-
-	for tok, want := range map[string]mcpadapter.Identity{lt: lead, mt: scout, mt2: scout} {
-		if id, ok := tokens.Lookup(tok); !ok || id != want {
-			t.Errorf("Lookup(%q) = %v, %v; want %v", tok, id, ok, want)
-		}
-	}
-	for name, tok := range map[string]string{
-		"empty":            "",
-		"prefix only":      "fst_",
-		"other prefix":     "xyz_" + lt[4:],
-		"no prefix":        lt[4:],
-		"upper prefix":     "FST_" + lt[4:],
-		"truncated":        lt[:len(lt)-1],
-		"extended":         lt + "A",
-		"too long":         "fst_" + strings.Repeat("A", 200),
-		"spaces":           " " + lt,
-		"hash as token":    hashLike(data),
-		"another's suffix": "fst_" + mt[4:len(mt)-1] + "x",
-	} {
-		if id, ok := tokens.Lookup(tok); ok {
-			t.Errorf("Lookup(%s) = %v; want refused", name, id)
-		}
-	}
-
-	// Tokens are shared with other processes through the file.
-	other, err := mcpadapter.OpenTokens(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpadapter.SetTokensClock(other, clock.Now)
-	if id, ok := other.Lookup(mt); !ok || id != scout {
-		t.Errorf("another opener's Lookup = %v, %v; want scout", id, ok)
-	}
-	late, err := other.Add("miner", mcpadapter.RoleMember)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(mcpadapter.TokenRecheck) // another opener's change counts from the next look
-	if id, ok := tokens.Lookup(late); !ok || id != miner {
-		t.Errorf("Lookup of a token another opener added = %v, %v; want miner", id, ok)
-	}
-	if got := tokens.Agents(mcpadapter.RoleMember); strings.Join(got, ",") != "miner,scout" {
-		t.Errorf("Agents(member) %v; want miner, scout", got)
-	}
-	if got := tokens.Agents(mcpadapter.RoleLead); strings.Join(got, ",") != "lead" {
-		t.Errorf("Agents(lead) %v; want lead", got)
-	}
-
-	// Add refuses bad names, bad roles and a second role for an agent.
-	for name, add := range map[string]func() (string, error){
-		"bad agent":    func() (string, error) { return tokens.Add("a::b", mcpadapter.RoleLead) },
-		"empty agent":  func() (string, error) { return tokens.Add("", mcpadapter.RoleLead) },
-		"bad role":     func() (string, error) { return tokens.Add("x", "admin") },
-		"empty role":   func() (string, error) { return tokens.Add("x", "") },
-		"second role":  func() (string, error) { return tokens.Add("scout", mcpadapter.RoleLead) },
-		"lead → membr": func() (string, error) { return tokens.Add("lead", mcpadapter.RoleMember) },
-	} {
-		if tok, err := add(); err == nil {
-			t.Errorf("%s: Add gave %q; want an error", name, tok)
-		} else if strings.Contains(err.Error(), dir) {
-			t.Errorf("%s: error %q names the state directory", name, err)
-		}
-	}
-
-	// Revoke drops every token of the agent, in every opener.
-	if n, err := tokens.Revoke("scout"); err != nil || n != 2 {
-		t.Errorf("Revoke(scout) = %d, %v; want 2, nil", n, err)
-	}
-	clock.Advance(mcpadapter.TokenRecheck)
-	for _, tok := range []string{mt, mt2} {
-		if _, ok := other.Lookup(tok); ok {
-			t.Errorf("another opener still accepts a revoked token")
-		}
-		if _, ok := tokens.Lookup(tok); ok {
-			t.Errorf("a revoked token is still accepted")
-		}
-	}
-	if n, err := tokens.Revoke("nobody"); err != nil || n != 0 {
-		t.Errorf("Revoke(nobody) = %d, %v; want 0, nil", n, err)
-	}
-	if tokens.Len() != 2 {
-		t.Errorf("Len %d; want 2 (lead, miner)", tokens.Len())
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("token file after rewrite: %v; want mode 0600", err)
-	}
-	noTempFiles(t, filepath.Dir(path))
-
-	// Cleaning the sessions keeps the tokens.
-	if err := st.Clean(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := tokens.Lookup(lt); !ok {
-		t.Errorf("Clean removed the tokens")
-	}
-
-	// A corrupt file fails closed.
-	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(mcpadapter.TokenRecheck)
-	if _, ok := other.Lookup(lt); ok {
-		t.Errorf("Lookup accepted a token from a corrupt file")
-	}
-	if _, err := mcpadapter.OpenTokens(st); err == nil || strings.Contains(err.Error(), dir) {
-		t.Errorf("OpenTokens on a corrupt file: %v; want an error without the path", err)
-	}
-}
-
-// noTempFiles checks that no temporary token file is left in dir.
-func noTempFiles(t *testing.T, dir string) {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".tokens-") {
-			t.Errorf("temporary file %s left beside the token file", e.Name())
-		}
-	}
-}
-
-// hashLike returns the first stored hash, to check that a hash is not a
-// token.
-func hashLike(data []byte) string {
-	var entries []struct {
-		Hash string `json:"sha256"`
-	}
-	if json.Unmarshal(data, &entries) != nil || len(entries) == 0 {
-		return "fst_x"
-	}
-	return "fst_" + entries[0].Hash
 }
 
 // modernMeta is the _meta of a 2026-07-28 request.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -41,7 +42,7 @@ func newCLIFleet(t *testing.T, serveArgs ...string) *cliFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := mcpadapter.OperatorToken(store)
+	token, err := auth.OperatorToken(store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/daemon/proxy"
 	"github.com/fleetstate/fleetstate/fleetnats"
@@ -199,7 +200,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 	fs.IntVar(&c.MaxSessionsPerToken, "max-sessions-per-token", mcphttp.DefaultMaxSessionsPerToken, "live MCP sessions per token holder (anonymous callers share one count; -1: no limit)")
 	fs.IntVar(&c.MaxSessions, "max-sessions", mcphttp.DefaultMaxSessions, "live MCP sessions in all (-1: no limit)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", daemon.DefaultSessionTTL, "forget an MCP session idle this long")
-	fs.DurationVar(&c.TokenPoll, "token-poll", mcpadapter.DefaultTokenPoll, "how often the token file is looked at for added and revoked tokens")
+	fs.DurationVar(&c.TokenPoll, "token-poll", auth.DefaultTokenPoll, "how often the token file is looked at for added and revoked tokens")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	fs.StringVar(&c.Notify, "notify", "", "a shell command run with the event as JSON on its standard input when a member asks, turns BLOCKED, a detached ticket finishes or a turn fails")

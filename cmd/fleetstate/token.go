@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -58,7 +59,7 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("token add: --role: %q is not lead or member", *role)
 		}
 	}
-	var tokens *mcpadapter.Tokens
+	var tokens *auth.Tokens
 	if nf.URL != "" {
 		if *dir != "" {
 			return fmt.Errorf("token %s: --dir and --nats: a fleet on NATS keeps its tokens there; give one or the other", sub)
@@ -85,7 +86,7 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 }
 
 // tokenCommand runs the token subcommand sub on tokens.
-func tokenCommand(sub string, tokens *mcpadapter.Tokens, agent string, r mcpadapter.Role, stdout, stderr io.Writer) error {
+func tokenCommand(sub string, tokens *auth.Tokens, agent string, r mcpadapter.Role, stdout, stderr io.Writer) error {
 	switch sub {
 	case "add":
 		token, err := tokens.Add(agent, r)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/fleetup"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // stateDirFlag resolves the state directory of --dir: the flag, else
@@ -33,7 +33,7 @@ func stateDirFlag(dir string) (string, error) {
 
 // openStateDir opens the store of dir, creating it; an error names the
 // directory, why, and what to do.
-func openStateDir(dir string) (*fleetstate.Store, *mcpadapter.Tokens, error) {
+func openStateDir(dir string) (*fleetstate.Store, *auth.Tokens, error) {
 	opts, err := storeOptions()
 	if err != nil {
 		return nil, nil, err
@@ -42,7 +42,7 @@ func openStateDir(dir string) (*fleetstate.Store, *mcpadapter.Tokens, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("state directory %s could not be opened or created: %v; choose another with --dir or $FLEET_STATE_DIRECTORY", dir, errors.Unwrap(err))
 	}
-	tokens, err := mcpadapter.OpenTokens(store)
+	tokens, err := auth.OpenTokens(store)
 	return store, tokens, err
 }
 

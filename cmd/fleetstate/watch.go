@@ -17,9 +17,9 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/fleetup"
 	"github.com/fleetstate/fleetstate/internal/fleetwatch"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // errNoDaemon says that no live process owns the state directory.
@@ -92,7 +92,7 @@ func runWatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			if !owned || o.Addr == "" {
 				return "", "", errNoDaemon
 			}
-			token, err := mcpadapter.OperatorToken(store)
+			token, err := auth.OperatorToken(store)
 			if err != nil {
 				return "", "", err
 			}

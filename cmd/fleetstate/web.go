@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/dashboard"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // runWeb prints a one-time login URL of the dashboard of a running daemon:
@@ -102,7 +102,7 @@ func operatorOf(dir string) (base, token string, err error) {
 	if !strings.HasPrefix(o.Addr, "http") {
 		return "", "", fmt.Errorf("web: the fleet of %s is run by %s, which serves no dashboard: stop it and start fleetstate serve --dir %s", dir, o, dir)
 	}
-	if token, err = mcpadapter.OperatorToken(store); err != nil {
+	if token, err = auth.OperatorToken(store); err != nil {
 		return "", "", fmt.Errorf("web: %w", err)
 	}
 	return strings.TrimSuffix(o.Addr, "/mcp"), token, nil

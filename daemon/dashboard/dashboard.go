@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/door"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -83,12 +84,12 @@ var dashboardFiles embed.FS
 // nobody can ask for a code (no operator, no tokens) and the bounds are
 // the defaults.
 type Options struct {
-	// Operator is the daemon's operator token (see [NewOperatorToken]):
+	// Operator is the daemon's operator token (see [auth.NewOperatorToken]):
 	// its bearer may ask for a login code. Empty means none.
 	Operator string
 	// Tokens lets a lead's bearer token ask for a login code; the
 	// session it gets ends when that token is revoked. Members may not.
-	Tokens *mcpadapter.Tokens
+	Tokens *auth.Tokens
 	// CodeTTL is how long a login code is good for. Zero means
 	// DefaultLoginCodeTTL.
 	CodeTTL time.Duration

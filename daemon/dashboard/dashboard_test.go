@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/events"
 
 	"github.com/spf13/afero"
@@ -33,7 +34,7 @@ type dash struct {
 	srv     *httptest.Server
 	d       *dashboard.Dashboard
 	rv      *fleetstate.Rendezvous
-	tokens  *mcpadapter.Tokens
+	tokens  *auth.Tokens
 	leadTok string
 	scout   string // the member's token
 
@@ -50,7 +51,7 @@ func newDash(t *testing.T) *dash {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := mcpadapter.OpenTokens(st)
+	tokens, err := auth.OpenTokens(st)
 	if err != nil {
 		t.Fatal(err)
 	}

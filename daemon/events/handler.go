@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/door"
 	"github.com/fleetstate/fleetstate/internal/textsafe"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -34,10 +35,10 @@ const SnapshotClip = 4 << 10
 // Options configure [Handler].
 type Options struct {
 	// Tokens lets a lead's bearer token watch. Members may not.
-	Tokens *mcpadapter.Tokens
+	Tokens *auth.Tokens
 	// Operator is a bearer token that may watch too: the daemon's
 	// operator token, readable by whoever can read the state directory
-	// (see [mcpadapter.OperatorToken]). Empty means none.
+	// (see [auth.OperatorToken]). Empty means none.
 	Operator string
 	// Authorize, if set, is another way in, such as a dashboard's login
 	// cookie.
@@ -58,7 +59,7 @@ type Options struct {
 	// its bearer token or its dashboard login) ends within the
 	// membership's poll instead of at the next heartbeat. The handler
 	// listens to it for as long as the membership lives.
-	Membership *mcpadapter.Membership
+	Membership *auth.Membership
 }
 
 // Handler serves rv's events as server-sent events to a lead, the
@@ -74,8 +75,8 @@ type Options struct {
 // closes, when the client goes, or when its token is revoked: within
 // the poll of [Options].Membership, else within a heartbeat. The
 // credentials are also looked at before each event is written, so that
-// no event published after a revocation that [mcpadapter.Tokens.Lookup] sees (at
-// most [mcpadapter.TokenRecheck] after the token file changed) reaches the revoked
+// no event published after a revocation that [auth.Tokens.Lookup] sees (at
+// most [auth.TokenRecheck] after the token file changed) reaches the revoked
 // watcher.
 func Handler(rv *fleetstate.Rendezvous, o Options) http.Handler {
 	if o.Heartbeat <= 0 {

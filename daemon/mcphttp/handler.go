@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -23,7 +24,7 @@ import (
 type Options struct {
 	// Tokens authenticates callers. Every request must carry
 	// "Authorization: Bearer TOKEN" with a token from it.
-	Tokens *mcpadapter.Tokens
+	Tokens *auth.Tokens
 	// Anonymous lets requests without an Authorization header through as
 	// anonymous callers, who may use the store tools only. A request with
 	// a wrong token is refused all the same.
@@ -81,9 +82,9 @@ type Options struct {
 	// requests of an identity that holds no token any more end at once
 	// (its listening streams close), and its MCP sessions are ended and
 	// no longer counted against the caps.
-	Membership *mcpadapter.Membership
+	Membership *auth.Membership
 	// Operator, if set, is the daemon's operator token (see
-	// [mcpadapter.NewOperatorToken]): a request that carries it calls the tools as
+	// [auth.NewOperatorToken]): a request that carries it calls the tools as
 	// the lead named [mcpadapter.OperatorAgent], so that a person steers the fleet
 	// through the lead's tools. Empty means the operator calls no tool.
 	Operator string
@@ -99,7 +100,7 @@ type Options struct {
 // holds no stream and makes no call for [Options].SessionIdleTTL. A refused request
 // is answered with "Connection: close", so that a caller without a token
 // keeps no connection open. Live MCP sessions are capped per identity and
-// in all (see [Options]); with a [mcpadapter.Membership], revoking an identity's
+// in all (see [Options]); with a [auth.Membership], revoking an identity's
 // tokens ends its requests and sessions at once.
 //
 // A tools/call of one of the adapter's tools under protocol version
@@ -302,7 +303,7 @@ type Handler struct {
 	path    string
 	caps    *sessionCaps
 	live    *liveRequests
-	unwatch func()                // nil without a mcpadapter.Membership
+	unwatch func()                // nil without a auth.Membership
 	fast    *mcpadapter.FastCalls // nil: every request goes to mcp-go
 	conns   *Connections          // nil without a rendezvous
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/door"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -32,7 +33,7 @@ const maxPermissionBody = 1 << 20
 // Options configure [NewHandler].
 type Options struct {
 	// Tokens identifies the agents that raise requests, and leads.
-	Tokens *mcpadapter.Tokens
+	Tokens *auth.Tokens
 	// Operator is the daemon's operator token: its bearer decides as
 	// "operator". Empty means none.
 	Operator string

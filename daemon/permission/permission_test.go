@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
@@ -33,7 +34,7 @@ func newPermHTTP(t *testing.T, leadsDecide bool) *permHTTP {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := mcpadapter.OpenTokens(st)
+	tokens, err := auth.OpenTokens(st)
 	if err != nil {
 		t.Fatal(err)
 	}

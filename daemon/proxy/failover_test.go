@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/daemon/proxy"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
@@ -67,7 +68,7 @@ func startFleet(t *testing.T, n int) ([]*fleetDaemon, map[string]string) {
 	t.Helper()
 	st, tokens := adaptertest.OpenStore(t)
 	tok := adaptertest.AddTokens(t, tokens, fleetAgents)
-	file, err := os.ReadFile(mcpadapter.TokenPath(st))
+	file, err := os.ReadFile(auth.TokenPath(st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func startFleet(t *testing.T, n int) ([]*fleetDaemon, map[string]string) {
 func startFleetDaemon(t *testing.T, name string, tokenFile []byte, ln net.Listener, extra []server.ServerTool) *fleetDaemon {
 	t.Helper()
 	st, tokens := adaptertest.OpenStore(t)
-	path := mcpadapter.TokenPath(st)
+	path := auth.TokenPath(st)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func TestProxyAllDown(t *testing.T) {
 	if err != nil {
 		t.Skipf("B's port was taken meanwhile: %v", err)
 	}
-	file, err := os.ReadFile(mcpadapter.TokenPath(ds[1].store))
+	file, err := os.ReadFile(auth.TokenPath(ds[1].store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +408,7 @@ func TestProxyRestartedDaemon(t *testing.T) {
 	// A new daemon that keeps its sessions in memory takes over the URL;
 	// the old one's listening stream stays open, so the proxy learns of
 	// the restart from the 404.
-	file, err := os.ReadFile(mcpadapter.TokenPath(d.store))
+	file, err := os.ReadFile(auth.TokenPath(d.store))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/agentconf"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
@@ -438,7 +439,7 @@ func WaitFor(within time.Duration, done func() bool) bool {
 // UpConfig is what Up brings up, and how.
 type UpConfig struct {
 	Store  *fleetstate.Store
-	Tokens *mcpadapter.Tokens
+	Tokens *auth.Tokens
 	Roster *daemon.Roster
 	// Bin is the fleetstate binary the daemon, the proxies and the hooks
 	// run; Addr the address asked for the daemon ("": the last one, else
@@ -580,7 +581,7 @@ func UpDaemon(ctx context.Context, store *fleetstate.Store, rec *Record, bin, ad
 // environment file and its program's configuration, which runs bin and
 // reaches the daemon at url. It returns the environment files by agent
 // and the files it changed.
-func ConfigureAgents(store *fleetstate.Store, tokens *mcpadapter.Tokens, ro *daemon.Roster, bin, url string) (envPaths map[string]string, wrote []string, err error) {
+func ConfigureAgents(store *fleetstate.Store, tokens *auth.Tokens, ro *daemon.Roster, bin, url string) (envPaths map[string]string, wrote []string, err error) {
 	envPaths = map[string]string{}
 	for i, a := range ro.Agents {
 		role, _ := mcpadapter.ParseRole(a.Role)

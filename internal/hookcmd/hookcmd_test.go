@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/daemon/permission"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
@@ -40,7 +41,7 @@ func newFleet(t *testing.T) *fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := mcpadapter.OpenTokens(st)
+	tokens, err := auth.OpenTokens(st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/cli"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
@@ -574,7 +575,7 @@ func (o *opts) dialOperator(ctx context.Context, name string) (*mcpadapter.Clien
 	if !owned || owner.Addr == "" {
 		return nil, "", "", noDaemon
 	}
-	token, err := mcpadapter.OperatorToken(store)
+	token, err := auth.OperatorToken(store)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%s: %w", name, err)
 	}

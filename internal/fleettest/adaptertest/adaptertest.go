@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -31,13 +32,13 @@ import (
 
 // OpenStore opens a store in a new temporary directory on the disk, and
 // its token file.
-func OpenStore(tb testing.TB) (*fleetstate.Store, *mcpadapter.Tokens) {
+func OpenStore(tb testing.TB) (*fleetstate.Store, *auth.Tokens) {
 	tb.Helper()
 	st, err := fleetstate.Open(afero.NewOsFs(), filepath.Join(tb.TempDir(), "state"), &fleetstate.Options{NoGitIgnore: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tokens, err := mcpadapter.OpenTokens(st)
+	tokens, err := auth.OpenTokens(st)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func OpenStore(tb testing.TB) (*fleetstate.Store, *mcpadapter.Tokens) {
 
 // AddTokens issues a token to each agent with its role, and returns the
 // tokens by agent.
-func AddTokens(tb testing.TB, tokens *mcpadapter.Tokens, agents map[string]mcpadapter.Role) map[string]string {
+func AddTokens(tb testing.TB, tokens *auth.Tokens, agents map[string]mcpadapter.Role) map[string]string {
 	tb.Helper()
 	out := make(map[string]string, len(agents))
 	for agent, role := range agents {
@@ -66,10 +67,10 @@ type Options struct {
 	// Rendezvous are the rendezvous's options; nil means the defaults.
 	Rendezvous *fleetstate.RendezvousOptions
 	// Membership, if not nil, makes the token file the roster as
-	// `fleetstate serve` does ([mcpadapter.WatchMembership] with these
+	// `fleetstate serve` does ([auth.WatchMembership] with these
 	// options). If nil, the member agents are added to the rendezvous
 	// once, at the start.
-	Membership *mcpadapter.MembershipOptions
+	Membership *auth.MembershipOptions
 	// HTTP configure the handler; Start sets its Tokens and Membership.
 	HTTP mcphttp.Options
 	// Tools are served beside the adapter's.
@@ -83,11 +84,11 @@ type Options struct {
 type Daemon struct {
 	URL        string            // the MCP endpoint
 	Store      *fleetstate.Store // on the disk, under the test's temporary directory
-	Tokens     *mcpadapter.Tokens
+	Tokens     *auth.Tokens
 	Token      map[string]string // the tokens of Options.Agents, by agent
 	Rendezvous *fleetstate.Rendezvous
 	Adapter    *mcpadapter.Adapter
-	Membership *mcpadapter.Membership // nil unless Options.Membership is set
+	Membership *auth.Membership // nil unless Options.Membership is set
 	Handler    *mcphttp.Handler
 	// Connections follow the agents' MCP sessions, for the adapter and the
 	// handler alike.
@@ -113,7 +114,7 @@ func Start(tb testing.TB, o Options) *Daemon {
 	}
 	d.Rendezvous = rv
 	if o.Membership != nil {
-		if d.Membership, err = mcpadapter.WatchMembership(tokens, rv, o.Membership); err != nil {
+		if d.Membership, err = auth.WatchMembership(tokens, rv, o.Membership); err != nil {
 			rv.Close()
 			tb.Fatal(err)
 		}

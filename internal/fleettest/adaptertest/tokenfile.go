@@ -6,24 +6,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
-// TestTokenFile is the contract of a [mcpadapter.TokenFile]: open returns
+// TestTokenFile is the contract of a [auth.TokenFile]: open returns
 // two handles on one new, empty token file, as two processes have them.
 // The suite checks that a missing file loads as nil, that Update passes
 // the current bytes to its change and writes what it returns, that a
 // failed change writes nothing, that a handle's own change loads at once
 // and the other's within a few seconds, and that Tokens on the two
 // handles see each other's tokens.
-func TestTokenFile(t *testing.T, open func(t *testing.T) (a, b mcpadapter.TokenFile)) {
+func TestTokenFile(t *testing.T, open func(t *testing.T) (a, b auth.TokenFile)) {
 	t.Run("Update", func(t *testing.T) {
 		a, b := open(t)
 		if data, err := a.Load(); err != nil || data != nil {
 			t.Fatalf("Load of a new file: %q, %v; want nil, nil", data, err)
 		}
-		write := func(f mcpadapter.TokenFile, want, data string) {
+		write := func(f auth.TokenFile, want, data string) {
 			t.Helper()
 			err := f.Update(func(old []byte) ([]byte, error) {
 				if string(old) != want {
@@ -50,11 +51,11 @@ func TestTokenFile(t *testing.T, open func(t *testing.T) (a, b mcpadapter.TokenF
 	})
 	t.Run("Tokens", func(t *testing.T) {
 		a, b := open(t)
-		ta, err := mcpadapter.NewTokens(a)
+		ta, err := auth.NewTokens(a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tb, err := mcpadapter.NewTokens(b)
+		tb, err := auth.NewTokens(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +66,7 @@ func TestTokenFile(t *testing.T, open func(t *testing.T) (a, b mcpadapter.TokenF
 		if id, ok := ta.Lookup(lead); !ok || id.Agent != "lead" {
 			t.Fatalf("Lookup on the adding Tokens: %v, %v; want lead at once", id, ok)
 		}
-		seen := func(tk *mcpadapter.Tokens, token string, want bool) {
+		seen := func(tk *auth.Tokens, token string, want bool) {
 			t.Helper()
 			if !fleettest.Until(5*time.Second, 5*time.Millisecond, func() bool { _, ok := tk.Lookup(token); return ok == want }) {
 				t.Fatalf("Lookup on the other Tokens: still %v after 5s", !want)
@@ -86,7 +87,7 @@ func TestTokenFile(t *testing.T, open func(t *testing.T) (a, b mcpadapter.TokenF
 }
 
 // loads waits until f loads data.
-func loads(t *testing.T, f mcpadapter.TokenFile, data string) {
+func loads(t *testing.T, f auth.TokenFile, data string) {
 	t.Helper()
 	var got []byte
 	var err error

@@ -1,9 +1,11 @@
-package mcpadapter
+package auth
 
 import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/fleetstate/fleetstate/mcpadapter"
 
 	"github.com/fleetstate/fleetstate"
 )
@@ -51,13 +53,13 @@ type Membership struct {
 	rv     *fleetstate.Rendezvous
 	opt    MembershipOptions
 
-	syncMu  sync.Mutex        // serializes Sync
-	known   map[Identity]bool // guarded by syncMu; the identities of the last Sync
-	version uint64            // guarded by syncMu; of the token entries known comes from
-	failed  bool              // guarded by syncMu; the last Sync could not read the file
+	syncMu  sync.Mutex                   // serializes Sync
+	known   map[mcpadapter.Identity]bool // guarded by syncMu; the identities of the last Sync
+	version uint64                       // guarded by syncMu; of the token entries known comes from
+	failed  bool                         // guarded by syncMu; the last Sync could not read the file
 
 	mu   sync.Mutex
-	subs map[*func(Identity)]struct{} // guarded by mu
+	subs map[*func(mcpadapter.Identity)]struct{} // guarded by mu
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -68,8 +70,8 @@ type Membership struct {
 // makes a member) and then watches it until Close. rv may be nil: only the
 // revocations are then reported.
 func WatchMembership(tokens *Tokens, rv *fleetstate.Rendezvous, opts *MembershipOptions) (*Membership, error) {
-	m := &Membership{tokens: tokens, rv: rv, known: map[Identity]bool{},
-		subs: map[*func(Identity)]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Membership{tokens: tokens, rv: rv, known: map[mcpadapter.Identity]bool{},
+		subs: map[*func(mcpadapter.Identity)]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if opts != nil {
 		m.opt = *opts
 	}
@@ -122,12 +124,12 @@ func (m *Membership) Sync() error { return m.apply(m.tokens.identities) }
 // the adapter's [Options].Resync).
 func (m *Membership) Resync() error {
 	seen := m.tokens.rechecks.Load()
-	return m.apply(func() (map[Identity]bool, uint64, error) { return m.tokens.recheckedIdentities(seen) })
+	return m.apply(func() (map[mcpadapter.Identity]bool, uint64, error) { return m.tokens.recheckedIdentities(seen) })
 }
 
 // apply applies the identities that look returns, with their version,
 // if they changed since the last apply.
-func (m *Membership) apply(look func() (map[Identity]bool, uint64, error)) error {
+func (m *Membership) apply(look func() (map[mcpadapter.Identity]bool, uint64, error)) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	cur, version, err := look()
@@ -154,7 +156,7 @@ func (m *Membership) apply(look func() (map[Identity]bool, uint64, error)) error
 		}
 	}
 	for id := range cur {
-		if m.known[id] || id.Role != RoleMember || m.rv == nil || present[id.Agent] {
+		if m.known[id] || id.Role != mcpadapter.RoleMember || m.rv == nil || present[id.Agent] {
 			continue
 		}
 		var port fleetstate.Member
@@ -165,7 +167,7 @@ func (m *Membership) apply(look func() (map[Identity]bool, uint64, error)) error
 			m.opt.Logger.Warn("fleetstate: a new member token makes no member", "agent", id.Agent, "err", err)
 		}
 	}
-	var gone []Identity
+	var gone []mcpadapter.Identity
 	for id := range m.known {
 		if !cur[id] {
 			gone = append(gone, id)
@@ -176,7 +178,7 @@ func (m *Membership) apply(look func() (map[Identity]bool, uint64, error)) error
 		// The member leaves the rendezvous first, so that its turns end
 		// as member_removed rather than as member_gone when its streams
 		// close.
-		if id.Role == RoleMember && m.rv != nil {
+		if id.Role == mcpadapter.RoleMember && m.rv != nil {
 			if err := m.rv.RemoveMember(id.Agent); err != nil {
 				m.opt.Logger.Warn("fleetstate: a revoked member stays", "agent", id.Agent, "err", err)
 			}
@@ -188,10 +190,10 @@ func (m *Membership) apply(look func() (map[Identity]bool, uint64, error)) error
 	return nil
 }
 
-func (m *Membership) subscribers() []func(Identity) {
+func (m *Membership) subscribers() []func(mcpadapter.Identity) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]func(Identity), 0, len(m.subs))
+	out := make([]func(mcpadapter.Identity), 0, len(m.subs))
 	for f := range m.subs {
 		out = append(out, *f)
 	}
@@ -200,7 +202,7 @@ func (m *Membership) subscribers() []func(Identity) {
 
 // OnRevoke makes Sync call f with every identity that lost its last token,
 // until the returned function is called.
-func (m *Membership) OnRevoke(f func(Identity)) (stop func()) {
+func (m *Membership) OnRevoke(f func(mcpadapter.Identity)) (stop func()) {
 	key := &f
 	m.mu.Lock()
 	m.subs[key] = struct{}{}

@@ -1,4 +1,4 @@
-package mcpadapter_test
+package auth_test
 
 import (
 	"sync"
@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -60,11 +61,11 @@ func (f *laggingFile) Reread() ([]byte, error) {
 // more reread between them, not fifty.
 func TestResyncReadsAndCoalesces(t *testing.T) {
 	file := &laggingFile{}
-	daemonTokens, err := mcpadapter.NewTokens(file)
+	daemonTokens, err := auth.NewTokens(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := mcpadapter.NewTokens(file) // another process: the token command
+	cli, err := auth.NewTokens(file) // another process: the token command
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestResyncReadsAndCoalesces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rv.Close()
-	m, err := mcpadapter.WatchMembership(daemonTokens, rv, &mcpadapter.MembershipOptions{Poll: time.Hour})
+	m, err := auth.WatchMembership(daemonTokens, rv, &auth.MembershipOptions{Poll: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

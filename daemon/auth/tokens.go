@@ -1,4 +1,4 @@
-package mcpadapter
+package auth
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fleetstate/fleetstate/mcpadapter"
 
 	"github.com/spf13/afero"
 
@@ -103,18 +105,18 @@ type Tokens struct {
 
 // tokenView is an immutable snapshot of the token file for lookups.
 type tokenView struct {
-	byHash  map[[sha256.Size]byte]Identity // entries that can authenticate, by the SHA-256 of the token
-	n       int                            // entries in the file
-	failed  bool                           // the file could not be read: every token is refused
-	looked  time.Time                      // when the file was last looked at
+	byHash  map[[sha256.Size]byte]mcpadapter.Identity // entries that can authenticate, by the SHA-256 of the token
+	n       int                                       // entries in the file
+	failed  bool                                      // the file could not be read: every token is refused
+	looked  time.Time                                 // when the file was last looked at
 	version uint64
 }
 
 type tokenEntry struct {
-	Agent   string    `json:"agent"`
-	Role    Role      `json:"role"`
-	Hash    string    `json:"sha256"`
-	Created time.Time `json:"created"`
+	Agent   string          `json:"agent"`
+	Role    mcpadapter.Role `json:"role"`
+	Hash    string          `json:"sha256"`
+	Created time.Time       `json:"created"`
 }
 
 // OpenTokens opens the token store of store's state directory: the file
@@ -186,7 +188,7 @@ func parseTokenFile(data []byte) ([]tokenEntry, error) {
 	var entries []tokenEntry
 	if data != nil {
 		if err := json.Unmarshal(data, &entries); err != nil {
-			return nil, fmt.Errorf("mcpadapter: token file is not valid: %w", err)
+			return nil, fmt.Errorf("auth: token file is not valid: %w", err)
 		}
 	}
 	if entries == nil {
@@ -203,7 +205,7 @@ const fileTimeTick = 2 * time.Second
 
 // publish makes t.entries the view of lookups. t.mu must be held.
 func (t *Tokens) publish(now time.Time) {
-	v := &tokenView{byHash: make(map[[sha256.Size]byte]Identity, len(t.entries)),
+	v := &tokenView{byHash: make(map[[sha256.Size]byte]mcpadapter.Identity, len(t.entries)),
 		n: len(t.entries), looked: now, version: t.version}
 	for _, e := range t.entries {
 		// Only a lower-case hex SHA-256, as hashToken writes it, and an
@@ -216,7 +218,7 @@ func (t *Tokens) publish(now time.Time) {
 		if _, err := hex.Decode(h[:], []byte(e.Hash)); err != nil {
 			continue
 		}
-		v.byHash[h] = Identity{Agent: e.Agent, Role: e.Role}
+		v.byHash[h] = mcpadapter.Identity{Agent: e.Agent, Role: e.Role}
 	}
 	t.view.Store(v)
 }
@@ -281,11 +283,11 @@ func fresh(v *tokenView, now time.Time) bool {
 // Add creates a token for agent with role and returns it. The token is not
 // stored, only its hash: it cannot be shown again. The operator's name
 // gets none ([ErrReservedAgent]).
-func (t *Tokens) Add(agent string, role Role) (string, error) {
-	if err := CheckAgentName(agent); err != nil {
+func (t *Tokens) Add(agent string, role mcpadapter.Role) (string, error) {
+	if err := mcpadapter.CheckAgentName(agent); err != nil {
 		return "", err
 	}
-	if _, err := ParseRole(string(role)); err != nil {
+	if _, err := mcpadapter.ParseRole(string(role)); err != nil {
 		return "", err
 	}
 	var raw [32]byte
@@ -298,7 +300,7 @@ func (t *Tokens) Add(agent string, role Role) (string, error) {
 	err := t.change(func(entries []tokenEntry) ([]tokenEntry, error) {
 		for _, e := range entries {
 			if e.Agent == agent && e.Role != role {
-				return nil, fmt.Errorf("mcpadapter: agent %s already has role %s", agent, e.Role)
+				return nil, fmt.Errorf("auth: agent %s already has role %s", agent, e.Role)
 			}
 		}
 		return append(append([]tokenEntry(nil), entries...),
@@ -340,7 +342,7 @@ func (t *Tokens) Revoke(agent string) (int, error) {
 }
 
 // errUnchanged is the error of a change that leaves the file as it is.
-var errUnchanged = errors.New("mcpadapter: token file unchanged")
+var errUnchanged = errors.New("auth: token file unchanged")
 
 // change replaces the entries of the file with what edit makes of them,
 // and makes them the view of lookups. edit runs on the entries of the
@@ -393,7 +395,7 @@ func (d *diskTokenFile) Load() ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mcpadapter: token file: %w", pathless(err))
+		return nil, fmt.Errorf("auth: token file: %w", pathless(err))
 	}
 	if d.loaded && d.settled && fi.ModTime().Equal(d.modTime) && fi.Size() == d.size {
 		return d.data, nil
@@ -405,7 +407,7 @@ func (d *diskTokenFile) Load() ([]byte, error) {
 	settled := d.now().Sub(fi.ModTime()) > fileTimeTick
 	data, err := afero.ReadFile(d.fs, d.path)
 	if err != nil {
-		return nil, fmt.Errorf("mcpadapter: read token file: %w", pathless(err))
+		return nil, fmt.Errorf("auth: read token file: %w", pathless(err))
 	}
 	d.data, d.loaded = data, true
 	d.modTime, d.size, d.settled = fi.ModTime(), fi.Size(), settled
@@ -419,7 +421,7 @@ func (d *diskTokenFile) Update(change func(old []byte) ([]byte, error)) error {
 		old, err = nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("mcpadapter: read token file: %w", pathless(err))
+		return fmt.Errorf("auth: read token file: %w", pathless(err))
 	}
 	data, err := change(old)
 	if err != nil {
@@ -427,11 +429,11 @@ func (d *diskTokenFile) Update(change func(old []byte) ([]byte, error)) error {
 	}
 	dir := filepath.Dir(d.path)
 	if err := d.fs.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("mcpadapter: token folder: %w", pathless(err))
+		return fmt.Errorf("auth: token folder: %w", pathless(err))
 	}
 	f, err := afero.TempFile(d.fs, dir, ".tokens-*")
 	if err != nil {
-		return fmt.Errorf("mcpadapter: write token file: %w", pathless(err))
+		return fmt.Errorf("auth: write token file: %w", pathless(err))
 	}
 	_, err = f.Write(data)
 	if err == nil {
@@ -448,7 +450,7 @@ func (d *diskTokenFile) Update(change func(old []byte) ([]byte, error)) error {
 	}
 	if err != nil {
 		_ = d.fs.Remove(f.Name())
-		return fmt.Errorf("mcpadapter: write token file: %w", pathless(err))
+		return fmt.Errorf("auth: write token file: %w", pathless(err))
 	}
 	d.data, d.loaded, d.settled = data, true, false
 	if fi, err := d.fs.Stat(d.path); err == nil {
@@ -466,9 +468,9 @@ func (d *diskTokenFile) Update(change func(old []byte) ([]byte, error)) error {
 // [TokenRecheck] after the change of the file. A token not found is looked
 // for again in the file, so that one another process added a moment ago
 // is found; lookups that miss at once share one look (see recheck).
-func (t *Tokens) Lookup(token string) (Identity, bool) {
+func (t *Tokens) Lookup(token string) (mcpadapter.Identity, bool) {
 	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 128 {
-		return Identity{}, false
+		return mcpadapter.Identity{}, false
 	}
 	seen := t.rechecks.Load()
 	h := sha256.Sum256([]byte(token))
@@ -486,7 +488,7 @@ func (t *Tokens) Lookup(token string) (Identity, bool) {
 func (t *Tokens) Len() int { return t.current().n }
 
 // Agents returns the agents that hold a token of role, sorted.
-func (t *Tokens) Agents(role Role) []string {
+func (t *Tokens) Agents(role mcpadapter.Role) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_ = t.reload()
@@ -505,7 +507,7 @@ func (t *Tokens) Agents(role Role) []string {
 // identities looks at the file now, rereading it if it changed, and
 // returns the identities that hold a token and the version of the
 // entries they come from: the same version, the same identities.
-func (t *Tokens) identities() (map[Identity]bool, uint64, error) {
+func (t *Tokens) identities() (map[mcpadapter.Identity]bool, uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.reload(); err != nil {
@@ -517,22 +519,22 @@ func (t *Tokens) identities() (map[Identity]bool, uint64, error) {
 // recheckedIdentities is identities after recheck(seen) rather than a
 // look. A recheck that began after seen has ended, so the identities of
 // the last look are returned as they are.
-func (t *Tokens) recheckedIdentities(seen uint64) (map[Identity]bool, uint64, error) {
+func (t *Tokens) recheckedIdentities(seen uint64) (map[mcpadapter.Identity]bool, uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.recheckLocked(seen)
 	if v := t.view.Load(); v != nil && v.failed {
-		return nil, 0, errors.New("mcpadapter: the token file cannot be read")
+		return nil, 0, errors.New("auth: the token file cannot be read")
 	}
 	return t.identitiesLocked(), t.version, nil
 }
 
 // identitiesLocked returns the identities of t.entries. t.mu must be
 // held.
-func (t *Tokens) identitiesLocked() map[Identity]bool {
-	out := make(map[Identity]bool, len(t.entries))
+func (t *Tokens) identitiesLocked() map[mcpadapter.Identity]bool {
+	out := make(map[mcpadapter.Identity]bool, len(t.entries))
 	for _, e := range t.entries {
-		out[Identity{Agent: e.Agent, Role: e.Role}] = true
+		out[mcpadapter.Identity{Agent: e.Agent, Role: e.Role}] = true
 	}
 	return out
 }
@@ -572,14 +574,14 @@ func NewOperatorToken(store *fleetstate.Store) (string, error) {
 	fsys := store.Fs()
 	tmp := path + ".tmp"
 	if err := afero.WriteFile(fsys, tmp, []byte(token+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+		return "", fmt.Errorf("auth: write the operator token: %w", pathless(err))
 	}
 	if err := fsys.Chmod(tmp, 0o600); err != nil {
-		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+		return "", fmt.Errorf("auth: write the operator token: %w", pathless(err))
 	}
 	if err := fsys.Rename(tmp, path); err != nil {
 		_ = fsys.Remove(tmp)
-		return "", fmt.Errorf("mcpadapter: write the operator token: %w", pathless(err))
+		return "", fmt.Errorf("auth: write the operator token: %w", pathless(err))
 	}
 	return token, nil
 }
@@ -589,14 +591,14 @@ func NewOperatorToken(store *fleetstate.Store) (string, error) {
 func OperatorToken(store *fleetstate.Store) (string, error) {
 	data, err := afero.ReadFile(store.Fs(), store.PrivatePath(operatorFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", errors.New("mcpadapter: no operator token: no daemon has served this state directory (start fleetstate serve)")
+		return "", errors.New("auth: no operator token: no daemon has served this state directory (start fleetstate serve)")
 	}
 	if err != nil {
-		return "", fmt.Errorf("mcpadapter: read the operator token: %w", pathless(err))
+		return "", fmt.Errorf("auth: read the operator token: %w", pathless(err))
 	}
 	token := strings.TrimSpace(string(data))
 	if !strings.HasPrefix(token, operatorPrefix) {
-		return "", errors.New("mcpadapter: the operator token file is not valid")
+		return "", errors.New("auth: the operator token file is not valid")
 	}
 	return token, nil
 }

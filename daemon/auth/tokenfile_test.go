@@ -1,17 +1,17 @@
-package mcpadapter_test
+package auth_test
 
 import (
 	"testing"
 
+	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
-	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
 // TestDiskTokenFile: the token file of a state directory keeps the
 // TokenFile contract, two handles standing for two processes.
 func TestDiskTokenFile(t *testing.T) {
-	adaptertest.TestTokenFile(t, func(t *testing.T) (a, b mcpadapter.TokenFile) {
+	adaptertest.TestTokenFile(t, func(t *testing.T) (a, b auth.TokenFile) {
 		st, _ := adaptertest.OpenStore(t)
-		return mcpadapter.DiskTokenFile(st), mcpadapter.DiskTokenFile(st)
+		return auth.DiskTokenFile(st), auth.DiskTokenFile(st)
 	})
 }
