@@ -1,3 +1,8 @@
+// Package auth says who may call the daemon: the agents' bearer tokens,
+// kept hashed in a [TokenFile] (the state directory's file, or a key of
+// the NATS configuration bucket); the operator's token; and the
+// [Membership] that keeps a rendezvous's members in step with the tokens
+// and tells the endpoints when an identity's tokens are revoked.
 package auth
 
 import (

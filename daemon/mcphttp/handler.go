@@ -1,3 +1,11 @@
+// Package mcphttp serves an [mcpadapter.Adapter]'s tools over MCP
+// streamable HTTP, as the daemon's endpoint: callers known by their
+// bearer token (or the operator's), requests refused from a non-local
+// Host or Origin, request bodies bounded in size and per identity in
+// flight, MCP sessions capped per identity and in all, and a revoked
+// identity's requests and sessions ended. [Connections] follows the
+// members' sessions and listening streams for the rendezvous, and
+// [StatusPath] takes the status reports of the agents' hooks.
 package mcphttp
 
 import (
