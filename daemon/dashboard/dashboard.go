@@ -1,3 +1,9 @@
+// Package dashboard is the daemon's web dashboard: a person logs in
+// with a one-time code (printed by fleetstate web) for a cookie, sees the
+// fleet live from the event stream, and acts on it: answer a question,
+// cancel or send a turn, dismiss an outcome, allow or deny a permission
+// request. Every action checks the cookie, the Origin and a CSRF token.
+// The page and its assets are embedded.
 package dashboard
 
 import (

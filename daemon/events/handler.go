@@ -1,3 +1,8 @@
+// Package events serves /events: the fleet's events as server-sent events
+// to a lead, the operator or a dashboard login. One feed per handler
+// clips and encodes each event once for every stream; a stalled stream
+// holds a bounded number of events and bytes; a new stream starts with a
+// snapshot and the recent events.
 package events
 
 import (

@@ -1,3 +1,8 @@
+// Package permission serves the daemon's permission endpoints: /permission,
+// where an agent's PermissionRequest hook raises a request and waits for
+// its decision, and /permissions, where the operator (or a lead, where the
+// fleet file lets leads decide) lists the requests and decides them. It
+// also holds the hook's wire types.
 package permission
 
 import (

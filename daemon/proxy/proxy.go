@@ -1,3 +1,7 @@
+// Package proxy is fleetstate mcp --connect: a stdio MCP server beside an
+// agent that mirrors the tools of the daemons it is given and forwards
+// every call with the agent's token, moving to the next daemon when one
+// goes and sending again only what is safe to send twice.
 package proxy
 
 import (
