@@ -81,7 +81,10 @@ var screenPatterns = map[string]ScreenPatterns{
 			`Would you like to (run|make|allow)`,
 			`Trust this folder\?`,
 			`Hooks need review`,
-			`(?i)enter (to )?(confirm|continue)`,
+			// A screen's footer ("enter confirm · esc skip", "Press enter
+			// to confirm or esc to cancel"), not a tip that says "Enter
+			// confirms." in passing.
+			`(?i)^\s*(press )?enter (to )?(confirm|continue)\b.*\besc\b`,
 			`^\s*› \d+\. `,
 		},
 		// The input line: "› " and text that is not a numbered choice.
