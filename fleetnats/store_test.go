@@ -44,9 +44,19 @@ func daemons(t *testing.T, url string, n int) []*fleetstate.Store {
 	return stores
 }
 
+// A stream created a moment ago on a cluster may have no leader yet: its
+// first write answers ERR_UNAVAILABLE, which a client retries, for a
+// bounded time.
 func newSession(t *testing.T, st *fleetstate.Store) fleetstate.Session {
 	t.Helper()
-	sess, err := st.NewSession("test")
+	var sess fleetstate.Session
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		sess, err = st.NewSession("test")
+		if fleetstate.CodeOf(err) != fleetstate.CodeUnavailable || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)
 	}
