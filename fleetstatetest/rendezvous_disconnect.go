@@ -41,20 +41,29 @@ func testDisconnectMidTurnEndsBlockedSend(t *testing.T, s suite) {
 	})
 }
 
+// askResult is what an Ask returned.
+type askResult struct {
+	text string
+	err  error
+}
+
+// askAsync starts member's Ask of question (default "main") and waits
+// until it blocks or returns.
+func (f *fleet) askAsync(member, question string) <-chan askResult {
+	ch := make(chan askResult, 1)
+	go func() {
+		text, _, err := f.r.Ask(context.Background(), member, question, "main")
+		ch <- askResult{text, err}
+	}()
+	synctest.Wait()
+	return ch
+}
+
 func testDisconnectMidAsk(t *testing.T, s suite) {
 	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		o := f.working("scout", "work")
-		type askResult struct {
-			text string
-			err  error
-		}
-		asked := make(chan askResult, 1)
-		go func() {
-			text, _, err := f.r.Ask(context.Background(), "scout", "which branch?", "main")
-			asked <- askResult{text, err}
-		}()
-		synctest.Wait()
+		asked := f.askAsync("scout", "which branch?")
 		if p, _ := f.r.Poll(context.Background(), "lead", o.Ticket, 0); p.Kind != fleetstate.OutcomeQuestion {
 			t.Fatalf("ticket %+v; want the question", p)
 		}
@@ -85,19 +94,7 @@ func testAskAgainTakesTheQuestionOver(t *testing.T, s suite) {
 	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		o := f.working("scout", "work")
-		type askResult struct {
-			text string
-			err  error
-		}
-		ask := func() <-chan askResult {
-			ch := make(chan askResult, 1)
-			go func() {
-				text, _, err := f.r.Ask(context.Background(), "scout", "which branch?", "main")
-				ch <- askResult{text, err}
-			}()
-			synctest.Wait()
-			return ch
-		}
+		ask := func() <-chan askResult { return f.askAsync("scout", "which branch?") }
 		sub, _ := f.r.Subscribe(16)
 		defer sub.Close()
 		first := ask()
