@@ -68,9 +68,8 @@ type RendezvousOptions struct {
 	// a turn ends without a reply. Default DefaultTailLines.
 	TailLines int
 	// ExhaustedPatterns are regular expressions, matched case-insensitively
-	// against a pane tail, that mean the member's backend is spent. Nil
-	// means [DefaultExhaustedPatterns]; an empty non-nil slice turns the
-	// check off.
+	// against a pane tail, that mean the member's backend is spent. Nil means
+	// [DefaultExhaustedPatterns]; an empty non-nil slice turns the check off.
 	ExhaustedPatterns []string
 	// NudgeLimit is how many times a lead with a port is nudged about one
 	// finished detached ticket. Default DefaultNudgeLimit; negative turns
@@ -81,10 +80,9 @@ type RendezvousOptions struct {
 	// call and no stream of the member, the turn ends member_gone. Default
 	// DefaultRejoinTimeout.
 	RejoinTimeout time.Duration
-	// PresenceWindow is how long a pulling member keeps its open turn,
-	// and its question, once its connection is gone (see
-	// [Rendezvous.Disconnect]). Default DefaultPresenceWindow; negative
-	// ends the turn at once.
+	// PresenceWindow is how long a pulling member keeps its open turn, and its
+	// question, once its connection is gone (see [Rendezvous.Disconnect]).
+	// Default DefaultPresenceWindow; negative ends the turn at once.
 	PresenceWindow time.Duration
 	// HoldReturned, if positive, keeps the outcome that a call of a lead
 	// returned on its ticket until Ack or for HoldReturned, instead of
@@ -195,8 +193,7 @@ type take struct {
 }
 
 // claim takes the oldest Next parked on m, if a new message may go to it at
-// once: m pulls, has no open turn and nothing queued ahead. r.mu must be
-// held.
+// once: m pulls, has no open turn and nothing queued ahead. r.mu must be held.
 func (m *member) claim() *taker {
 	if m.port != nil || m.open != nil || len(m.queue) > 0 || len(m.takers) == 0 {
 		return nil
@@ -283,9 +280,8 @@ type Member interface {
 	// Deliver hands content to the member as its next prompt. It is
 	// called only while Status reports IDLE or BLOCKED.
 	Deliver(ctx context.Context, content string) error
-	// Status reads the member's current status. An error reads as
-	// UNKNOWN; an error matching ErrMemberGone means the member is gone
-	// for good.
+	// Status reads the member's current status. An error reads as UNKNOWN; an
+	// error matching ErrMemberGone means the member is gone for good.
 	Status(ctx context.Context) (Status, error)
 	// Tail returns at most lines lines of what the member printed in its
 	// current turn, and whether there was more than that.
@@ -346,8 +342,7 @@ func TicketStates() []TicketState {
 	return []TicketState{TicketQueued, TicketWorking, TicketQuestion, TicketDone}
 }
 
-// Outcome is what a lead learns about a turn. Its JSON form is the
-// protocol's.
+// Outcome is what a lead learns about a turn. Its JSON form is the protocol's.
 type Outcome struct {
 	Kind    OutcomeKind `json:"outcome"`
 	TurnID  string      `json:"turn_id,omitempty"`
@@ -357,9 +352,8 @@ type Outcome struct {
 	Partial bool        `json:"partial,omitempty"` // Content was clipped to the scrape window
 	Reason  Reason      `json:"reason,omitempty"`
 	State   TicketState `json:"state,omitempty"` // set by Poll and on pending outcomes
-	// Returned is set by Poll on a finished ticket whose outcome a call of
-	// the lead already returned: it is held only in case that response
-	// was lost.
+	// Returned is set by Poll on a finished ticket whose outcome a call of the
+	// lead already returned: it is held only in case that response was lost.
 	Returned bool `json:"returned,omitempty"`
 }
 
@@ -586,14 +580,10 @@ func (r *Rendezvous) shutdown(crashed bool) error {
 // ready until [Rendezvous.SetReady] says so (or, for a pulling member, until
 // its first Next). Adding a member again replaces its port.
 func (r *Rendezvous) AddMember(name string, port Member) error {
-	if err := checkAgentName("add member", name); err != nil {
+	if err := r.lockOpen("add member", name); err != nil {
 		return err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return &Error{Code: CodeClosed, Op: "add member"}
-	}
 	r.register(r.member(name), port)
 	return nil
 }
@@ -678,14 +668,10 @@ func (r *Rendezvous) setReady(m *member, ready bool) {
 // SetLeadPort gives a lead a port to its own pane, through which it is
 // nudged when a detached ticket finishes. A nil port removes it.
 func (r *Rendezvous) SetLeadPort(name string, port Member) error {
-	if err := checkAgentName("set lead port", name); err != nil {
+	if err := r.lockOpen("set lead port", name); err != nil {
 		return err
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return &Error{Code: CodeClosed, Op: "set lead port"}
-	}
 	l := r.lead(name)
 	startWatch := port != nil && !l.watch
 	l.port = port
@@ -830,6 +816,19 @@ func (r *Rendezvous) member(name string) *member {
 		r.members[name] = m
 	}
 	return m
+}
+
+// lockOpen checks name and locks r.mu, left unlocked on an error.
+func (r *Rendezvous) lockOpen(op, name string) error {
+	if err := checkAgentName(op, name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return &Error{Code: CodeClosed, Op: op}
+	}
+	return nil
 }
 
 // registered returns the registered member named. r.mu must be held.

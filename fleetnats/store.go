@@ -84,24 +84,25 @@ type store struct {
 
 var _ fleetstate.Backend = (*store)(nil)
 
+// index returns the bucket of the fleet's sessions and files.
 func (s *store) index(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := s.f.kv(ctx, "files", jetstream.KeyValueConfig{
-		Description: "fleetstate: sessions and files of fleet " + s.f.name,
-		History:     1,
-	})
-	if err != nil {
-		return nil, storeError("open the file index", err)
-	}
-	return kv, nil
+	return s.bucket(ctx, "files", "sessions and files", "open the file index")
 }
 
+// blobs returns the bucket of the content of large files.
 func (s *store) blobs(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := s.f.kv(ctx, "blobs", jetstream.KeyValueConfig{
-		Description: "fleetstate: content of large files of fleet " + s.f.name,
+	return s.bucket(ctx, "blobs", "content of large files", "open the blobs")
+}
+
+// bucket returns the store's bucket of kind, which holds what, keeping one
+// version of each key; op names the step in an error.
+func (s *store) bucket(ctx context.Context, kind, what, op string) (jetstream.KeyValue, error) {
+	kv, err := s.f.kv(ctx, kind, jetstream.KeyValueConfig{
+		Description: "fleetstate: " + what + " of fleet " + s.f.name,
 		History:     1,
 	})
 	if err != nil {
-		return nil, storeError("open the blobs", err)
+		return nil, storeError(op, err)
 	}
 	return kv, nil
 }

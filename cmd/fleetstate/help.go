@@ -21,6 +21,22 @@ func parseInterspersed(fs *flag.FlagSet, args []string, stdout io.Writer) ([]str
 	return cmdhelp.ParseInterspersed(fs, args, stdout)
 }
 
+// parseFleetArgs adds --dir to fs, parses args (flags anywhere) and
+// returns the one fleet file they name and the state directory; want says
+// what is missing when no single file is named.
+func parseFleetArgs(fs *flag.FlagSet, args []string, stdout io.Writer, want string) (fleetFile, dir string, err error) {
+	dirFlag := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
+	pos, err := parseInterspersed(fs, args, stdout)
+	if err != nil {
+		return "", "", err
+	}
+	if len(pos) != 1 {
+		return "", "", fmt.Errorf("%[1]s: %[2]s: fleetstate %[1]s FILE (see fleetstate %[1]s --help)", fs.Name(), want)
+	}
+	dir, err = stateDirFlag(*dirFlag)
+	return pos[0], dir, err
+}
+
 // runHelp prints the list of commands, one line each, or, with a
 // command's name, that command's help as its --help does.
 func runHelp(ctx context.Context, args []string, stdout io.Writer) error {

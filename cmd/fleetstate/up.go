@@ -48,19 +48,10 @@ func openStateDir(dir string) (*fleetstate.Store, *auth.Tokens, error) {
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("up")
-	dirFlag := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
 	addr := fs.String("addr", "", "address of the daemon up starts (default: the last one it used, else 127.0.0.1 on a free port)")
 	bin := fs.String("fleetstate", "", "the fleetstate binary the daemon, the MCP proxies and the hooks run (default: this one)")
 	notify := fs.String("notify", "", "the daemon's --notify command (default: the fleet file's notify)")
-	pos, err := parseInterspersed(fs, args, stdout)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("up: name one fleet file: fleetstate up FILE (see fleetstate up --help)")
-	}
-	fleetFile := pos[0]
-	dir, err := stateDirFlag(*dirFlag)
+	fleetFile, dir, err := parseFleetArgs(fs, args, stdout, "name one fleet file")
 	if err != nil {
 		return err
 	}
@@ -128,17 +119,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("down")
-	dirFlag := fs.String("dir", "", "state directory (default $FLEET_STATE_DIRECTORY or ./.ai-fleet-state)")
-	pos, err := parseInterspersed(fs, args, stdout)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("down: name the fleet file: fleetstate down FILE (see fleetstate down --help)")
-	}
-	fleetFile := pos[0]
-	dir, err := stateDirFlag(*dirFlag)
+	fleetFile, dir, err := parseFleetArgs(newFlagSet("down"), args, stdout, "name the fleet file")
 	if err != nil {
 		return err
 	}

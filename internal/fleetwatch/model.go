@@ -323,24 +323,22 @@ func (m *Model) apply(e fleetstate.Event) {
 }
 
 func (m *Model) member(name string) *fleetstate.MemberInfo {
-	if name == "" {
-		return nil
-	}
-	for i := range m.members {
-		if m.members[i].Name == name {
-			return &m.members[i]
-		}
-	}
-	return nil
+	return find(m.members, name, func(mi *fleetstate.MemberInfo) string { return mi.Name })
 }
 
 func (m *Model) ticket(id string) *fleetstate.TicketInfo {
-	if id == "" {
+	return find(m.tickets, id, func(t *fleetstate.TicketInfo) string { return t.Ticket })
+}
+
+// find returns the element of xs whose key is k, nil if none is or k is
+// empty.
+func find[T any](xs []T, k string, key func(*T) string) *T {
+	if k == "" {
 		return nil
 	}
-	for i := range m.tickets {
-		if m.tickets[i].Ticket == id {
-			return &m.tickets[i]
+	for i := range xs {
+		if key(&xs[i]) == k {
+			return &xs[i]
 		}
 	}
 	return nil
