@@ -34,6 +34,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/mcpwire"
 )
 
 // DefaultProgressInterval is how often a blocked tool call sends
@@ -140,7 +141,7 @@ func New(store *fleetstate.Store, rv *fleetstate.Rendezvous, opts *Options) *Ada
 	a.byName = make(map[string]*tool, len(a.tools))
 	for i := range a.tools {
 		t := &a.tools[i]
-		t.index = fieldIndexes(t.input, t.newArgs())
+		t.wire = wireTool(t.input, t.newArgs)
 		a.byName[t.name] = t
 	}
 	return a
@@ -200,7 +201,7 @@ type tool struct {
 	// call decodes nothing: args were decoded strictly into a fresh
 	// value by newArgs.
 	newArgs func() any
-	index   []int // of each input field in newArgs's struct
+	wire    mcpwire.Tool // what the fast paths read its arguments with
 	call    func(ctx context.Context, id Identity, args any) (any, error)
 }
 

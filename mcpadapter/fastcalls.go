@@ -31,9 +31,14 @@ import (
 	"encoding/json"
 	"mime"
 
+	"github.com/fleetstate/fleetstate/internal/mcpwire"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
+
+// modernVersion is the protocol version whose requests the HTTP fast path
+// takes: the first without sessions, and the newest mcp-go speaks.
+const modernVersion = mcp.ProtocolVersion20260728
 
 // FastCalls is the fast path of one HTTP handler of a server: it answers
 // itself the calls described above, and leaves every other request to
@@ -44,7 +49,7 @@ type FastCalls struct {
 	srv   *server.MCPServer
 	meta  []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
 	tools map[string]*tool
-	calls fastCalls[fastCall]
+	calls mcpwire.Calls[fastCall]
 }
 
 // fastCall names a call in flight: its caller and its request's id, as
@@ -124,10 +129,10 @@ func (f *FastCalls) Serve(ctx context.Context, h Header, id Identity, body []byt
 		return nil, nil, false
 	}
 	ctx, cancel := context.WithCancel(ContextWithIdentity(ctx, id))
-	end, _ := f.calls.start(fastCall{id: id, req: string(req.id)}, cancel) // never closed
+	end, _ := f.calls.Start(fastCall{id: id, req: string(req.ID)}, cancel) // never closed
 	defer end()
-	buf := f.a.respond(ctx, f.srv, req.tool, req.id, f.meta, req.args, nil)
-	return *buf, func() { putBuf(buf) }, true
+	buf := f.a.respond(ctx, f.srv, req.tool, req.ID, f.meta, req.Args, nil)
+	return *buf, func() { mcpwire.PutBuf(buf) }, true
 }
 
 // InFlight returns how many calls the fast path has in flight; a nil
@@ -136,9 +141,7 @@ func (f *FastCalls) InFlight() int {
 	if f == nil {
 		return 0
 	}
-	f.calls.mu.Lock()
-	defer f.calls.mu.Unlock()
-	return len(f.calls.calls)
+	return f.calls.Len()
 }
 
 // take reads body, with the request's header h (that of a 2026-07-28
@@ -149,7 +152,7 @@ func (f *FastCalls) take(h Header, body []byte) (callRequest, bool) {
 		return callRequest{}, false
 	}
 	req, ok := parseCall(body, f.tools, true)
-	if !ok || req.version != modernVersion || !req.caps || req.progress != nil || h.Get(mcp.HeaderName) != req.tool.name {
+	if !ok || req.Version != modernVersion || !req.Caps || req.Progress != nil || h.Get(mcp.HeaderName) != req.tool.name {
 		return callRequest{}, false
 	}
 	return req, true
@@ -165,7 +168,7 @@ func isJSON(ct string) bool {
 // names. Only the caller's own calls: mcp-go keys the calls of protocol
 // 2026-07-28 by their request id alone, across callers.
 func (f *FastCalls) cancel(id Identity, msg []byte) {
-	if req, ok := cancelledRequest(msg); ok {
-		f.calls.cancel(fastCall{id: id, req: req})
+	if req, ok := mcpwire.CancelledRequest(msg); ok {
+		f.calls.Cancel(fastCall{id: id, req: req})
 	}
 }

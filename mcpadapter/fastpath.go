@@ -3,7 +3,7 @@ package mcpadapter
 // What the fast paths of both transports share (ServeStdio in stdio.go,
 // the fast calls of an HTTP handler in fastcalls.go): running a call whose request
 // parseCall read, and writing its response once, in the bytes mcp-go
-// writes for it (see wire.go).
+// writes for it (see internal/mcpwire).
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -19,12 +18,13 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/jsonstr"
+	"github.com/fleetstate/fleetstate/internal/mcpwire"
 )
 
 // respond runs one fast call of t with its decoded args and returns its
-// JSON-RPC response, newline included, in a buffer of bufPool. id is the
+// JSON-RPC response, newline included, in a buffer of mcpwire's pool. id is the
 // request's id as its JSON text; meta the result's _meta, nil before
-// protocol version 2026-07-28 (see [appendCallResult]). While the call
+// protocol version 2026-07-28 (see [mcpwire.AppendCallResult]). While the call
 // blocks, srv sends progress notifications for token, if not nil.
 func (a *Adapter) respond(ctx context.Context, srv *server.MCPServer, t *tool, id, meta []byte, args any, token mcp.ProgressToken) (resp *[]byte) {
 	defer func() {
@@ -32,7 +32,7 @@ func (a *Adapter) respond(ctx context.Context, srv *server.MCPServer, t *tool, i
 		// error answer: a JSON-RPC error, never decorated with _meta.
 		if r := recover(); r != nil {
 			msg, _ := json.Marshal(fmt.Sprintf("panic recovered in %s tool handler: %v", t.name, r))
-			b := getBuf()
+			b := mcpwire.GetBuf()
 			*b = append(*b, `{"jsonrpc":"2.0","id":`...)
 			*b = append(*b, id...)
 			*b = append(*b, `,"error":{"code":`+strconv.Itoa(mcp.INTERNAL_ERROR)+`,"message":`...)
@@ -43,8 +43,8 @@ func (a *Adapter) respond(ctx context.Context, srv *server.MCPServer, t *tool, i
 	}()
 	a.direct.Add(1)
 	v, err := a.invoke(ctx, t, args, nil, srv, token)
-	data := getBuf()
-	defer putBuf(data)
+	data := mcpwire.GetBuf()
+	defer mcpwire.PutBuf(data)
 	isError := err != nil
 	if isError {
 		v = errorBodyOf(err)
@@ -55,12 +55,12 @@ func (a *Adapter) respond(ctx context.Context, srv *server.MCPServer, t *tool, i
 		*data, _ = appendValue((*data)[:0], errorBody{Error: fleetstate.CodeInternal, Message: msg})
 		isError = true
 	}
-	resp = getBuf()
+	resp = mcpwire.GetBuf()
 	// The text is data escaped, which at most doubles it: data is JSON,
 	// where only quotes and backslashes need a second escape.
 	*resp = slices.Grow((*resp)[:0], 2*len(*data)+len(id)+len(meta)+
 		len(`{"jsonrpc":"2.0","id":,"result":{"_meta":,"content":[{"type":"text","text":""}],"isError":true,"resultType":"complete","structuredContent":}}`+"\n"))
-	*resp = appendCallResult(*resp, id, meta, *data, isError)
+	*resp = mcpwire.AppendCallResult(*resp, id, meta, *data, isError)
 	return resp
 }
 
@@ -117,97 +117,19 @@ var rawReplacement = func() bool {
 // on this release.
 func appendable(s string) bool { return rawReplacement || utf8.ValidString(s) }
 
-// bufPool keeps the buffers of lines read, bodies read and responses
-// written, up to maxPooledLine.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-// putBuf gives b back to bufPool; nil is allowed.
-func putBuf(b *[]byte) {
-	if b != nil && cap(*b) <= maxPooledLine {
-		*b = (*b)[:0]
-		bufPool.Put(b)
-	}
+// callRequest is a tools/call the fast path read, and the tool it names.
+type callRequest struct {
+	mcpwire.Call
+	tool *tool
 }
 
-// cancelledRequest returns the id, as the JSON text a fast call keeps it
-// under, of the request that msg, a notifications/cancelled, cancels.
-func cancelledRequest(msg []byte) (string, bool) {
-	var n struct {
-		Method string `json:"method"`
-		Params struct {
-			RequestID any `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(msg, &n) != nil || n.Method != string(mcp.MethodNotificationCancelled) {
-		return "", false
-	}
-	switch id := n.Params.RequestID.(type) {
-	case string:
-		return strconv.Quote(id), true // fast ids are plain ASCII: their text is this
-	case float64:
-		return strconv.FormatFloat(id, 'f', -1, 64), true
-	}
-	return "", false
-}
-
-// fastCalls are the fast calls in flight of a stdio connection or an HTTP
-// handler, by a key made of their request's id, so that a
-// notifications/cancelled can cancel one. The zero value is ready; it is safe for concurrent use.
-type fastCalls[K comparable] struct {
-	mu     sync.Mutex
-	closed bool                      // guarded by mu; no call starts once set
-	calls  map[K]*context.CancelFunc // guarded by mu
-	wg     sync.WaitGroup            // the calls; Add under mu while !closed
-}
-
-// start counts a call under key, which cancel cancels, unless the calls
-// are closed; the call then runs done when it ends.
-func (f *fastCalls[K]) start(key K, cancel context.CancelFunc) (done func(), ok bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return nil, false
-	}
-	if f.calls == nil {
-		f.calls = map[K]*context.CancelFunc{}
-	}
-	entry := &cancel
-	f.calls[key] = entry
-	f.wg.Add(1)
-	return func() {
-		f.mu.Lock()
-		// A later call may have reused the key.
-		if f.calls[key] == entry {
-			delete(f.calls, key)
+// parseCall reads line with [mcpwire.ParseCall] as a call of one of tools.
+func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, bool) {
+	c, ok := mcpwire.ParseCall(line, func(name string) *mcpwire.Tool {
+		if t := tools[name]; t != nil {
+			return &t.wire
 		}
-		f.mu.Unlock()
-		cancel()
-		f.wg.Done()
-	}, true
+		return nil
+	}, modern)
+	return callRequest{Call: c, tool: tools[c.Name]}, ok
 }
-
-// cancel cancels the call under key, if there is one.
-func (f *fastCalls[K]) cancel(key K) {
-	f.mu.Lock()
-	cancel := f.calls[key]
-	delete(f.calls, key)
-	f.mu.Unlock()
-	if cancel != nil {
-		(*cancel)()
-	}
-}
-
-// close stops new calls and cancels those in flight; wait then waits for
-// them to end.
-func (f *fastCalls[K]) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true
-	for _, cancel := range f.calls {
-		(*cancel)()
-	}
-}
-
-func (f *fastCalls[K]) wait() { f.wg.Wait() }

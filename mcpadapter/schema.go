@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/mcpwire"
 )
 
 // field is one argument of a tool. The tool's input schema is generated
@@ -173,12 +174,15 @@ func invalid(format string, args ...any) error {
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
-// fieldIndexes returns the index in the struct dst points to of each of
-// fields, by its tag.
-func fieldIndexes(fields []field, dst any) []int {
-	v := reflect.ValueOf(dst).Elem()
+// wireTool returns what the fast paths need to read a tool's arguments:
+// fields, and the index of each, by its tag, in the struct newArgs points
+// to.
+func wireTool(fields []field, newArgs func() any) mcpwire.Tool {
+	t := mcpwire.Tool{NewArgs: newArgs}
+	v := reflect.ValueOf(newArgs()).Elem()
 	out := make([]int, len(fields))
 	for i, f := range fields {
+		t.Fields = append(t.Fields, mcpwire.Field{Name: f.name, Kind: f.kind, Required: f.required, Min: f.min})
 		out[i] = -1
 		for j := range v.NumField() {
 			if tag, _, _ := strings.Cut(v.Type().Field(j).Tag.Get("json"), ","); tag == f.name {
@@ -189,63 +193,6 @@ func fieldIndexes(fields []field, dst any) []int {
 			panic("mcpadapter: argument " + f.name + " has no struct field")
 		}
 	}
-	return out
-}
-
-// readArgs decodes the arguments object r is at (nil: none) into dst as
-// decodeArgs would, reading it once, and reports whether it could.
-// Arguments decodeArgs refuses are not understood here either (see
-// wire.go): ServeStdio then hands the whole line to mcp-go, whose
-// decodeArgs refuses them with its own message.
-func readArgs(r *reader, fields []field, index []int, dst any) bool {
-	v := reflect.ValueOf(dst).Elem()
-	if r != nil {
-		ok := r.object(func(name string) bool {
-			i := slices.IndexFunc(fields, func(f field) bool { return f.name == name })
-			if i < 0 {
-				return false
-			}
-			fv := v.Field(index[i])
-			switch fields[i].kind {
-			case "string":
-				s, ok := r.str()
-				if !ok {
-					return false
-				}
-				fv.Set(reflect.ValueOf(&s))
-			case "boolean":
-				var b bool
-				switch {
-				case r.literal("true"):
-					b = true
-				case r.literal("false"):
-				default:
-					return false
-				}
-				fv.Set(reflect.ValueOf(&b))
-			case "number":
-				text, ok := r.number()
-				if !ok {
-					return false
-				}
-				n, ok := parseNumber(text)
-				if !ok || fields[i].min != nil && n < *fields[i].min {
-					return false
-				}
-				fv.Set(reflect.ValueOf(&n))
-			default:
-				return false
-			}
-			return true
-		})
-		if !ok {
-			return false
-		}
-	}
-	for i, f := range fields {
-		if f.required && v.Field(index[i]).IsNil() {
-			return false
-		}
-	}
-	return true
+	t.Index = out
+	return t
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/fleetstate/fleetstate/internal/mcpwire"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 )
@@ -40,7 +41,7 @@ const (
 //
 // It reads each line once to see what it is. A tools/call of one of the
 // adapter's tools that srv has, whose request and arguments it understands
-// completely (see wire.go), is served on the fast path: the line is
+// completely (see internal/mcpwire), is served on the fast path: the line is
 // decoded once, straight into the tool's typed arguments; the call runs on
 // its own goroutine with its own context, which a notifications/cancelled
 // for its id cancels; and its result is encoded once into a reused
@@ -105,9 +106,9 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 	}
 	// As mcp-go does with its own calls when the input ends: cancel the
 	// calls in flight, and wait for their responses to be written.
-	c.calls.close()
+	c.calls.Close()
 	cancel()
-	c.calls.wait()
+	c.calls.Wait()
 	return stdioErr(err)
 }
 
@@ -129,26 +130,17 @@ type stdioConn struct {
 	tools map[string]*tool // those the fast path serves: see fastTools
 	out   *lockedWriter
 	log   *log.Logger
-	base  context.Context   // the session's and the caller's, set before read starts
-	slots chan struct{}     // one token per fast call in flight
-	calls fastCalls[string] // by their id's JSON text
+	base  context.Context       // the session's and the caller's, set before read starts
+	slots chan struct{}         // one token per fast call in flight
+	calls mcpwire.Calls[string] // by their id's JSON text
 }
-
-// maxPooledLine bounds the line and response buffers kept for reuse;
-// longer ones get buffers of their own. A put or get of 64 KiB has a line
-// of about 70 KiB and a response of about 140 KiB (the content is in it
-// twice, once escaped twice): below the bound, so that such calls reuse
-// their buffers instead of growing new ones, which at that size cost more
-// in copies and collections than the decoding does. The pools are
-// emptied by the collector as usual, so an idle server keeps none.
-const maxPooledLine = 1 << 20
 
 // read reads in line by line, serving the fast path's calls and passing
 // every other line to mcp-go through pw, until in ends.
 func (c *stdioConn) read(in io.Reader, pw *io.PipeWriter) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
-		bp := getBuf()
+		bp := mcpwire.GetBuf()
 		line := (*bp)[:0]
 		var err error
 		for {
@@ -187,7 +179,7 @@ func (c *stdioConn) read(in io.Reader, pw *io.PipeWriter) error {
 
 func (c *stdioConn) recycle(bp *[]byte, line []byte) {
 	*bp = line
-	putBuf(bp)
+	mcpwire.PutBuf(bp)
 }
 
 // serve starts line on the fast path, if it is a call the fast path
@@ -201,10 +193,10 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	if !ok {
 		return false
 	}
-	t, args := req.tool, req.args
+	t, args := req.tool, req.Args
 	var token mcp.ProgressToken
-	if req.progress != nil {
-		if err := json.Unmarshal(req.progress, &token); err != nil {
+	if req.Progress != nil {
+		if err := json.Unmarshal(req.Progress, &token); err != nil {
 			return false
 		}
 	}
@@ -213,9 +205,9 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	default:
 		return false // mcp-go's queue takes it
 	}
-	id := slices.Clone(req.id)
+	id := slices.Clone(req.ID)
 	ctx, cancel := context.WithCancel(c.base)
-	done, ok := c.calls.start(string(req.id), cancel)
+	done, ok := c.calls.Start(string(req.ID), cancel)
 	if !ok {
 		cancel()
 		<-c.slots
@@ -229,7 +221,7 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 		if _, err := c.out.Write(*resp); err != nil {
 			c.log.Printf("Error writing tool response: %v", err)
 		}
-		putBuf(resp)
+		mcpwire.PutBuf(resp)
 	}()
 	return true
 }
@@ -237,8 +229,8 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 // cancel cancels the fast call a notifications/cancelled line names; the
 // line goes on to mcp-go all the same, for the calls it serves.
 func (c *stdioConn) cancel(line []byte) {
-	if key, ok := cancelledRequest(line); ok {
-		c.calls.cancel(key)
+	if key, ok := mcpwire.CancelledRequest(line); ok {
+		c.calls.Cancel(key)
 	}
 }
 

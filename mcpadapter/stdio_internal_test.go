@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/mcpwire"
 )
 
 var (
@@ -110,14 +111,14 @@ func FuzzStdioSameAsMCPGo(f *testing.F) {
 			t.Fatalf("parseCall took %q, whose answer mcp-go cannot encode: %v", line, err)
 		}
 		var token any
-		if c.progress != nil {
-			if err := json.Unmarshal(c.progress, &token); err != nil {
+		if c.Progress != nil {
+			if err := json.Unmarshal(c.Progress, &token); err != nil {
 				t.Fatal(err)
 			}
 		}
-		resp := a[1].respond(ctx, srv[1], c.tool, c.id, nil, c.args, token)
+		resp := a[1].respond(ctx, srv[1], c.tool, c.ID, nil, c.Args, token)
 		got := bytes.Clone(*resp)
-		putBuf(resp)
+		mcpwire.PutBuf(resp)
 		norm := func(b []byte) []byte {
 			return timeText.ReplaceAll(uuidText.ReplaceAll(b, []byte("UUID")), []byte("TIME"))
 		}

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"reflect"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/mcpwire"
 )
 
 // FuzzParseCall: whatever line the fast path takes is valid JSON, a
@@ -47,15 +47,15 @@ func FuzzParseCall(f *testing.F) {
 			if err := json.Unmarshal(line, &req); err != nil {
 				t.Fatalf("mcp-go cannot decode %q: %v", line, err)
 			}
-			if v := req.Params.Meta.ProtocolVersion(); v != m.version {
-				t.Errorf("protocol version %q; mcp-go reads %q", m.version, v)
+			if v := req.Params.Meta.ProtocolVersion(); v != m.Version {
+				t.Errorf("protocol version %q; mcp-go reads %q", m.Version, v)
 			}
-			if caps := req.Params.Meta.ClientCapabilities(); m.caps != (caps != nil) {
-				t.Errorf("client capabilities %v; mcp-go reads %+v", m.caps, caps)
+			if caps := req.Params.Meta.ClientCapabilities(); m.Caps != (caps != nil) {
+				t.Errorf("client capabilities %v; mcp-go reads %+v", m.Caps, caps)
 			}
 			want := m.tool.newArgs()
-			if err := decodeArgs(req, m.tool.input, want); err != nil || !reflect.DeepEqual(m.args, want) {
-				t.Errorf("arguments %+v; decodeArgs %+v, %v", m.args, want, err)
+			if err := decodeArgs(req, m.tool.input, want); err != nil || !reflect.DeepEqual(m.Args, want) {
+				t.Errorf("arguments %+v; decodeArgs %+v, %v", m.Args, want, err)
 			}
 		}
 		c, ok := parseCall(line, a.byName, false)
@@ -74,8 +74,8 @@ func FuzzParseCall(f *testing.F) {
 		if err := json.Unmarshal(line, &env); err != nil || env.JSONRPC != "2.0" || env.Method != "tools/call" {
 			t.Fatalf("took %q: %v", line, err)
 		}
-		if id, _ := json.Marshal(env.ID); !bytes.Equal(id, c.id) {
-			t.Errorf("id %s; mcp-go answers with id %s", c.id, id)
+		if id, _ := json.Marshal(env.ID); !bytes.Equal(id, c.ID) {
+			t.Errorf("id %s; mcp-go answers with id %s", c.ID, id)
 		}
 		var req mcp.CallToolRequest
 		if err := json.Unmarshal(line, &req); err != nil {
@@ -88,16 +88,16 @@ func FuzzParseCall(f *testing.F) {
 		if err := decodeArgs(req, c.tool.input, want); err != nil {
 			t.Fatalf("took arguments that decodeArgs refuses: %q: %v", line, err)
 		}
-		if !reflect.DeepEqual(c.args, want) {
-			t.Errorf("arguments %+v; decodeArgs %+v", c.args, want)
+		if !reflect.DeepEqual(c.Args, want) {
+			t.Errorf("arguments %+v; decodeArgs %+v", c.Args, want)
 		}
 		var token mcp.ProgressToken
 		if req.Params.Meta != nil {
 			token = req.Params.Meta.ProgressToken
 		}
 		var got mcp.ProgressToken
-		if c.progress != nil {
-			if err := json.Unmarshal(c.progress, &got); err != nil {
+		if c.Progress != nil {
+			if err := json.Unmarshal(c.Progress, &got); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -127,7 +127,7 @@ func TestAppendCallResult(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := appendCallResult(nil, []byte("7"), nil, data, isError); !bytes.Equal(got, append(want, '\n')) {
+			if got := mcpwire.AppendCallResult(nil, []byte("7"), nil, data, isError); !bytes.Equal(got, append(want, '\n')) {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
 		}
@@ -152,41 +152,5 @@ func TestParseCallManyNames(t *testing.T) {
 	a := New(st, nil, nil)
 	if _, ok := parseCall(b.Bytes(), a.byName, false); ok {
 		t.Error("took a put with a million unknown arguments")
-	}
-}
-
-// TestReaderLongStrings: strings longer than the reader's short-line bound
-// (64 KiB of text), where it looks for the closing quote before it decodes,
-// decode as encoding/json decodes them, whatever precedes that quote; and
-// a string the line does not close is not understood.
-func TestReaderLongStrings(t *testing.T) {
-	long := strings.Repeat("fleetstate peer benchmark.\n", 3000)
-	for _, tc := range []struct{ name, text string }{
-		{"escapes", strconv.Quote(long)},
-		{"escaped quotes", `"` + strings.Repeat(`a\"b\\`, 20000) + `\\"`},
-		{"backslashes before the quote", `"\n` + strings.Repeat("x", 70000) + `\\\\\"\\"`},
-		{"non-ASCII", `"é` + strings.Repeat("x\u00e9\\u00e9", 10000) + `"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var want string
-			if err := json.Unmarshal([]byte(tc.text), &want); err != nil {
-				t.Fatal(err)
-			}
-			r := &reader{b: []byte(tc.text + ` , "next"`)}
-			got, ok := r.str()
-			if !ok || got != want {
-				t.Fatalf("str: %v, %d bytes; want %d bytes", ok, len(got), len(want))
-			}
-			if !r.byte(',') {
-				t.Fatalf("no comma after the string, at %d", r.i)
-			}
-			if next, ok := r.str(); !ok || next != "next" {
-				t.Errorf("after the string: %q, %v", next, ok)
-			}
-			r = &reader{b: []byte(tc.text[:len(tc.text)-1])}
-			if _, ok := r.str(); ok {
-				t.Error("took a string without its closing quote")
-			}
-		})
 	}
 }

@@ -1,17 +1,19 @@
-package mcpadapter
-
-// The fast paths' JSON: a reader of the one request shape they serve (a
-// JSON-RPC tools/call of an adapter tool, with arguments of strings,
-// booleans and numbers) and a writer of the one response shape they
-// answer, for both transports: stdio (see [Adapter.ServeStdio]) and
-// streamable HTTP under protocol version 2026-07-28 (fastcalls.go, served by daemon/mcphttp), whose
-// requests carry the protocol version and the client's capabilities in
-// _meta and whose results carry the server's identity and a resultType.
-// It is kept by hand, not left to
-// encoding/json, because bench/peer (a TypeScript client over stdio)
-// measured a stdio path decoded and encoded by encoding/json at 0.43 to
-// 0.81 of this one's end-to-end throughput, 0.43 to 0.67 at 64 KiB
-// (commit 2e9ab9a).
+// Package mcpwire reads and writes the JSON of the MCP tool calls that
+// the adapter's fast paths serve without mcp-go: a reader of the one
+// request shape they take (a JSON-RPC tools/call whose arguments are
+// strings, booleans and numbers), a writer of the one response shape they
+// answer, and the bookkeeping of calls in flight. Both transports use it:
+// stdio (mcpadapter.Adapter.ServeStdio) and streamable HTTP under protocol
+// version 2026-07-28 (mcpadapter.FastCalls, served by daemon/mcphttp),
+// whose requests carry the protocol version and the client's capabilities
+// in _meta and whose results carry the server's identity and a
+// resultType.
+//
+// It is kept by hand, not left to encoding/json, because bench/peer (a
+// TypeScript client over stdio) measured a stdio path decoded and encoded
+// by encoding/json at 0.43 to 0.81 of this one's end-to-end throughput,
+// 0.43 to 0.67 at 64 KiB (commit 2e9ab9a); measured again on a later
+// tree, the codec was 1.55 to 2.14 times as fast (BENCHMARKS.md).
 //
 // The reader is strict and partial by design: it accepts only input whose
 // meaning is beyond doubt, and reports anything else as not understood, so
@@ -23,46 +25,57 @@ package mcpadapter
 // the tool's fields refuse (unknown, null, of the wrong kind, missing,
 // below their minimum). The writer escapes strings as encoding/json does
 // (internal/jsonstr), so that a response is byte for byte what mcp-go
-// writes for the same result. Where encoding/json writes invalid UTF-8
-// otherwise than jsonstr (Go 1.26 escapes U+FFFD, Go 1.27 does not),
-// appendValue leaves such a string to encoding/json, so that the bytes
-// stay mcp-go's on every release. FuzzParseCall, FuzzStdioSameAsMCPGo and
-// FuzzHTTPFastPath hold the two together.
+// writes for the same result. mcpadapter's FuzzParseCall,
+// FuzzStdioSameAsMCPGo and FuzzHTTPFastPath hold the two together.
 //
 // No unsafe: a decoded string that needs a buffer of its own is built in
 // a strings.Builder, whose String is that buffer without a copy.
+package mcpwire
 
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/fleetstate/fleetstate/internal/jsonstr"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // maxDepth bounds the nesting the reader skips through (in _meta).
 const maxDepth = 32
 
-// callRequest is a tools/call as the fast path read it.
-type callRequest struct {
-	id       []byte // the id's JSON text: a short integer or a plain string
-	tool     *tool
-	args     any    // decoded, a value of tool.newArgs
-	progress []byte // the progress token's JSON text; nil if absent
-
-	// Read only when parseCall is asked for the _meta of protocol
-	// version 2026-07-28.
-	version string // the protocol version in _meta; "" if absent
-	caps    bool   // client capabilities, an object that mcp-go decodes, are in _meta
+// Field is an argument of a tool as the reader checks it.
+type Field struct {
+	Name     string
+	Kind     string // JSON Schema type: string, boolean or number
+	Required bool
+	Min      *float64 // for numbers
 }
 
-// modernVersion is the protocol version whose requests the HTTP fast path
-// takes: the first without sessions, and the newest mcp-go speaks.
-const modernVersion = mcp.ProtocolVersion20260728
+// Tool is what the reader needs to know of a tool to decode its
+// arguments.
+type Tool struct {
+	Fields  []Field
+	NewArgs func() any // a pointer to a struct with a pointer field per Field
+	Index   []int      // of each Field in NewArgs's struct
+}
+
+// Call is a tools/call as ParseCall read it.
+type Call struct {
+	ID       []byte // the id's JSON text: a short integer or a plain string
+	Name     string // the tool's
+	Args     any    // decoded, a value of the tool's NewArgs
+	Progress []byte // the progress token's JSON text; nil if absent
+
+	// Read only when ParseCall is asked for the _meta of protocol
+	// version 2026-07-28.
+	Version string // the protocol version in _meta; "" if absent
+	Caps    bool   // client capabilities, an object that mcp-go decodes, are in _meta
+}
 
 // reader reads JSON from b. Every method reports false for input it does
 // not understand; the reader's position is then meaningless.
@@ -411,12 +424,12 @@ func (r *reader) requestID() ([]byte, bool) {
 	return nil, false
 }
 
-// parseCall reads line as a tools/call request of one of tools that the
-// fast path understands, its arguments decoded. The line is read once:
-// params are read in place, before the method is known (it is checked at
-// the end), and arguments are decoded as they are read when the tool's
-// name came before them, as clients send it; otherwise they are skipped
-// and decoded after.
+// ParseCall reads line as a tools/call of a tool that tool returns (nil:
+// not one the fast path serves), its arguments decoded. The line is read
+// once: params are read in place, before the method is known (it is
+// checked at the end), and arguments are decoded as they are read when the
+// tool's name came before them, as clients send it; otherwise they are
+// skipped and decoded after.
 //
 // In _meta only a progress token is understood, and with modern (the HTTP
 // fast path) also the members a 2026-07-28 request carries: the protocol
@@ -425,8 +438,9 @@ func (r *reader) requestID() ([]byte, bool) {
 // which mcp-go reads without failing whatever they hold and which change
 // nothing in a tool call's answer. The caller checks the version. Any
 // other metadata (trace context, a task) is mcp-go's to read.
-func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, bool) {
-	var c callRequest
+func ParseCall(line []byte, tool func(name string) *Tool, modern bool) (Call, bool) {
+	var c Call
+	var t *Tool
 	r := &reader{b: line}
 	var method, version string
 	var late []byte // arguments before the name
@@ -438,19 +452,19 @@ func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, b
 			case "name":
 				var s string
 				if s, ok = r.str(); ok {
-					c.tool = tools[s]
-					ok = c.tool != nil
+					c.Name, t = s, tool(s)
+					ok = t != nil
 				}
 			case "arguments":
 				if r.peek() != '{' {
 					return false
 				}
-				if c.tool == nil {
+				if t == nil {
 					late, ok = r.skip(0)
 					return ok
 				}
-				c.args = c.tool.newArgs()
-				ok = readArgs(r, c.tool.input, c.tool.index, c.args)
+				c.Args = t.NewArgs()
+				ok = readArgs(r, t, c.Args)
 			case "_meta":
 				ok = r.object(func(name string) bool {
 					var ok bool
@@ -458,20 +472,20 @@ func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, b
 					case name == "progressToken":
 						switch r.peek() {
 						case '"':
-							c.progress, ok = r.skip(0)
+							c.Progress, ok = r.skip(0)
 						default:
-							c.progress, ok = r.requestID()
+							c.Progress, ok = r.requestID()
 						}
 					case !modern:
 					case name == mcp.MetaKeyProtocolVersion:
-						c.version, ok = r.str()
+						c.Version, ok = r.str()
 					case name == mcp.MetaKeyClientCapabilities:
 						var caps []byte
 						if r.peek() == '{' {
 							caps, ok = r.skip(0)
 						}
-						c.caps = ok && clientCapabilities(caps)
-						ok = c.caps
+						c.Caps = ok && clientCapabilities(caps)
+						ok = c.Caps
 					case name == mcp.MetaKeyClientInfo, name == mcp.MetaKeyLogLevel:
 						_, ok = r.skip(0)
 					}
@@ -487,7 +501,7 @@ func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, b
 		case "jsonrpc":
 			version, ok = r.str()
 		case "id":
-			c.id, ok = r.requestID()
+			c.ID, ok = r.requestID()
 		case "method":
 			method, ok = r.str()
 		case "params":
@@ -497,49 +511,20 @@ func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, b
 		return ok
 	})
 	r.ws()
-	if !ok || r.i != len(line) || version != "2.0" || method != "tools/call" || c.id == nil || !hasParams || c.tool == nil {
+	if !ok || r.i != len(line) || version != "2.0" || method != "tools/call" || c.ID == nil || !hasParams || t == nil {
 		return c, false
 	}
-	if c.args == nil {
-		c.args = c.tool.newArgs()
+	if c.Args == nil {
+		c.Args = t.NewArgs()
 		var ar *reader
 		if late != nil {
 			ar = &reader{b: late}
 		}
-		if !readArgs(ar, c.tool.input, c.tool.index, c.args) {
+		if !readArgs(ar, t, c.Args) {
 			return c, false
 		}
 	}
 	return c, true
-}
-
-// appendCallResult appends the JSON-RPC response of id whose result carries
-// data (the JSON of the result's value) as structured content and as text,
-// in the shape and order mcp-go writes for [result]: its result is a map,
-// so its keys are sorted. A non-nil meta is the result's _meta, and makes
-// the result one of protocol version 2026-07-28, which mcp-go stamps with
-// the server's identity (meta) and resultType "complete".
-func appendCallResult(b, id, meta, data []byte, isError bool) []byte {
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":{`...)
-	if meta != nil {
-		b = append(b, `"_meta":`...)
-		b = append(b, meta...)
-		b = append(b, ',')
-	}
-	b = append(b, `"content":[{"type":"text","text":`...)
-	b = jsonstr.Append(b, data)
-	b = append(b, `}],`...)
-	if isError {
-		b = append(b, `"isError":true,`...)
-	}
-	if meta != nil {
-		b = append(b, `"resultType":"complete",`...)
-	}
-	b = append(b, `"structuredContent":`...)
-	b = append(b, data...)
-	return append(b, "}}\n"...)
 }
 
 // clientCapabilities reports whether text, an object, decodes as the
@@ -559,4 +544,63 @@ func clientCapabilities(text []byte) bool {
 func parseNumber(text []byte) (float64, bool) {
 	f, err := strconv.ParseFloat(string(text), 64)
 	return f, err == nil
+}
+
+// readArgs decodes the arguments object r is at (nil: none) into dst as
+// mcpadapter's decodeArgs would, reading it once, and reports whether it
+// could. Arguments decodeArgs refuses are not understood here either: the
+// caller then hands the whole line to mcp-go, whose decodeArgs refuses
+// them with its own message.
+func readArgs(r *reader, t *Tool, dst any) bool {
+	fields, index := t.Fields, t.Index
+	v := reflect.ValueOf(dst).Elem()
+	if r != nil {
+		ok := r.object(func(name string) bool {
+			i := slices.IndexFunc(fields, func(f Field) bool { return f.Name == name })
+			if i < 0 {
+				return false
+			}
+			fv := v.Field(index[i])
+			switch fields[i].Kind {
+			case "string":
+				s, ok := r.str()
+				if !ok {
+					return false
+				}
+				fv.Set(reflect.ValueOf(&s))
+			case "boolean":
+				var b bool
+				switch {
+				case r.literal("true"):
+					b = true
+				case r.literal("false"):
+				default:
+					return false
+				}
+				fv.Set(reflect.ValueOf(&b))
+			case "number":
+				text, ok := r.number()
+				if !ok {
+					return false
+				}
+				n, ok := parseNumber(text)
+				if !ok || fields[i].Min != nil && n < *fields[i].Min {
+					return false
+				}
+				fv.Set(reflect.ValueOf(&n))
+			default:
+				return false
+			}
+			return true
+		})
+		if !ok {
+			return false
+		}
+	}
+	for i, f := range fields {
+		if f.Required && v.Field(index[i]).IsNil() {
+			return false
+		}
+	}
+	return true
 }
