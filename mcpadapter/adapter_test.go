@@ -1,11 +1,9 @@
 package mcpadapter_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,28 +16,22 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
-// The callers of the tests. Identities reach the tool handlers through the
-// context of each call, as a transport would put them there.
+// The callers of the tests, from the test kit.
 var (
-	lead  = mcpadapter.Identity{Agent: "lead", Role: mcpadapter.RoleLead}
-	lead2 = mcpadapter.Identity{Agent: "lead2", Role: mcpadapter.RoleLead}
-	scout = mcpadapter.Identity{Agent: "scout", Role: mcpadapter.RoleMember}
-	miner = mcpadapter.Identity{Agent: "miner", Role: mcpadapter.RoleMember}
-	anon  = mcpadapter.Identity{}
+	lead  = adaptertest.Lead
+	lead2 = adaptertest.Lead2
+	scout = adaptertest.Scout
+	miner = adaptertest.Miner
+	anon  = adaptertest.Anon
 )
-
-// waitLimit bounds every wait of a test on another goroutine, so that a
-// broken flow fails instead of hanging. It is never a synchronisation sleep.
-const waitLimit = 20 * time.Second
 
 // envOpts configure newEnv. The zero value is a store on a MemMapFs at
 // /state with a rendezvous of default bounds and members scout and miner.
@@ -54,15 +46,11 @@ type envOpts struct {
 }
 
 // env is an adapter served by an MCP server and reached through mcp-go's
-// in-process client.
+// in-process client, whose tools the Checker calls and checks.
 type env struct {
-	t       *testing.T
-	dir     string
-	store   *fleetstate.Store
-	rv      *fleetstate.Rendezvous
-	c       *client.Client
-	tools   map[string]map[string]any     // tools/list as it came over the wire, by name
-	outputs map[string]*jsonschema.Schema // compiled output schemas, by tool
+	*adaptertest.Checker
+	store *fleetstate.Store
+	rv    *fleetstate.Rendezvous
 
 	notifyMu sync.Mutex
 	notify   func(mcp.JSONRPCNotification) // guarded by notifyMu
@@ -83,7 +71,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	e := &env{t: t, dir: st.Dir(), store: st}
+	e := &env{store: st}
 	if !o.noFleet {
 		rv, err := fleetstate.NewRendezvous(st, o.rv)
 		if err != nil {
@@ -121,351 +109,61 @@ func newEnv(t *testing.T, o envOpts) *env {
 			f(n)
 		}
 	})
-	e.c = c
-	e.tools, e.outputs = toolSchemas(t, c)
+	e.Checker = adaptertest.NewChecker(t, st.Dir(), c)
 	return e
 }
-
-// clientEnv returns an env that calls and checks the tools of any
-// initialized client, such as one over HTTP.
-func clientEnv(t *testing.T, dir string, c *client.Client) *env {
-	t.Helper()
-	e := &env{t: t, dir: dir, c: c}
-	e.tools, e.outputs = toolSchemas(t, c)
-	return e
-}
-
-// toolSchemas returns tools/list and the compiled output schemas.
-func toolSchemas(t *testing.T, c *client.Client) (map[string]map[string]any, map[string]*jsonschema.Schema) {
-	t.Helper()
-	tools := listTools(t, c)
-	outputs := map[string]*jsonschema.Schema{}
-	for name, tl := range tools {
-		outputs[name] = compileSchema(t, name+"-output", tl["outputSchema"])
-	}
-	return tools, outputs
-}
-
-// listTools returns tools/list as raw JSON objects: the client's decoded
-// mcp.Tool drops schema keywords such as anyOf.
-func listTools(t *testing.T, c *client.Client) map[string]map[string]any {
-	t.Helper()
-	req := transport.JSONRPCRequest{
-		JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(int64(1 << 40)), Method: string(mcp.MethodToolsList),
-	}
-	if v := c.ProtocolVersion(); mcp.IsModernProtocol(v) {
-		// The stateless protocol wants its metadata on every request.
-		req.Params = map[string]any{"_meta": map[string]any{
-			mcp.MetaKeyProtocolVersion:    v,
-			mcp.MetaKeyClientInfo:         mcp.Implementation{Name: "mcpadapter-test", Version: "0"},
-			mcp.MetaKeyClientCapabilities: mcp.ClientCapabilities{},
-		}}
-		req.Header = http.Header{}
-		for k, v := range mcp.StandardHeaders(v, mcp.MethodToolsList, nil) {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := c.GetTransport().SendRequest(context.Background(), req)
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	if resp.Error != nil {
-		t.Fatalf("tools/list: JSON-RPC error %+v", resp.Error)
-	}
-	var body struct {
-		Tools []map[string]any `json:"tools"`
-	}
-	if err := json.Unmarshal(resp.Result, &body); err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	out := map[string]map[string]any{}
-	for _, tl := range body.Tools {
-		name, _ := tl["name"].(string)
-		if _, dup := out[name]; dup {
-			t.Fatalf("tools/list names %q twice", name)
-		}
-		out[name] = tl
-	}
-	return out
-}
-
-func compileSchema(t *testing.T, name string, schema any) *jsonschema.Schema {
-	t.Helper()
-	if schema == nil {
-		t.Fatalf("%s: no schema", name)
-	}
-	data, err := json.Marshal(schema)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	c := jsonschema.NewCompiler()
-	url := "mem://" + name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	s, err := c.Compile(url)
-	if err != nil {
-		t.Fatalf("%s: compile: %v", name, err)
-	}
-	return s
-}
-
-// validate returns nil if v is valid under s.
-func validate(s *jsonschema.Schema, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	return s.Validate(inst)
-}
-
-// reply is what one tools/call gave: a result or a transport (JSON-RPC)
-// error. It is safe to produce on any goroutine and checked on the test's.
-type reply struct {
-	tool string
-	res  *mcp.CallToolResult
-	err  error
-}
-
-// do calls a tool as id. It does not touch t, so it may run on any
-// goroutine.
-func (e *env) do(ctx context.Context, id mcpadapter.Identity, tool string, args any, meta *mcp.Meta) reply {
-	req := mcp.CallToolRequest{}
-	req.Params.Name = tool
-	req.Params.Arguments = args
-	req.Params.Meta = meta
-	res, err := e.c.CallTool(mcpadapter.ContextWithIdentity(ctx, id), req)
-	return reply{tool: tool, res: res, err: err}
-}
-
-// async calls a tool on its own goroutine; the reply arrives on the
-// returned channel.
-func (e *env) async(ctx context.Context, id mcpadapter.Identity, tool string, args any, meta *mcp.Meta) <-chan reply {
-	ch := make(chan reply, 1)
-	go func() { ch <- e.do(ctx, id, tool, args, meta) }()
-	return ch
-}
-
-// recv waits for a reply of an async call.
-func (e *env) recv(ch <-chan reply) reply {
-	e.t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(waitLimit):
-		e.t.Fatalf("no reply within %v", waitLimit)
-		return reply{}
-	}
-}
-
-// pendingCall reports whether an async call is still blocked. A reply that
-// did arrive is put back.
-func pendingCall(ch chan reply) bool {
-	select {
-	case r := <-ch:
-		ch <- r
-		return false
-	default:
-		return true
-	}
-}
-
-// body checks what every result has in common, success or failure: no
-// JSON-RPC error, one text content holding the same JSON as the structured
-// content, and structured content valid under the tool's output schema.
-func (e *env) body(r reply) map[string]any {
-	e.t.Helper()
-	if r.err != nil {
-		e.t.Fatalf("%s: JSON-RPC error %v; want a tool result", r.tool, r.err)
-	}
-	if r.res == nil {
-		e.t.Fatalf("%s: nil result", r.tool)
-	}
-	sc, ok := r.res.StructuredContent.(map[string]any)
-	if !ok {
-		e.t.Fatalf("%s: structured content %T (%v); want an object", r.tool, r.res.StructuredContent, r.res.StructuredContent)
-	}
-	if len(r.res.Content) != 1 {
-		e.t.Fatalf("%s: %d contents; want 1 text content", r.tool, len(r.res.Content))
-	}
-	text, ok := mcp.AsTextContent(r.res.Content[0])
-	if !ok {
-		e.t.Fatalf("%s: content %T; want text", r.tool, r.res.Content[0])
-	}
-	var fromText any
-	if err := json.Unmarshal([]byte(text.Text), &fromText); err != nil {
-		e.t.Fatalf("%s: text content is not JSON: %v: %q", r.tool, err, text.Text)
-	}
-	if !reflect.DeepEqual(fromText, any(sc)) {
-		e.t.Errorf("%s: text content %s; want the structured content %v", r.tool, text.Text, sc)
-	}
-	if s := e.outputs[r.tool]; s != nil {
-		if err := validate(s, sc); err != nil {
-			e.t.Errorf("%s: structured content %v breaks the output schema: %v", r.tool, sc, err)
-		}
-	} else {
-		e.t.Errorf("%s: no output schema in tools/list", r.tool)
-	}
-	return sc
-}
-
-// okOf checks that r is a success and returns its structured content.
-func (e *env) okOf(r reply) map[string]any {
-	e.t.Helper()
-	sc := e.body(r)
-	if r.res.IsError {
-		e.t.Fatalf("%s: isError with %v; want success", r.tool, sc)
-	}
-	if _, has := sc["error"]; has {
-		e.t.Errorf("%s: success carries error %v", r.tool, sc["error"])
-	}
-	return sc
-}
-
-var codeRE = regexp.MustCompile(`^ERR_[A-Z_]+$`)
-
-// errOf checks that r is an error result {error: code, message} and returns
-// the message.
-func (e *env) errOf(r reply, code fleetstate.Code) string {
-	e.t.Helper()
-	sc := e.body(r)
-	if !r.res.IsError {
-		e.t.Fatalf("%s: success %v; want isError with %s", r.tool, sc, code)
-	}
-	wantKeys(e.t, r.tool+" error", sc, "error", "message")
-	got, _ := sc["error"].(string)
-	if !codeRE.MatchString(got) {
-		e.t.Errorf("%s: error %q is not an error code", r.tool, got)
-	}
-	if got != string(code) {
-		e.t.Errorf("%s: error %s (%v); want %s", r.tool, got, sc["message"], code)
-	}
-	msg, _ := sc["message"].(string)
-	if msg == "" {
-		e.t.Errorf("%s: empty message", r.tool)
-	}
-	if strings.Contains(msg, e.dir) {
-		e.t.Errorf("%s: message %q names the state directory %s", r.tool, msg, e.dir)
-	}
-	return msg
-}
-
-func (e *env) ok(id mcpadapter.Identity, tool string, args any) map[string]any {
-	e.t.Helper()
-	return e.okOf(e.do(context.Background(), id, tool, args, nil))
-}
-
-func (e *env) fail(id mcpadapter.Identity, tool string, args any, code fleetstate.Code) string {
-	e.t.Helper()
-	return e.errOf(e.do(context.Background(), id, tool, args, nil), code)
-}
-
-// wantKeys checks that m has exactly the keys given.
-func wantKeys(t *testing.T, what string, m map[string]any, keys ...string) {
-	t.Helper()
-	got := make([]string, 0, len(m))
-	for k := range m {
-		got = append(got, k)
-	}
-	sort.Strings(got)
-	want := slices.Clone(keys)
-	sort.Strings(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("%s: keys %v; want %v (in %v)", what, got, want, m)
-	}
-}
-
-// outcomeKeys are the fields an outcome may have.
-var outcomeKeys = []string{"outcome", "turn_id", "ticket", "from", "content", "partial", "reason", "state"}
-
-// wantOutcome checks that m is an outcome of kind with exactly the keys
-// given besides "outcome", and returns it.
-func wantOutcome(t *testing.T, m map[string]any, kind string, keys ...string) map[string]any {
-	t.Helper()
-	if m["outcome"] != kind {
-		t.Errorf("outcome %v; want %s (in %v)", m["outcome"], kind, m)
-	}
-	for _, k := range keys {
-		if !slices.Contains(outcomeKeys, k) {
-			t.Fatalf("test bug: %q is not an outcome field", k)
-		}
-	}
-	// An ended turn's outcome always names the ticket that holds it (until
-	// the lead's next call when a call returned it).
-	// (Cleaned sessions take their tickets with them.)
-	if (kind == "reply" || kind == "turn_done" || kind == "failed") && m["reason"] != "session_cleaned" && !slices.Contains(keys, "ticket") {
-		keys = append(slices.Clone(keys), "ticket")
-	}
-	wantKeys(t, "outcome "+kind, m, append([]string{"outcome"}, keys...)...)
-	return m
-}
-
-func str(m map[string]any, k string) string {
-	s, _ := m[k].(string)
-	return s
-}
-
-func waitArgs(s float64) map[string]any { return map[string]any{"wait_s": s} }
 
 // --- store tools ------------------------------------------------------
 
 func TestStoreToolsShapes(t *testing.T) {
 	e := newEnv(t, envOpts{})
 
-	sess := e.ok(anon, "new_session", map[string]any{"name": "refactor"})
-	wantKeys(t, "new_session", sess, "id")
-	sid := str(sess, "id")
+	sess := e.Ok(anon, "new_session", map[string]any{"name": "refactor"})
+	adaptertest.WantKeys(t, "new_session", sess, "id")
+	sid := adaptertest.Str(sess, "id")
 	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`).MatchString(sid) {
 		t.Errorf("new_session id %q; want a lower-case UUID", sid)
 	}
 
-	cur := e.ok(scout, "get_session", nil)
-	wantKeys(t, "get_session", cur, "id", "name")
+	cur := e.Ok(scout, "get_session", nil)
+	adaptertest.WantKeys(t, "get_session", cur, "id", "name")
 	if cur["id"] != sid || cur["name"] != "refactor" {
 		t.Errorf("get_session %v; want id %s name refactor", cur, sid)
 	}
 
-	put := e.ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "notes/plan.md", "content": "step 1"})
-	wantKeys(t, "put", put, "id")
-	fid := str(put, "id")
+	put := e.Ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "notes/plan.md", "content": "step 1"})
+	adaptertest.WantKeys(t, "put", put, "id")
+	fid := adaptertest.Str(put, "id")
 	if want := "fsm::file::" + sid + "::scout::notes/plan.md"; fid != want {
 		t.Errorf("put id %q; want %q", fid, want)
 	}
-	e.ok(lead, "put", map[string]any{"agent_name": "miner", "file_name": "a::b.txt", "content": "", "overwrite": false})
+	e.Ok(lead, "put", map[string]any{"agent_name": "miner", "file_name": "a::b.txt", "content": "", "overwrite": false})
 
-	got := e.ok(miner, "get", map[string]any{"id": fid})
-	wantKeys(t, "get", got, "content")
+	got := e.Ok(miner, "get", map[string]any{"id": fid})
+	adaptertest.WantKeys(t, "get", got, "content")
 	if got["content"] != "step 1" {
 		t.Errorf("get content %q; want %q", got["content"], "step 1")
 	}
 
-	over := e.ok(anon, "put", map[string]any{"agent_name": "scout", "file_name": "notes/plan.md", "content": "step 2", "overwrite": true})
+	over := e.Ok(anon, "put", map[string]any{"agent_name": "scout", "file_name": "notes/plan.md", "content": "step 2", "overwrite": true})
 	if over["id"] != fid {
 		t.Errorf("overwrite id %v; want %s", over["id"], fid)
 	}
-	if got := e.ok(anon, "get", map[string]any{"id": fid}); got["content"] != "step 2" {
+	if got := e.Ok(anon, "get", map[string]any{"id": fid}); got["content"] != "step 2" {
 		t.Errorf("get after overwrite %q; want %q", got["content"], "step 2")
 	}
 
 	for _, args := range []any{nil, map[string]any{}, map[string]any{"session_id": sid}} {
-		l := e.ok(anon, "list", args)
-		wantKeys(t, "list", l, "files")
+		l := e.Ok(anon, "list", args)
+		adaptertest.WantKeys(t, "list", l, "files")
 		files, _ := l["files"].([]any)
 		if len(files) != 2 {
 			t.Fatalf("list(%v): %d files; want 2: %v", args, len(files), l)
 		}
 		for _, f := range files {
 			fm, _ := f.(map[string]any)
-			wantKeys(t, "list entry", fm, "id", "agent_name", "file_name", "size", "modified")
-			if _, err := time.Parse(time.RFC3339Nano, str(fm, "modified")); err != nil {
+			adaptertest.WantKeys(t, "list entry", fm, "id", "agent_name", "file_name", "size", "modified")
+			if _, err := time.Parse(time.RFC3339Nano, adaptertest.Str(fm, "modified")); err != nil {
 				t.Errorf("modified %q: %v", fm["modified"], err)
 			}
 		}
@@ -478,30 +176,30 @@ func TestStoreToolsShapes(t *testing.T) {
 			t.Errorf("second entry %v; want %s of size 6", second, fid)
 		}
 	}
-	l := e.ok(anon, "list", map[string]any{"agent_name": "scout"})
+	l := e.Ok(anon, "list", map[string]any{"agent_name": "scout"})
 	if files, _ := l["files"].([]any); len(files) != 1 {
 		t.Errorf("list agent scout: %v; want one file", l)
 	}
-	l = e.ok(anon, "list", map[string]any{"agent_name": "nobody"})
+	l = e.Ok(anon, "list", map[string]any{"agent_name": "nobody"})
 	if files, ok := l["files"].([]any); !ok || len(files) != 0 {
 		t.Errorf("list agent nobody: %v; want files: []", l)
 	}
 
 	// A new session archives the old one; its files stay readable by ID.
-	e.ok(lead, "new_session", map[string]any{"name": "second"})
-	if got := e.ok(anon, "get", map[string]any{"id": fid}); got["content"] != "step 2" {
+	e.Ok(lead, "new_session", map[string]any{"name": "second"})
+	if got := e.Ok(anon, "get", map[string]any{"id": fid}); got["content"] != "step 2" {
 		t.Errorf("get of an archived session's file: %v", got)
 	}
-	if l := e.ok(anon, "list", nil); len(l["files"].([]any)) != 0 {
+	if l := e.Ok(anon, "list", nil); len(l["files"].([]any)) != 0 {
 		t.Errorf("list of a new session: %v; want no files", l)
 	}
 
-	clean := e.ok(anon, "clean_sessions", nil)
-	wantKeys(t, "clean_sessions", clean, "success")
+	clean := e.Ok(anon, "clean_sessions", nil)
+	adaptertest.WantKeys(t, "clean_sessions", clean, "success")
 	if clean["success"] != true {
 		t.Errorf("clean_sessions %v; want success true", clean)
 	}
-	e.fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
+	e.Fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
 }
 
 // TestStoreOnlyAdapter: without a rendezvous the fleet tools are not
@@ -509,7 +207,7 @@ func TestStoreToolsShapes(t *testing.T) {
 func TestStoreOnlyAdapter(t *testing.T) {
 	e := newEnv(t, envOpts{noFleet: true})
 	var names []string
-	for n := range e.tools {
+	for n := range e.Tools {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -517,8 +215,8 @@ func TestStoreOnlyAdapter(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v; want %v", names, want)
 	}
-	e.ok(anon, "new_session", map[string]any{"name": "s"})
-	e.ok(anon, "clean_sessions", nil)
+	e.Ok(anon, "new_session", map[string]any{"name": "s"})
+	e.Ok(anon, "clean_sessions", nil)
 }
 
 // --- error codes ------------------------------------------------------
@@ -534,21 +232,21 @@ func TestErrorCodes(t *testing.T) {
 	}
 	start := func(t *testing.T, o envOpts) setup {
 		e := newEnv(t, o)
-		sid := str(e.ok(lead, "new_session", map[string]any{"name": "s"}), "id")
-		fid := str(e.ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "x"}), "id")
+		sid := adaptertest.Str(e.Ok(lead, "new_session", map[string]any{"name": "s"}), "id")
+		fid := adaptertest.Str(e.Ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "x"}), "id")
 		return setup{e, sid, fid}
 	}
 	// openTurn hands scout a message and returns the lead's blocked send
 	// and the message.
-	openTurn := func(t *testing.T, e *env) (chan reply, map[string]any) {
-		ch := make(chan reply, 1)
-		go func() { ch <- e.do(bg, lead, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil) }()
-		msg := e.ok(scout, "fleet_next", waitArgs(10))
+	openTurn := func(t *testing.T, e *env) (chan adaptertest.Reply, map[string]any) {
+		ch := make(chan adaptertest.Reply, 1)
+		go func() { ch <- e.Do(bg, lead, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil) }()
+		msg := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
 		return ch, msg
 	}
-	finish := func(e *env, ch chan reply) {
-		e.ok(scout, "fleet_reply", map[string]any{"content": "done"})
-		wantOutcome(e.t, e.okOf(e.recv(ch)), "reply", "turn_id", "from", "content")
+	finish := func(e *env, ch chan adaptertest.Reply) {
+		e.Ok(scout, "fleet_reply", map[string]any{"content": "done"})
+		adaptertest.WantOutcome(e.T, e.OkOf(e.Recv(ch)), "reply", "turn_id", "from", "content")
 	}
 
 	tests := []struct {
@@ -557,146 +255,146 @@ func TestErrorCodes(t *testing.T) {
 	}{
 		{fleetstate.CodeNoActiveSession, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
-			e.fail(anon, "put", map[string]any{"agent_name": "a", "file_name": "f", "content": "x"}, fleetstate.CodeNoActiveSession)
-			e.fail(anon, "list", nil, fleetstate.CodeNoActiveSession)
+			e.Fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
+			e.Fail(anon, "put", map[string]any{"agent_name": "a", "file_name": "f", "content": "x"}, fleetstate.CodeNoActiveSession)
+			e.Fail(anon, "list", nil, fleetstate.CodeNoActiveSession)
 		}},
 		{fleetstate.CodeFileExists, func(t *testing.T) {
 			s := start(t, envOpts{})
-			s.e.fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "y"}, fleetstate.CodeFileExists)
-			s.e.fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "y", "overwrite": false}, fleetstate.CodeFileExists)
-			if got := s.e.ok(anon, "get", map[string]any{"id": s.fid}); got["content"] != "x" {
+			s.e.Fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "y"}, fleetstate.CodeFileExists)
+			s.e.Fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "y", "overwrite": false}, fleetstate.CodeFileExists)
+			if got := s.e.Ok(anon, "get", map[string]any{"id": s.fid}); got["content"] != "x" {
 				t.Errorf("content after a refused put: %v; want x", got)
 			}
 		}},
 		{fleetstate.CodeCanOnlyRetrieveFiles, func(t *testing.T) {
 			s := start(t, envOpts{})
 			for _, id := range []string{"", "notes.md", "fsm::file::", "fsm::session::" + s.sid, "fsm::file::" + s.sid + "::scout"} {
-				s.e.fail(anon, "get", map[string]any{"id": id}, fleetstate.CodeCanOnlyRetrieveFiles)
+				s.e.Fail(anon, "get", map[string]any{"id": id}, fleetstate.CodeCanOnlyRetrieveFiles)
 			}
 		}},
 		{fleetstate.CodeSessionNotValid, func(t *testing.T) {
 			s := start(t, envOpts{})
 			other := "fsm::file::00000000-0000-4000-8000-000000000000::scout::f.txt"
-			s.e.fail(anon, "get", map[string]any{"id": other}, fleetstate.CodeSessionNotValid)
-			s.e.fail(anon, "list", map[string]any{"session_id": "00000000-0000-4000-8000-000000000000"}, fleetstate.CodeSessionNotValid)
-			s.e.fail(anon, "list", map[string]any{"session_id": "not-a-uuid"}, fleetstate.CodeSessionNotValid)
+			s.e.Fail(anon, "get", map[string]any{"id": other}, fleetstate.CodeSessionNotValid)
+			s.e.Fail(anon, "list", map[string]any{"session_id": "00000000-0000-4000-8000-000000000000"}, fleetstate.CodeSessionNotValid)
+			s.e.Fail(anon, "list", map[string]any{"session_id": "not-a-uuid"}, fleetstate.CodeSessionNotValid)
 		}},
 		{fleetstate.CodeAgentNotValid, func(t *testing.T) {
 			s := start(t, envOpts{})
-			s.e.fail(anon, "get", map[string]any{"id": "fsm::file::" + s.sid + "::nobody::f.txt"}, fleetstate.CodeAgentNotValid)
+			s.e.Fail(anon, "get", map[string]any{"id": "fsm::file::" + s.sid + "::nobody::f.txt"}, fleetstate.CodeAgentNotValid)
 		}},
 		{fleetstate.CodeFileNotFound, func(t *testing.T) {
 			s := start(t, envOpts{})
-			s.e.fail(anon, "get", map[string]any{"id": "fsm::file::" + s.sid + "::scout::missing.txt"}, fleetstate.CodeFileNotFound)
+			s.e.Fail(anon, "get", map[string]any{"id": "fsm::file::" + s.sid + "::scout::missing.txt"}, fleetstate.CodeFileNotFound)
 		}},
 		{fleetstate.CodeInvalidAgentName, func(t *testing.T) {
 			s := start(t, envOpts{})
 			for _, name := range []string{"", "..", "a/b", "a::b", "a\x00b", strings.Repeat("a", 129)} {
-				s.e.fail(anon, "put", map[string]any{"agent_name": name, "file_name": "f", "content": "x"}, fleetstate.CodeInvalidAgentName)
+				s.e.Fail(anon, "put", map[string]any{"agent_name": name, "file_name": "f", "content": "x"}, fleetstate.CodeInvalidAgentName)
 			}
-			s.e.fail(anon, "list", map[string]any{"agent_name": "../etc"}, fleetstate.CodeInvalidAgentName)
+			s.e.Fail(anon, "list", map[string]any{"agent_name": "../etc"}, fleetstate.CodeInvalidAgentName)
 		}},
 		{fleetstate.CodeInvalidFileName, func(t *testing.T) {
 			s := start(t, envOpts{})
 			for _, name := range []string{"", "/etc/passwd", "../x", "a//b", "a/./b", `a\b`, "a\nb", ".fleetstate-tmp-x"} {
-				s.e.fail(anon, "put", map[string]any{"agent_name": "scout", "file_name": name, "content": "x"}, fleetstate.CodeInvalidFileName)
+				s.e.Fail(anon, "put", map[string]any{"agent_name": "scout", "file_name": name, "content": "x"}, fleetstate.CodeInvalidFileName)
 			}
 		}},
 		{fleetstate.CodeInvalidSessionName, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.fail(anon, "new_session", map[string]any{"name": ""}, fleetstate.CodeInvalidSessionName)
-			e.fail(anon, "new_session", map[string]any{"name": "a\x01b"}, fleetstate.CodeInvalidSessionName)
+			e.Fail(anon, "new_session", map[string]any{"name": ""}, fleetstate.CodeInvalidSessionName)
+			e.Fail(anon, "new_session", map[string]any{"name": "a\x01b"}, fleetstate.CodeInvalidSessionName)
 		}},
 		{fleetstate.CodeContentTooLarge, func(t *testing.T) {
 			s := start(t, envOpts{store: &fleetstate.Options{MaxContentSize: 8}})
 			big := strings.Repeat("x", 9)
-			s.e.fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "big", "content": big}, fleetstate.CodeContentTooLarge)
-			s.e.fail(lead, "fleet_send", map[string]any{"to": "scout", "content": big, "wait": false}, fleetstate.CodeContentTooLarge)
+			s.e.Fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "big", "content": big}, fleetstate.CodeContentTooLarge)
+			s.e.Fail(lead, "fleet_send", map[string]any{"to": "scout", "content": big, "wait": false}, fleetstate.CodeContentTooLarge)
 			ch, _ := openTurn(t, s.e)
-			s.e.fail(scout, "fleet_reply", map[string]any{"content": big}, fleetstate.CodeContentTooLarge)
+			s.e.Fail(scout, "fleet_reply", map[string]any{"content": big}, fleetstate.CodeContentTooLarge)
 			finish(s.e, ch)
 		}},
 		{fleetstate.CodePathConflict, func(t *testing.T) {
 			s := start(t, envOpts{})
-			s.e.fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt/inner", "content": "x"}, fleetstate.CodePathConflict)
-			s.e.ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "dir/inner", "content": "x"})
-			s.e.fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "dir", "content": "x", "overwrite": true}, fleetstate.CodePathConflict)
+			s.e.Fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt/inner", "content": "x"}, fleetstate.CodePathConflict)
+			s.e.Ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "dir/inner", "content": "x"})
+			s.e.Fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "dir", "content": "x", "overwrite": true}, fleetstate.CodePathConflict)
 		}},
 		{fleetstate.CodeNotPermitted, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.fail(scout, "fleet_send", map[string]any{"to": "miner", "content": "x"}, fleetstate.CodeNotPermitted)
+			e.Fail(scout, "fleet_send", map[string]any{"to": "miner", "content": "x"}, fleetstate.CodeNotPermitted)
 			// A turn opened by another lead is not this lead's to answer.
 			ch, msg := openTurn(t, e)
-			e.fail(lead2, "fleet_send", map[string]any{"turn_id": msg["turn_id"], "content": "x"}, fleetstate.CodeNotPermitted)
+			e.Fail(lead2, "fleet_send", map[string]any{"turn_id": msg["turn_id"], "content": "x"}, fleetstate.CodeNotPermitted)
 			finish(e, ch)
 		}},
 		{fleetstate.CodeUnknownMember, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.fail(lead, "fleet_send", map[string]any{"to": "ghost", "content": "x"}, fleetstate.CodeUnknownMember)
-			e.fail(lead, "fleet_send", map[string]any{"to": "ghost", "content": "x", "wait": false}, fleetstate.CodeUnknownMember)
+			e.Fail(lead, "fleet_send", map[string]any{"to": "ghost", "content": "x"}, fleetstate.CodeUnknownMember)
+			e.Fail(lead, "fleet_send", map[string]any{"to": "ghost", "content": "x", "wait": false}, fleetstate.CodeUnknownMember)
 			ghost := mcpadapter.Identity{Agent: "ghost", Role: mcpadapter.RoleMember}
-			e.fail(ghost, "fleet_next", waitArgs(0), fleetstate.CodeUnknownMember)
-			e.fail(ghost, "fleet_reply", map[string]any{"content": "x"}, fleetstate.CodeUnknownMember)
-			e.fail(ghost, "fleet_ask", map[string]any{"question": "x"}, fleetstate.CodeUnknownMember)
+			e.Fail(ghost, "fleet_next", adaptertest.WaitArgs(0), fleetstate.CodeUnknownMember)
+			e.Fail(ghost, "fleet_reply", map[string]any{"content": "x"}, fleetstate.CodeUnknownMember)
+			e.Fail(ghost, "fleet_ask", map[string]any{"question": "x"}, fleetstate.CodeUnknownMember)
 		}},
 		{fleetstate.CodeUnknownTurn, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.fail(lead, "fleet_send", map[string]any{"turn_id": "turn-nope", "content": "x"}, fleetstate.CodeUnknownTurn)
+			e.Fail(lead, "fleet_send", map[string]any{"turn_id": "turn-nope", "content": "x"}, fleetstate.CodeUnknownTurn)
 		}},
 		{fleetstate.CodeUnknownTicket, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.fail(lead, "fleet_poll", map[string]any{"ticket": "ticket-nope"}, fleetstate.CodeUnknownTicket)
-			e.fail(lead, "fleet_ack", map[string]any{"ticket": "ticket-nope"}, fleetstate.CodeUnknownTicket)
+			e.Fail(lead, "fleet_poll", map[string]any{"ticket": "ticket-nope"}, fleetstate.CodeUnknownTicket)
+			e.Fail(lead, "fleet_ack", map[string]any{"ticket": "ticket-nope"}, fleetstate.CodeUnknownTicket)
 			// Another lead's ticket is unknown to this one.
-			tk := str(e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x", "wait": false}), "ticket")
-			e.fail(lead2, "fleet_poll", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
-			e.fail(lead2, "fleet_ack", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
+			tk := adaptertest.Str(e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x", "wait": false}), "ticket")
+			e.Fail(lead2, "fleet_poll", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
+			e.Fail(lead2, "fleet_ack", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
 		}},
 		{fleetstate.CodeNoOpenTurn, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.fail(scout, "fleet_reply", map[string]any{"content": "x"}, fleetstate.CodeNoOpenTurn)
-			e.fail(scout, "fleet_ask", map[string]any{"question": "x"}, fleetstate.CodeNoOpenTurn)
+			e.Fail(scout, "fleet_reply", map[string]any{"content": "x"}, fleetstate.CodeNoOpenTurn)
+			e.Fail(scout, "fleet_ask", map[string]any{"question": "x"}, fleetstate.CodeNoOpenTurn)
 		}},
 		{fleetstate.CodeNoPendingQuestion, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
 			ch, msg := openTurn(t, e)
-			e.fail(lead, "fleet_send", map[string]any{"turn_id": msg["turn_id"], "content": "x"}, fleetstate.CodeNoPendingQuestion)
+			e.Fail(lead, "fleet_send", map[string]any{"turn_id": msg["turn_id"], "content": "x"}, fleetstate.CodeNoPendingQuestion)
 			finish(e, ch)
 		}},
 		{fleetstate.CodeQuestionPending, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
 			ch, _ := openTurn(t, e)
-			ask := e.async(bg, scout, "fleet_ask", map[string]any{"question": "which?"}, nil)
-			q := wantOutcome(t, e.okOf(e.recv(ch)), "question", "turn_id", "ticket", "from", "content", "state")
-			e.fail(scout, "fleet_ask", map[string]any{"question": "again?"}, fleetstate.CodeQuestionPending)
-			ans := e.async(bg, lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "main"}, nil)
-			if got := e.okOf(e.recv(ask)); got["answer"] != "main" {
+			ask := e.Async(bg, scout, "fleet_ask", map[string]any{"question": "which?"}, nil)
+			q := adaptertest.WantOutcome(t, e.OkOf(e.Recv(ch)), "question", "turn_id", "ticket", "from", "content", "state")
+			e.Fail(scout, "fleet_ask", map[string]any{"question": "again?"}, fleetstate.CodeQuestionPending)
+			ans := e.Async(bg, lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "main"}, nil)
+			if got := e.OkOf(e.Recv(ask)); got["answer"] != "main" {
 				t.Errorf("answer %v; want main", got)
 			}
-			e.ok(scout, "fleet_reply", map[string]any{"content": "done"})
-			wantOutcome(t, e.okOf(e.recv(ans)), "reply", "turn_id", "from", "content")
+			e.Ok(scout, "fleet_reply", map[string]any{"content": "done"})
+			adaptertest.WantOutcome(t, e.OkOf(e.Recv(ans)), "reply", "turn_id", "from", "content")
 		}},
 		{fleetstate.CodeTicketOpen, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			tk := str(e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x", "wait": false}), "ticket")
-			e.fail(lead, "fleet_ack", map[string]any{"ticket": tk}, fleetstate.CodeTicketOpen)
-			e.ok(scout, "fleet_next", waitArgs(0))
-			e.fail(lead, "fleet_ack", map[string]any{"ticket": tk}, fleetstate.CodeTicketOpen)
+			tk := adaptertest.Str(e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x", "wait": false}), "ticket")
+			e.Fail(lead, "fleet_ack", map[string]any{"ticket": tk}, fleetstate.CodeTicketOpen)
+			e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0))
+			e.Fail(lead, "fleet_ack", map[string]any{"ticket": tk}, fleetstate.CodeTicketOpen)
 		}},
 		{fleetstate.CodeInvalidArgument, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.fail(lead, "fleet_send", map[string]any{"to": "scout", "content": ""}, fleetstate.CodeInvalidArgument)
-			e.fail(lead, "fleet_send", map[string]any{"extra": 1}, fleetstate.CodeInvalidArgument)
-			e.fail(scout, "fleet_ask", map[string]any{"question": ""}, fleetstate.CodeInvalidArgument)
+			e.Fail(lead, "fleet_send", map[string]any{"to": "scout", "content": ""}, fleetstate.CodeInvalidArgument)
+			e.Fail(lead, "fleet_send", map[string]any{"extra": 1}, fleetstate.CodeInvalidArgument)
+			e.Fail(scout, "fleet_ask", map[string]any{"question": ""}, fleetstate.CodeInvalidArgument)
 		}},
 		{fleetstate.CodeClosed, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
 			e.rv.Close()
-			e.fail(scout, "fleet_next", waitArgs(0), fleetstate.CodeClosed)
-			e.fail(lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, fleetstate.CodeClosed)
-			e.fail(lead, "fleet_send", map[string]any{"turn_id": "turn-x", "content": "x"}, fleetstate.CodeClosed)
-			e.fail(lead, "clean_sessions", nil, fleetstate.CodeClosed)
+			e.Fail(scout, "fleet_next", adaptertest.WaitArgs(0), fleetstate.CodeClosed)
+			e.Fail(lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, fleetstate.CodeClosed)
+			e.Fail(lead, "fleet_send", map[string]any{"turn_id": "turn-x", "content": "x"}, fleetstate.CodeClosed)
+			e.Fail(lead, "clean_sessions", nil, fleetstate.CodeClosed)
 		}},
 	}
 	for _, tc := range tests {
@@ -709,21 +407,21 @@ func TestErrorCodes(t *testing.T) {
 func TestNoHostPathInMessages(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "host-state-dir")
 	e := newEnv(t, envOpts{fs: afero.NewOsFs(), dir: dir, store: &fleetstate.Options{NoGitIgnore: true, MaxContentSize: 64}})
-	if e.dir != dir {
-		t.Fatalf("store dir %q; want %q", e.dir, dir)
+	if e.Dir != dir {
+		t.Fatalf("store dir %q; want %q", e.Dir, dir)
 	}
 	var msgs []string
 	fail := func(id mcpadapter.Identity, tool string, args any, code fleetstate.Code) {
 		t.Helper()
-		msgs = append(msgs, e.fail(id, tool, args, code))
+		msgs = append(msgs, e.Fail(id, tool, args, code))
 	}
 	fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
 	fail(anon, "put", map[string]any{"agent_name": "a", "file_name": "f", "content": "x"}, fleetstate.CodeNoActiveSession)
-	sid := str(e.ok(anon, "new_session", map[string]any{"name": "s"}), "id")
-	e.ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "x"})
+	sid := adaptertest.Str(e.Ok(anon, "new_session", map[string]any{"name": "s"}), "id")
+	e.Ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "x"})
 	fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt", "content": "x"}, fleetstate.CodeFileExists)
 	fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f.txt/g", "content": "x"}, fleetstate.CodePathConflict)
-	e.ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "d/g", "content": "x"})
+	e.Ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "d/g", "content": "x"})
 	fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "d", "content": "x", "overwrite": true}, fleetstate.CodePathConflict)
 	fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "../../etc/passwd", "content": "x"}, fleetstate.CodeInvalidFileName)
 	fail(scout, "put", map[string]any{"agent_name": "scout", "file_name": "big", "content": strings.Repeat("x", 65)}, fleetstate.CodeContentTooLarge)
@@ -779,7 +477,7 @@ func TestNoHostPathInMessages(t *testing.T) {
 
 func TestSchemaViolations(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.ok(lead, "new_session", map[string]any{"name": "s"})
+	e.Ok(lead, "new_session", map[string]any{"name": "s"})
 	tests := []struct {
 		name string
 		id   mcpadapter.Identity
@@ -813,20 +511,20 @@ func TestSchemaViolations(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e.t = t
-			defer func() { e.t = nil }()
-			msg := e.fail(tc.id, tc.tool, tc.args, fleetstate.CodeInvalidArgument)
+			e.T = t
+			defer func() { e.T = nil }()
+			msg := e.Fail(tc.id, tc.tool, tc.args, fleetstate.CodeInvalidArgument)
 			if !strings.Contains(msg, "argument") {
 				t.Errorf("message %q does not say which argument is wrong", msg)
 			}
 		})
 	}
-	e.t = t
+	e.T = t
 	// Nothing was written by the refused calls, and scout took no message.
-	if l := e.ok(anon, "list", nil); len(l["files"].([]any)) != 0 {
+	if l := e.Ok(anon, "list", nil); len(l["files"].([]any)) != 0 {
 		t.Errorf("files after refused puts: %v", l)
 	}
-	if m := e.ok(lead, "fleet_members", nil); m["members"].([]any)[1].(map[string]any)["queued"] != 0.0 {
+	if m := e.Ok(lead, "fleet_members", nil); m["members"].([]any)[1].(map[string]any)["queued"] != 0.0 {
 		t.Errorf("members after refused sends: %v", m)
 	}
 }
@@ -854,9 +552,9 @@ func TestRoleBeforeArguments(t *testing.T) {
 	for _, c := range calls {
 		for _, args := range garbage {
 			t.Run(fmt.Sprintf("%s/%s/%v", c.id.Agent, c.tool, args), func(t *testing.T) {
-				e.t = t
-				defer func() { e.t = nil }()
-				e.fail(c.id, c.tool, args, fleetstate.CodeNotPermitted)
+				e.T = t
+				defer func() { e.T = nil }()
+				e.Fail(c.id, c.tool, args, fleetstate.CodeNotPermitted)
 			})
 		}
 	}
@@ -869,32 +567,32 @@ func TestRoleBeforeArguments(t *testing.T) {
 func TestBlockingSendReply(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
-	send := e.async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "fix the flaky test"}, nil)
+	send := e.Async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "fix the flaky test"}, nil)
 
-	msg := e.okOf(e.recv(e.async(ctx, scout, "fleet_next", waitArgs(10), nil)))
-	wantKeys(t, "fleet_next", msg, "turn_id", "from", "content")
-	if msg["from"] != "lead" || msg["content"] != "fix the flaky test" || !strings.HasPrefix(str(msg, "turn_id"), "turn-") {
+	msg := e.OkOf(e.Recv(e.Async(ctx, scout, "fleet_next", adaptertest.WaitArgs(10), nil)))
+	adaptertest.WantKeys(t, "fleet_next", msg, "turn_id", "from", "content")
+	if msg["from"] != "lead" || msg["content"] != "fix the flaky test" || !strings.HasPrefix(adaptertest.Str(msg, "turn_id"), "turn-") {
 		t.Errorf("fleet_next %v; want the lead's message with a turn", msg)
 	}
-	rep := e.ok(scout, "fleet_reply", map[string]any{"content": "done: 3 files"})
-	wantKeys(t, "fleet_reply", rep, "ok")
+	rep := e.Ok(scout, "fleet_reply", map[string]any{"content": "done: 3 files"})
+	adaptertest.WantKeys(t, "fleet_reply", rep, "ok")
 	if rep["ok"] != true {
 		t.Errorf("fleet_reply %v; want ok true", rep)
 	}
-	out := wantOutcome(t, e.okOf(e.recv(send)), "reply", "turn_id", "from", "content")
+	out := adaptertest.WantOutcome(t, e.OkOf(e.Recv(send)), "reply", "turn_id", "from", "content")
 	if out["content"] != "done: 3 files" || out["from"] != "scout" || out["turn_id"] != msg["turn_id"] {
 		t.Errorf("outcome %v; want scout's reply in turn %v", out, msg["turn_id"])
 	}
 	// The blocking send got the outcome; its ticket holds it until the
 	// lead's next call (here the poll shows it), and is released then.
-	polled := e.ok(lead, "fleet_poll", nil)
-	wantKeys(t, "fleet_poll", polled, "tickets")
+	polled := e.Ok(lead, "fleet_poll", nil)
+	adaptertest.WantKeys(t, "fleet_poll", polled, "tickets")
 	if ts, ok := polled["tickets"].([]any); !ok || len(ts) != 1 {
 		t.Errorf("tickets after a blocking send: %v; want its outcome held", polled)
 	}
-	e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "next", "wait": false})
-	e.fail(lead, "fleet_poll", map[string]any{"ticket": out["ticket"]}, fleetstate.CodeUnknownTicket)
-	e.fail(scout, "fleet_reply", map[string]any{"content": "again"}, fleetstate.CodeNoOpenTurn)
+	e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "next", "wait": false})
+	e.Fail(lead, "fleet_poll", map[string]any{"ticket": out["ticket"]}, fleetstate.CodeUnknownTicket)
+	e.Fail(scout, "fleet_reply", map[string]any{"content": "again"}, fleetstate.CodeNoOpenTurn)
 }
 
 // TestClarification: the member asks mid-turn; the lead answers by turn
@@ -902,48 +600,48 @@ func TestBlockingSendReply(t *testing.T) {
 func TestClarification(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
-	send := e.async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "release it"}, nil)
-	msg := e.ok(scout, "fleet_next", waitArgs(10))
+	send := e.Async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "release it"}, nil)
+	msg := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
 
-	ask := e.async(ctx, scout, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, nil)
-	q := wantOutcome(t, e.okOf(e.recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
+	ask := e.Async(ctx, scout, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, nil)
+	q := adaptertest.WantOutcome(t, e.OkOf(e.Recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
 	if q["content"] != "which branch?" || q["turn_id"] != msg["turn_id"] || q["state"] != "question" {
 		t.Errorf("question %v; want which branch? in turn %v", q, msg["turn_id"])
 	}
 	// The question also shows on the ticket.
-	polled := e.ok(lead, "fleet_poll", map[string]any{"ticket": q["ticket"]})
-	wantOutcome(t, polled, "question", "turn_id", "ticket", "from", "content", "state")
+	polled := e.Ok(lead, "fleet_poll", map[string]any{"ticket": q["ticket"]})
+	adaptertest.WantOutcome(t, polled, "question", "turn_id", "ticket", "from", "content", "state")
 
-	answer := e.async(ctx, lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "release-2"}, nil)
-	got := e.okOf(e.recv(ask))
-	wantKeys(t, "fleet_ask", got, "answer", "timed_out")
+	answer := e.Async(ctx, lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "release-2"}, nil)
+	got := e.OkOf(e.Recv(ask))
+	adaptertest.WantKeys(t, "fleet_ask", got, "answer", "timed_out")
 	if got["answer"] != "release-2" || got["timed_out"] != false {
 		t.Errorf("fleet_ask %v; want release-2, not timed out", got)
 	}
-	e.ok(scout, "fleet_reply", map[string]any{"content": "released"})
-	out := wantOutcome(t, e.okOf(e.recv(answer)), "reply", "turn_id", "from", "content")
+	e.Ok(scout, "fleet_reply", map[string]any{"content": "released"})
+	out := adaptertest.WantOutcome(t, e.OkOf(e.Recv(answer)), "reply", "turn_id", "from", "content")
 	if out["content"] != "released" || out["turn_id"] != msg["turn_id"] {
 		t.Errorf("outcome %v; want released in the same turn", out)
 	}
 	// The question was answered: answering again is refused.
-	e.fail(lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "x"}, fleetstate.CodeUnknownTurn)
+	e.Fail(lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "x"}, fleetstate.CodeUnknownTurn)
 }
 
 // TestAskTimesOut: with no answer the member gets its default.
 func TestAskTimesOut(t *testing.T) {
 	e := newEnv(t, envOpts{rv: &fleetstate.RendezvousOptions{AskTimeout: 30 * time.Millisecond}})
-	tk := str(e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x", "wait": false}), "ticket")
-	e.ok(scout, "fleet_next", waitArgs(0))
-	got := e.ok(scout, "fleet_ask", map[string]any{"question": "which?", "default": "main"})
+	tk := adaptertest.Str(e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x", "wait": false}), "ticket")
+	e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0))
+	got := e.Ok(scout, "fleet_ask", map[string]any{"question": "which?", "default": "main"})
 	if got["answer"] != "main" || got["timed_out"] != true {
 		t.Errorf("fleet_ask %v; want the default, timed out", got)
 	}
-	got = e.ok(scout, "fleet_ask", map[string]any{"question": "which?"})
+	got = e.Ok(scout, "fleet_ask", map[string]any{"question": "which?"})
 	if got["answer"] != "" || got["timed_out"] != true {
 		t.Errorf("fleet_ask without default %v; want empty answer, timed out", got)
 	}
 	// The withdrawn question leaves the ticket working.
-	p := e.ok(lead, "fleet_poll", map[string]any{"ticket": tk})
+	p := e.Ok(lead, "fleet_poll", map[string]any{"ticket": tk})
 	if p["outcome"] != "pending" || p["state"] != "working" {
 		t.Errorf("poll %v; want pending, working", p)
 	}
@@ -954,44 +652,44 @@ func TestAskTimesOut(t *testing.T) {
 func TestDetached(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
-	sent := e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "long survey", "wait": false})
-	wantOutcome(t, sent, "pending", "turn_id", "ticket", "from", "state")
-	tk := str(sent, "ticket")
+	sent := e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "long survey", "wait": false})
+	adaptertest.WantOutcome(t, sent, "pending", "turn_id", "ticket", "from", "state")
+	tk := adaptertest.Str(sent, "ticket")
 	if sent["state"] != "queued" || !strings.HasPrefix(tk, "ticket-") {
 		t.Errorf("detached send %v; want pending, queued, with a ticket", sent)
 	}
-	sent2 := e.ok(lead, "fleet_send", map[string]any{"to": "miner", "content": "second", "wait": false})
-	tk2 := str(sent2, "ticket")
+	sent2 := e.Ok(lead, "fleet_send", map[string]any{"to": "miner", "content": "second", "wait": false})
+	tk2 := adaptertest.Str(sent2, "ticket")
 
-	p := e.ok(lead, "fleet_poll", map[string]any{"ticket": tk})
-	wantOutcome(t, p, "pending", "turn_id", "ticket", "from", "state")
+	p := e.Ok(lead, "fleet_poll", map[string]any{"ticket": tk})
+	adaptertest.WantOutcome(t, p, "pending", "turn_id", "ticket", "from", "state")
 	if p["state"] != "queued" || p["ticket"] != tk {
 		t.Errorf("poll %v; want queued", p)
 	}
 	// A poll with wait_s and nothing actionable waits, then says pending.
-	all := e.ok(lead, "fleet_poll", map[string]any{"wait_s": 0.02})
+	all := e.Ok(lead, "fleet_poll", map[string]any{"wait_s": 0.02})
 	if ts := all["tickets"].([]any); len(ts) != 2 {
 		t.Errorf("poll all %v; want two pending tickets", all)
 	}
 
-	msg := e.ok(scout, "fleet_next", waitArgs(0))
+	msg := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0))
 	if msg["content"] != "long survey" || msg["turn_id"] != sent["turn_id"] {
 		t.Errorf("fleet_next %v; want the detached message", msg)
 	}
-	if p := e.ok(lead, "fleet_poll", map[string]any{"ticket": tk}); p["state"] != "working" {
+	if p := e.Ok(lead, "fleet_poll", map[string]any{"ticket": tk}); p["state"] != "working" {
 		t.Errorf("poll after pickup %v; want working", p)
 	}
 
 	// A poll that waits wakes on the reply.
-	poll := e.async(ctx, lead, "fleet_poll", map[string]any{"ticket": tk, "wait_s": 10}, nil)
-	e.ok(scout, "fleet_reply", map[string]any{"content": "42 findings"})
-	done := wantOutcome(t, e.okOf(e.recv(poll)), "reply", "turn_id", "ticket", "from", "content", "state")
+	poll := e.Async(ctx, lead, "fleet_poll", map[string]any{"ticket": tk, "wait_s": 10}, nil)
+	e.Ok(scout, "fleet_reply", map[string]any{"content": "42 findings"})
+	done := adaptertest.WantOutcome(t, e.OkOf(e.Recv(poll)), "reply", "turn_id", "ticket", "from", "content", "state")
 	if done["content"] != "42 findings" || done["state"] != "done" || done["ticket"] != tk {
 		t.Errorf("poll %v; want the reply, done", done)
 	}
 
-	all = e.ok(lead, "fleet_poll", map[string]any{"wait_s": 5})
-	wantKeys(t, "fleet_poll all", all, "tickets")
+	all = e.Ok(lead, "fleet_poll", map[string]any{"wait_s": 5})
+	adaptertest.WantKeys(t, "fleet_poll all", all, "tickets")
 	ts := all["tickets"].([]any)
 	if len(ts) != 2 {
 		t.Fatalf("poll all %v; want two tickets", all)
@@ -1002,23 +700,23 @@ func TestDetached(t *testing.T) {
 	}
 	for _, o := range ts {
 		for k := range o.(map[string]any) {
-			if !slices.Contains(outcomeKeys, k) {
+			if !slices.Contains(adaptertest.OutcomeKeys, k) {
 				t.Errorf("ticket field %q is not an outcome field", k)
 			}
 		}
 	}
 	// The outcome stays until acked.
-	if again := e.ok(lead, "fleet_poll", map[string]any{"ticket": tk}); again["content"] != "42 findings" {
+	if again := e.Ok(lead, "fleet_poll", map[string]any{"ticket": tk}); again["content"] != "42 findings" {
 		t.Errorf("second poll %v; want the held reply", again)
 	}
-	ack := e.ok(lead, "fleet_ack", map[string]any{"ticket": tk})
-	wantKeys(t, "fleet_ack", ack, "ok")
+	ack := e.Ok(lead, "fleet_ack", map[string]any{"ticket": tk})
+	adaptertest.WantKeys(t, "fleet_ack", ack, "ok")
 	if ack["ok"] != true {
 		t.Errorf("fleet_ack %v; want ok true", ack)
 	}
-	e.fail(lead, "fleet_poll", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
-	e.fail(lead, "fleet_ack", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
-	if all := e.ok(lead, "fleet_poll", nil); len(all["tickets"].([]any)) != 1 {
+	e.Fail(lead, "fleet_poll", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
+	e.Fail(lead, "fleet_ack", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
+	if all := e.Ok(lead, "fleet_poll", nil); len(all["tickets"].([]any)) != 1 {
 		t.Errorf("poll all after ack %v; want miner's ticket only", all)
 	}
 }
@@ -1026,16 +724,16 @@ func TestDetached(t *testing.T) {
 // TestNextNone: fleet_next with nothing queued says {outcome: none}.
 func TestNextNone(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	for _, args := range []any{waitArgs(0), waitArgs(0.01)} {
-		got := e.ok(scout, "fleet_next", args)
-		wantKeys(t, "fleet_next", got, "outcome")
+	for _, args := range []any{adaptertest.WaitArgs(0), adaptertest.WaitArgs(0.01)} {
+		got := e.Ok(scout, "fleet_next", args)
+		adaptertest.WantKeys(t, "fleet_next", got, "outcome")
 		if got["outcome"] != "none" {
 			t.Errorf("fleet_next %v; want outcome none", got)
 		}
 	}
 	// With a short MaxWait the default wait is capped too.
 	e2 := newEnv(t, envOpts{rv: &fleetstate.RendezvousOptions{MaxWait: 10 * time.Millisecond}})
-	if got := e2.ok(scout, "fleet_next", nil); got["outcome"] != "none" {
+	if got := e2.Ok(scout, "fleet_next", nil); got["outcome"] != "none" {
 		t.Errorf("fleet_next with default wait %v; want outcome none", got)
 	}
 }
@@ -1045,26 +743,26 @@ func TestNextNone(t *testing.T) {
 func TestNextEndsOpenTurn(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
-	send := e.async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "first"}, nil)
-	first := e.ok(scout, "fleet_next", waitArgs(10))
-	tk := str(e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "second", "wait": false}), "ticket")
+	send := e.Async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "first"}, nil)
+	first := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
+	tk := adaptertest.Str(e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "second", "wait": false}), "ticket")
 
-	second := e.ok(scout, "fleet_next", waitArgs(10))
+	second := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
 	if second["content"] != "second" {
 		t.Errorf("second fleet_next %v; want the second message", second)
 	}
-	out := wantOutcome(t, e.okOf(e.recv(send)), "turn_done", "turn_id", "from")
+	out := adaptertest.WantOutcome(t, e.OkOf(e.Recv(send)), "turn_done", "turn_id", "from")
 	if out["turn_id"] != first["turn_id"] {
 		t.Errorf("turn_done %v; want turn %v", out, first["turn_id"])
 	}
 	// And again for the detached one, seen through its ticket.
-	none := e.ok(scout, "fleet_next", waitArgs(0))
+	none := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0))
 	if none["outcome"] != "none" {
 		t.Errorf("third fleet_next %v; want none", none)
 	}
-	p := e.ok(lead, "fleet_poll", map[string]any{"ticket": tk})
-	wantOutcome(t, p, "turn_done", "turn_id", "ticket", "from", "state")
-	e.ok(lead, "fleet_ack", map[string]any{"ticket": tk})
+	p := e.Ok(lead, "fleet_poll", map[string]any{"ticket": tk})
+	adaptertest.WantOutcome(t, p, "turn_done", "turn_id", "ticket", "from", "state")
+	e.Ok(lead, "fleet_ack", map[string]any{"ticket": tk})
 }
 
 // TestSendBounds: a blocking send returns pending with a ticket at the
@@ -1072,43 +770,43 @@ func TestNextEndsOpenTurn(t *testing.T) {
 func TestSendBounds(t *testing.T) {
 	t.Run("pending at the send bound", func(t *testing.T) {
 		e := newEnv(t, envOpts{rv: &fleetstate.RendezvousOptions{SendTimeout: 30 * time.Millisecond}})
-		e.ok(scout, "fleet_next", waitArgs(0)) // mounted: ready
-		out := e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "slow"})
-		wantOutcome(t, out, "pending", "turn_id", "ticket", "from", "state")
-		e.ok(scout, "fleet_next", waitArgs(0))
-		e.ok(scout, "fleet_reply", map[string]any{"content": "late"})
-		if p := e.ok(lead, "fleet_poll", map[string]any{"ticket": out["ticket"]}); p["content"] != "late" {
+		e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0)) // mounted: ready
+		out := e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "slow"})
+		adaptertest.WantOutcome(t, out, "pending", "turn_id", "ticket", "from", "state")
+		e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0))
+		e.Ok(scout, "fleet_reply", map[string]any{"content": "late"})
+		if p := e.Ok(lead, "fleet_poll", map[string]any{"ticket": out["ticket"]}); p["content"] != "late" {
 			t.Errorf("poll %v; want the late reply", p)
 		}
 	})
 	t.Run("member not ready", func(t *testing.T) {
 		e := newEnv(t, envOpts{rv: &fleetstate.RendezvousOptions{ReadyTimeout: 20 * time.Millisecond}})
-		out := e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x"})
-		wantOutcome(t, out, "failed", "turn_id", "from", "content", "reason")
+		out := e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x"})
+		adaptertest.WantOutcome(t, out, "failed", "turn_id", "from", "content", "reason")
 		if out["reason"] != "member_not_ready" {
 			t.Errorf("outcome %v; want reason member_not_ready", out)
 		}
 	})
 	t.Run("busy member", func(t *testing.T) {
 		e := newEnv(t, envOpts{})
-		send := e.async(context.Background(), lead, "fleet_send", map[string]any{"to": "scout", "content": "first"}, nil)
-		e.ok(scout, "fleet_next", waitArgs(10))
+		send := e.Async(context.Background(), lead, "fleet_send", map[string]any{"to": "scout", "content": "first"}, nil)
+		e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
 		// scout has a turn open: a second blocking send does not wait.
-		out := e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "second"})
-		wantOutcome(t, out, "pending", "turn_id", "ticket", "from", "state")
-		e.ok(scout, "fleet_reply", map[string]any{"content": "r"})
-		e.okOf(e.recv(send))
+		out := e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "second"})
+		adaptertest.WantOutcome(t, out, "pending", "turn_id", "ticket", "from", "state")
+		e.Ok(scout, "fleet_reply", map[string]any{"content": "r"})
+		e.OkOf(e.Recv(send))
 	})
 	t.Run("clean_sessions releases a blocked send", func(t *testing.T) {
 		e := newEnv(t, envOpts{})
-		send := e.async(context.Background(), lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, nil)
-		e.ok(scout, "fleet_next", waitArgs(10))
-		e.ok(lead, "clean_sessions", nil)
-		out := wantOutcome(t, e.okOf(e.recv(send)), "failed", "turn_id", "from", "reason")
+		send := e.Async(context.Background(), lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, nil)
+		e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
+		e.Ok(lead, "clean_sessions", nil)
+		out := adaptertest.WantOutcome(t, e.OkOf(e.Recv(send)), "failed", "turn_id", "from", "reason")
 		if out["reason"] != "session_cleaned" {
 			t.Errorf("outcome %v; want session_cleaned", out)
 		}
-		e.fail(scout, "fleet_reply", map[string]any{"content": "x"}, fleetstate.CodeNoOpenTurn)
+		e.Fail(scout, "fleet_reply", map[string]any{"content": "x"}, fleetstate.CodeNoOpenTurn)
 	})
 }
 
@@ -1117,41 +815,41 @@ func TestSendBounds(t *testing.T) {
 // the turn goes on under its ticket, which fleet_poll shows.
 func TestSendCancelled(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.ok(scout, "fleet_next", waitArgs(0)) // ready
+	e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0)) // ready
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	r := e.do(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, nil)
+	r := e.Do(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, nil)
 	// The send bound is 58 s: returning at all long before it means the
 	// cancellation stopped the wait.
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("cancelled fleet_send returned after %v", d)
 	}
-	e.errOf(r, fleetstate.CodeCancelled)
-	page := e.ok(lead, "fleet_poll", nil)
+	e.ErrOf(r, fleetstate.CodeCancelled)
+	page := e.Ok(lead, "fleet_poll", nil)
 	tickets, _ := page["tickets"].([]any)
 	if len(tickets) != 1 {
 		t.Fatalf("fleet_poll %v; want the cancelled send's ticket", page)
 	}
 	out := tickets[0].(map[string]any)
 
-	msg := e.ok(scout, "fleet_next", waitArgs(10))
+	msg := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
 	if msg["turn_id"] != out["turn_id"] {
 		t.Errorf("fleet_next %v; want the cancelled send's turn %v", msg, out["turn_id"])
 	}
-	e.ok(scout, "fleet_reply", map[string]any{"content": "kept"})
-	if p := e.ok(lead, "fleet_poll", map[string]any{"ticket": out["ticket"]}); p["content"] != "kept" {
+	e.Ok(scout, "fleet_reply", map[string]any{"content": "kept"})
+	if p := e.Ok(lead, "fleet_poll", map[string]any{"ticket": out["ticket"]}); p["content"] != "kept" {
 		t.Errorf("poll %v; want the reply held on the ticket", p)
 	}
 
 	// A member's blocked fleet_next also stops when its caller gives up.
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	next := e.async(ctx2, scout, "fleet_next", waitArgs(30), nil)
+	next := e.Async(ctx2, scout, "fleet_next", adaptertest.WaitArgs(30), nil)
 	cancel2()
-	r = e.recv(next)
-	if r.err == nil && r.res != nil && !r.res.IsError {
-		t.Errorf("cancelled fleet_next succeeded: %v", r.res.StructuredContent)
+	r = e.Recv(next)
+	if r.Err == nil && r.Res != nil && !r.Res.IsError {
+		t.Errorf("cancelled fleet_next succeeded: %v", r.Res.StructuredContent)
 	}
 }
 
@@ -1178,19 +876,19 @@ func TestProgress(t *testing.T) {
 		e.notifyMu.Unlock()
 	})
 
-	send := e.async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, &mcp.Meta{ProgressToken: "tok-1"})
+	send := e.Async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, &mcp.Meta{ProgressToken: "tok-1"})
 	var got []map[string]any
 	for len(got) < 2 {
 		select {
 		case p := <-progress:
 			got = append(got, p)
-		case <-time.After(waitLimit):
-			t.Fatalf("no progress notifications within %v", waitLimit)
+		case <-time.After(adaptertest.WaitLimit):
+			t.Fatalf("no progress notifications within %v", adaptertest.WaitLimit)
 		}
 	}
-	e.ok(scout, "fleet_next", waitArgs(10))
-	e.ok(scout, "fleet_reply", map[string]any{"content": "r"})
-	wantOutcome(t, e.okOf(e.recv(send)), "reply", "turn_id", "from", "content")
+	e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
+	e.Ok(scout, "fleet_reply", map[string]any{"content": "r"})
+	adaptertest.WantOutcome(t, e.OkOf(e.Recv(send)), "reply", "turn_id", "from", "content")
 	for i, p := range got {
 		if p["progressToken"] != "tok-1" {
 			t.Errorf("notification %d: token %v; want tok-1", i, p["progressToken"])
@@ -1217,8 +915,8 @@ func TestProgress(t *testing.T) {
 		}
 	}
 	e2.notifyMu.Unlock()
-	e2.ok(scout, "fleet_next", waitArgs(0))
-	wantOutcome(t, e2.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}), "pending", "turn_id", "ticket", "from", "state")
+	e2.Ok(scout, "fleet_next", adaptertest.WaitArgs(0))
+	adaptertest.WantOutcome(t, e2.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}), "pending", "turn_id", "ticket", "from", "state")
 	if n := len(quiet); n != 0 {
 		t.Errorf("%d progress notifications without a progress token", n)
 	}
@@ -1230,12 +928,12 @@ func TestToolsList(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	want := []string{"new_session", "get_session", "clean_sessions", "put", "get", "list",
 		"fleet_send", "fleet_next", "fleet_ask", "fleet_reply", "fleet_poll", "fleet_ack", "fleet_cancel", "fleet_members", "fleet_approve"}
-	if len(e.tools) != len(want) {
-		t.Errorf("%d tools; want %d", len(e.tools), len(want))
+	if len(e.Tools) != len(want) {
+		t.Errorf("%d tools; want %d", len(e.Tools), len(want))
 	}
 	for _, name := range want {
 		t.Run(name, func(t *testing.T) {
-			tl, ok := e.tools[name]
+			tl, ok := e.Tools[name]
 			if !ok {
 				t.Fatalf("tool %s not listed", name)
 			}
@@ -1266,7 +964,7 @@ func TestToolsList(t *testing.T) {
 					}
 				}
 			}
-			compileSchema(t, name+"-input", in)
+			adaptertest.CompileSchema(t, name+"-input", in)
 
 			out, _ := tl["outputSchema"].(map[string]any)
 			if out["type"] != "object" {
@@ -1275,14 +973,14 @@ func TestToolsList(t *testing.T) {
 			if any, ok := out["anyOf"].([]any); !ok || len(any) < 2 {
 				t.Errorf("output schema anyOf %v; want the success and the error object", out["anyOf"])
 			}
-			s := e.outputs[name]
-			if err := validate(s, map[string]any{"error": "ERR_INTERNAL", "message": "m"}); err != nil {
+			s := e.Outputs[name]
+			if err := adaptertest.Validate(s, map[string]any{"error": "ERR_INTERNAL", "message": "m"}); err != nil {
 				t.Errorf("output schema refuses an error object: %v", err)
 			}
-			if err := validate(s, successExample[name]); err != nil {
+			if err := adaptertest.Validate(s, successExample[name]); err != nil {
 				t.Errorf("output schema refuses the success object %v: %v", successExample[name], err)
 			}
-			if err := validate(s, "not an object"); err == nil {
+			if err := adaptertest.Validate(s, "not an object"); err == nil {
 				t.Errorf("output schema admits a string")
 			}
 
@@ -1301,7 +999,7 @@ func TestToolsList(t *testing.T) {
 		})
 	}
 	// Hints that must hold for the named tools.
-	hint := func(tool, h string) any { return e.tools[tool]["annotations"].(map[string]any)[h] }
+	hint := func(tool, h string) any { return e.Tools[tool]["annotations"].(map[string]any)[h] }
 	for _, tool := range []string{"get_session", "get", "list", "fleet_members"} {
 		if hint(tool, "readOnlyHint") != true {
 			t.Errorf("%s: readOnlyHint %v; want true", tool, hint(tool, "readOnlyHint"))
@@ -1314,7 +1012,7 @@ func TestToolsList(t *testing.T) {
 	}
 
 	// The mcp-go view of the same list: annotations survive decoding.
-	res, err := e.c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	res, err := e.Client.ListTools(context.Background(), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1368,10 +1066,10 @@ var successExample = map[string]any{
 // and queue.
 func TestMembersShape(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.ok(scout, "fleet_next", waitArgs(0)) // scout mounts: ready
-	e.ok(lead, "fleet_send", map[string]any{"to": "miner", "content": "x", "wait": false})
-	m := e.ok(lead, "fleet_members", nil)
-	wantKeys(t, "fleet_members", m, "members")
+	e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0)) // scout mounts: ready
+	e.Ok(lead, "fleet_send", map[string]any{"to": "miner", "content": "x", "wait": false})
+	m := e.Ok(lead, "fleet_members", nil)
+	adaptertest.WantKeys(t, "fleet_members", m, "members")
 	ms, _ := m["members"].([]any)
 	if len(ms) != 2 {
 		t.Fatalf("members %v; want miner and scout", m)
@@ -1402,16 +1100,16 @@ func TestMarkReady(t *testing.T) {
 	}
 
 	e := newEnv(t, envOpts{})
-	e.fail(scout, "get_session", nil, fleetstate.CodeNoActiveSession)
+	e.Fail(scout, "get_session", nil, fleetstate.CodeNoActiveSession)
 	if got, want := ready(e), map[string]bool{"scout": false, "miner": false}; !reflect.DeepEqual(got, want) {
 		t.Errorf("without MarkReady: members %v; want %v", got, want)
 	}
 
 	e = newEnv(t, envOpts{rv: &fleetstate.RendezvousOptions{AddOnReady: true}, adapter: &mcpadapter.Options{MarkReady: true}})
-	e.fail(scout, "get_session", nil, fleetstate.CodeNoActiveSession) // a failed call is still a call
-	e.fail(miner, "fleet_members", nil, fleetstate.CodeNotPermitted)  // refused before
-	e.fail(late, "get_session", nil, fleetstate.CodeNoActiveSession)
-	e.ok(lead, "fleet_members", nil)
+	e.Fail(scout, "get_session", nil, fleetstate.CodeNoActiveSession) // a failed call is still a call
+	e.Fail(miner, "fleet_members", nil, fleetstate.CodeNotPermitted)  // refused before
+	e.Fail(late, "get_session", nil, fleetstate.CodeNoActiveSession)
+	e.Ok(lead, "fleet_members", nil)
 	if got, want := ready(e), map[string]bool{"scout": true, "miner": false, "late": true}; !reflect.DeepEqual(got, want) {
 		t.Errorf("with MarkReady: members %v; want %v", got, want)
 	}

@@ -7,21 +7,9 @@ import (
 	"testing"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
-
-// validArgs are arguments each fleet tool accepts, so that a refusal can
-// only come from the caller's role.
-var validArgs = map[string]map[string]any{
-	"fleet_send":    {"to": "scout", "content": "x", "wait": false},
-	"fleet_next":    {"wait_s": 0},
-	"fleet_ask":     {"question": "q", "default": "d"},
-	"fleet_reply":   {"content": "r"},
-	"fleet_poll":    {},
-	"fleet_ack":     {"ticket": "ticket-x"},
-	"fleet_members": {},
-	"fleet_approve": {"id": "perm-x", "behavior": "allow"},
-}
 
 // TestUnknownCallerIsNeverLead: callers that are anonymous, that name no
 // role or an unknown one, or that claim a role with no agent, get
@@ -37,22 +25,22 @@ func TestUnknownCallerIsNeverLead(t *testing.T) {
 		"member, no agent": {Role: mcpadapter.RoleMember},
 	}
 	for name, id := range callers {
-		for tool, args := range validArgs {
+		for tool, args := range adaptertest.ValidArgs {
 			t.Run(name+"/"+tool, func(t *testing.T) {
-				e.t = t
-				defer func() { e.t = nil }()
-				msg := e.fail(id, tool, args, fleetstate.CodeNotPermitted)
+				e.T = t
+				defer func() { e.T = nil }()
+				msg := e.Fail(id, tool, args, fleetstate.CodeNotPermitted)
 				if !strings.Contains(msg, tool) {
 					t.Errorf("message %q does not name the tool", msg)
 				}
 			})
 		}
 	}
-	e.t = t
-	if m := e.ok(lead, "fleet_members", nil); m["members"].([]any)[1].(map[string]any)["queued"] != 0.0 {
+	e.T = t
+	if m := e.Ok(lead, "fleet_members", nil); m["members"].([]any)[1].(map[string]any)["queued"] != 0.0 {
 		t.Errorf("a refused fleet_send queued a message: %v", m)
 	}
-	if p := e.ok(lead, "fleet_poll", nil); len(p["tickets"].([]any)) != 0 {
+	if p := e.Ok(lead, "fleet_poll", nil); len(p["tickets"].([]any)) != 0 {
 		t.Errorf("a refused fleet_send left a ticket: %v", p)
 	}
 }
@@ -62,7 +50,7 @@ func TestUnknownCallerIsNeverLead(t *testing.T) {
 func TestMemberCannotLead(t *testing.T) {
 	for _, configured := range []bool{false, true} {
 		e := newEnv(t, envOpts{adapter: &mcpadapter.Options{RolesConfigured: func() bool { return configured }}})
-		e.ok(lead, "new_session", map[string]any{"name": "s"})
+		e.Ok(lead, "new_session", map[string]any{"name": "s"})
 		calls := map[string]any{
 			"fleet_send":     map[string]any{"to": "miner", "content": "x"},
 			"fleet_poll":     map[string]any{},
@@ -72,12 +60,12 @@ func TestMemberCannotLead(t *testing.T) {
 			"clean_sessions": nil,
 		}
 		for tool, args := range calls {
-			e.fail(scout, tool, args, fleetstate.CodeNotPermitted)
+			e.Fail(scout, tool, args, fleetstate.CodeNotPermitted)
 		}
 		// fleet_send by turn ID is the lead's too.
-		e.fail(scout, "fleet_send", map[string]any{"turn_id": "turn-x", "content": "x"}, fleetstate.CodeNotPermitted)
+		e.Fail(scout, "fleet_send", map[string]any{"turn_id": "turn-x", "content": "x"}, fleetstate.CodeNotPermitted)
 		// The session the lead started is still the current one.
-		if s := e.ok(scout, "get_session", nil); s["name"] != "s" {
+		if s := e.Ok(scout, "get_session", nil); s["name"] != "s" {
 			t.Errorf("session after refused calls: %v; want s", s)
 		}
 	}
@@ -87,21 +75,21 @@ func TestMemberCannotLead(t *testing.T) {
 // name only; leads and anonymous callers under any.
 func TestMemberPutsOnlyUnderOwnName(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.ok(lead, "new_session", map[string]any{"name": "s"})
-	e.fail(scout, "put", map[string]any{"agent_name": "miner", "file_name": "f", "content": "forged"}, fleetstate.CodeNotPermitted)
-	e.fail(scout, "put", map[string]any{"agent_name": "lead", "file_name": "f", "content": "forged", "overwrite": true}, fleetstate.CodeNotPermitted)
-	e.fail(scout, "put", map[string]any{"agent_name": "Scout", "file_name": "f", "content": "forged"}, fleetstate.CodeNotPermitted)
-	if l := e.ok(anon, "list", nil); len(l["files"].([]any)) != 0 {
+	e.Ok(lead, "new_session", map[string]any{"name": "s"})
+	e.Fail(scout, "put", map[string]any{"agent_name": "miner", "file_name": "f", "content": "forged"}, fleetstate.CodeNotPermitted)
+	e.Fail(scout, "put", map[string]any{"agent_name": "lead", "file_name": "f", "content": "forged", "overwrite": true}, fleetstate.CodeNotPermitted)
+	e.Fail(scout, "put", map[string]any{"agent_name": "Scout", "file_name": "f", "content": "forged"}, fleetstate.CodeNotPermitted)
+	if l := e.Ok(anon, "list", nil); len(l["files"].([]any)) != 0 {
 		t.Errorf("files after refused puts: %v", l)
 	}
-	e.ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f", "content": "mine"})
-	e.ok(lead, "put", map[string]any{"agent_name": "miner", "file_name": "f", "content": "lead's"})
-	e.ok(anon, "put", map[string]any{"agent_name": "other", "file_name": "f", "content": "anon's"})
+	e.Ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "f", "content": "mine"})
+	e.Ok(lead, "put", map[string]any{"agent_name": "miner", "file_name": "f", "content": "lead's"})
+	e.Ok(anon, "put", map[string]any{"agent_name": "other", "file_name": "f", "content": "anon's"})
 	// The check is on the caller's name, not on whether the file exists:
 	// scout cannot overwrite miner's file either.
-	e.fail(scout, "put", map[string]any{"agent_name": "miner", "file_name": "f", "content": "x", "overwrite": true}, fleetstate.CodeNotPermitted)
+	e.Fail(scout, "put", map[string]any{"agent_name": "miner", "file_name": "f", "content": "x", "overwrite": true}, fleetstate.CodeNotPermitted)
 	// Reading is open to all.
-	l := e.ok(scout, "list", nil)
+	l := e.Ok(scout, "list", nil)
 	if n := len(l["files"].([]any)); n != 3 {
 		t.Errorf("list: %d files; want 3", n)
 	}
@@ -113,20 +101,20 @@ func TestMemberPutsOnlyUnderOwnName(t *testing.T) {
 func TestMemberCannotReplyToAnothersTurn(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
-	send := make(chan reply, 1)
+	send := make(chan adaptertest.Reply, 1)
 	go func() {
-		send <- e.do(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "A's work"}, nil)
+		send <- e.Do(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "A's work"}, nil)
 	}()
-	msg := e.ok(scout, "fleet_next", waitArgs(10))
+	msg := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
 
-	e.fail(miner, "fleet_reply", map[string]any{"content": "forged reply"}, fleetstate.CodeNoOpenTurn)
-	e.fail(miner, "fleet_ask", map[string]any{"question": "forged question"}, fleetstate.CodeNoOpenTurn)
-	if !pendingCall(send) {
-		t.Fatalf("the lead's send returned after another member's reply: %v", e.okOf(<-send))
+	e.Fail(miner, "fleet_reply", map[string]any{"content": "forged reply"}, fleetstate.CodeNoOpenTurn)
+	e.Fail(miner, "fleet_ask", map[string]any{"question": "forged question"}, fleetstate.CodeNoOpenTurn)
+	if !adaptertest.PendingCall(send) {
+		t.Fatalf("the lead's send returned after another member's reply: %v", e.OkOf(<-send))
 	}
 	// A's turn is still open: A's own reply is the one the lead gets.
-	e.ok(scout, "fleet_reply", map[string]any{"content": "A's reply"})
-	out := wantOutcome(t, e.okOf(e.recv(send)), "reply", "turn_id", "from", "content")
+	e.Ok(scout, "fleet_reply", map[string]any{"content": "A's reply"})
+	out := adaptertest.WantOutcome(t, e.OkOf(e.Recv(send)), "reply", "turn_id", "from", "content")
 	if out["content"] != "A's reply" || out["from"] != "scout" || out["turn_id"] != msg["turn_id"] {
 		t.Errorf("outcome %v; want A's reply", out)
 	}
@@ -138,27 +126,27 @@ func TestMemberCannotReplyToAnothersTurn(t *testing.T) {
 func TestMemberCannotAnswerAnothersQuestion(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
-	send := e.async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
-	e.ok(scout, "fleet_next", waitArgs(10))
-	ask := make(chan reply, 1)
-	go func() { ask <- e.do(ctx, scout, "fleet_ask", map[string]any{"question": "which?"}, nil) }()
-	q := wantOutcome(t, e.okOf(e.recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
+	send := e.Async(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
+	e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
+	ask := make(chan adaptertest.Reply, 1)
+	go func() { ask <- e.Do(ctx, scout, "fleet_ask", map[string]any{"question": "which?"}, nil) }()
+	q := adaptertest.WantOutcome(t, e.OkOf(e.Recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
 
-	e.fail(miner, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "forged"}, fleetstate.CodeNotPermitted)
-	e.fail(miner, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNoOpenTurn)
+	e.Fail(miner, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "forged"}, fleetstate.CodeNotPermitted)
+	e.Fail(miner, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNoOpenTurn)
 	// miner's next does not touch scout's turn.
-	if got := e.ok(miner, "fleet_next", waitArgs(0)); got["outcome"] != "none" {
+	if got := e.Ok(miner, "fleet_next", adaptertest.WaitArgs(0)); got["outcome"] != "none" {
 		t.Errorf("miner's fleet_next %v; want none", got)
 	}
-	if !pendingCall(ask) {
-		t.Fatalf("scout's question was answered by someone else: %v", e.okOf(<-ask))
+	if !adaptertest.PendingCall(ask) {
+		t.Fatalf("scout's question was answered by someone else: %v", e.OkOf(<-ask))
 	}
-	ans := e.async(ctx, lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "this one"}, nil)
-	if got := e.okOf(e.recv(ask)); got["answer"] != "this one" {
+	ans := e.Async(ctx, lead, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "this one"}, nil)
+	if got := e.OkOf(e.Recv(ask)); got["answer"] != "this one" {
 		t.Errorf("answer %v; want the lead's", got)
 	}
-	e.ok(scout, "fleet_reply", map[string]any{"content": "done"})
-	e.okOf(e.recv(ans))
+	e.Ok(scout, "fleet_reply", map[string]any{"content": "done"})
+	e.OkOf(e.Recv(ans))
 }
 
 // TestLeadCannotActAsMember: a lead cannot reply, ask or take messages on
@@ -166,22 +154,22 @@ func TestMemberCannotAnswerAnothersQuestion(t *testing.T) {
 func TestLeadCannotActAsMember(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
-	send := make(chan reply, 1)
-	go func() { send <- e.do(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil) }()
-	e.ok(scout, "fleet_next", waitArgs(10))
+	send := make(chan adaptertest.Reply, 1)
+	go func() { send <- e.Do(ctx, lead, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil) }()
+	e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
 
-	e.fail(lead, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNotPermitted)
-	e.fail(lead2, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNotPermitted)
-	e.fail(lead, "fleet_ask", map[string]any{"question": "forged"}, fleetstate.CodeNotPermitted)
-	e.fail(lead, "fleet_next", waitArgs(0), fleetstate.CodeNotPermitted)
+	e.Fail(lead, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNotPermitted)
+	e.Fail(lead2, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNotPermitted)
+	e.Fail(lead, "fleet_ask", map[string]any{"question": "forged"}, fleetstate.CodeNotPermitted)
+	e.Fail(lead, "fleet_next", adaptertest.WaitArgs(0), fleetstate.CodeNotPermitted)
 	// A lead whose agent name is a member's is still no member.
 	asScout := mcpadapter.Identity{Agent: "scout", Role: mcpadapter.RoleLead}
-	e.fail(asScout, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNotPermitted)
-	if !pendingCall(send) {
-		t.Fatalf("the send returned after a lead's reply: %v", e.okOf(<-send))
+	e.Fail(asScout, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNotPermitted)
+	if !adaptertest.PendingCall(send) {
+		t.Fatalf("the send returned after a lead's reply: %v", e.OkOf(<-send))
 	}
-	e.ok(scout, "fleet_reply", map[string]any{"content": "real"})
-	if out := e.okOf(e.recv(send)); out["content"] != "real" {
+	e.Ok(scout, "fleet_reply", map[string]any{"content": "real"})
+	if out := e.OkOf(e.Recv(send)); out["content"] != "real" {
 		t.Errorf("outcome %v; want the member's reply", out)
 	}
 }
@@ -192,29 +180,29 @@ func TestAnonymousLifecycle(t *testing.T) {
 	var configured atomic.Bool
 	e := newEnv(t, envOpts{adapter: &mcpadapter.Options{RolesConfigured: configured.Load}})
 
-	e.ok(anon, "new_session", map[string]any{"name": "a"})
-	e.ok(anon, "clean_sessions", nil)
+	e.Ok(anon, "new_session", map[string]any{"name": "a"})
+	e.Ok(anon, "clean_sessions", nil)
 
 	configured.Store(true)
-	sid := str(e.ok(lead, "new_session", map[string]any{"name": "b"}), "id")
-	e.fail(anon, "new_session", map[string]any{"name": "c"}, fleetstate.CodeNotPermitted)
-	e.fail(anon, "clean_sessions", nil, fleetstate.CodeNotPermitted)
+	sid := adaptertest.Str(e.Ok(lead, "new_session", map[string]any{"name": "b"}), "id")
+	e.Fail(anon, "new_session", map[string]any{"name": "c"}, fleetstate.CodeNotPermitted)
+	e.Fail(anon, "clean_sessions", nil, fleetstate.CodeNotPermitted)
 	// Role before arguments here too.
-	e.fail(anon, "new_session", map[string]any{"bogus": 1}, fleetstate.CodeNotPermitted)
-	if s := e.ok(anon, "get_session", nil); s["id"] != sid {
+	e.Fail(anon, "new_session", map[string]any{"bogus": 1}, fleetstate.CodeNotPermitted)
+	if s := e.Ok(anon, "get_session", nil); s["id"] != sid {
 		t.Errorf("session %v; want the lead's %s", s, sid)
 	}
 	// The store tools stay open to anonymous callers.
-	e.ok(anon, "put", map[string]any{"agent_name": "x", "file_name": "f", "content": "c"})
-	e.ok(anon, "list", nil)
+	e.Ok(anon, "put", map[string]any{"agent_name": "x", "file_name": "f", "content": "c"})
+	e.Ok(anon, "list", nil)
 
 	configured.Store(false)
-	e.ok(anon, "clean_sessions", nil)
-	e.fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
+	e.Ok(anon, "clean_sessions", nil)
+	e.Fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
 
 	// A nil RolesConfigured means no roles are configured.
 	e2 := newEnv(t, envOpts{})
-	e2.ok(anon, "new_session", map[string]any{"name": "a"})
-	e2.ok(anon, "clean_sessions", nil)
-	e2.ok(lead, "clean_sessions", nil)
+	e2.Ok(anon, "new_session", map[string]any{"name": "a"})
+	e2.Ok(anon, "clean_sessions", nil)
+	e2.Ok(lead, "clean_sessions", nil)
 }

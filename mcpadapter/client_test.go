@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
-func dial(t *testing.T, d *daemon, token, name string) *mcpadapter.Client {
+// dial returns a Client of the MCP endpoint url that sends token; the
+// test's cleanup closes it.
+func dial(t *testing.T, url, token, name string) *mcpadapter.Client {
 	t.Helper()
-	c, err := mcpadapter.Dial(context.Background(), d.url, token, name)
+	c, err := mcpadapter.Dial(context.Background(), url, token, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,10 +26,12 @@ func dial(t *testing.T, d *daemon, token, name string) *mcpadapter.Client {
 // TestClientTyped drives every typed method of Client over HTTP and checks
 // the library's types come back, and tool errors keep their codes.
 func TestClientTyped(t *testing.T) {
-	d := newDaemon(t, false)
+	d := adaptertest.Start(t, adaptertest.Options{
+		Agents: map[string]mcpadapter.Role{"lead": mcpadapter.RoleLead, "scout": mcpadapter.RoleMember, "miner": mcpadapter.RoleMember},
+	})
 	ctx := context.Background()
-	lead := dial(t, d, d.leadTok, "lead")
-	scout := dial(t, d, d.scoutTok, "scout")
+	lead := dial(t, d.URL, d.Token["lead"], "lead")
+	scout := dial(t, d.URL, d.Token["scout"], "scout")
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

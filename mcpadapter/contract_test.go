@@ -114,7 +114,7 @@ func TestReadmeToolTable(t *testing.T) {
 		}
 		documented = append(documented, r.name)
 	}
-	for name := range e.tools {
+	for name := range e.Tools {
 		registered = append(registered, name)
 	}
 	sort.Strings(documented)
@@ -124,7 +124,7 @@ func TestReadmeToolTable(t *testing.T) {
 	}
 
 	for _, r := range rows {
-		tl, ok := e.tools[r.name]
+		tl, ok := e.Tools[r.name]
 		if !ok {
 			continue
 		}

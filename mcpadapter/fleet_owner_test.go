@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -13,26 +14,26 @@ import (
 // open one, which the member learns of on its next call for it.
 func TestFleetCancel(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	queued := e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "first", "wait": false})
-	second := e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "second", "wait": false})
-	o := wantOutcome(t, e.ok(lead, "fleet_cancel", map[string]any{"ticket": queued["ticket"]}), "failed", "turn_id", "from", "content", "reason", "state")
+	queued := e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "first", "wait": false})
+	second := e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": "second", "wait": false})
+	o := adaptertest.WantOutcome(t, e.Ok(lead, "fleet_cancel", map[string]any{"ticket": queued["ticket"]}), "failed", "turn_id", "from", "content", "reason", "state")
 	if o["reason"] != "cancelled" || o["state"] != "done" {
 		t.Fatalf("fleet_cancel = %v; want failed, cancelled, done", o)
 	}
-	msg := e.ok(scout, "fleet_next", waitArgs(1))
+	msg := e.Ok(scout, "fleet_next", adaptertest.WaitArgs(1))
 	if msg["content"] != "second" {
 		t.Fatalf("fleet_next after the cancel = %v; want the second message", msg)
 	}
-	e.ok(lead, "fleet_cancel", map[string]any{"turn_id": msg["turn_id"]})
-	e.fail(scout, "fleet_reply", map[string]any{"content": "too late"}, fleetstate.CodeTurnCancelled)
-	p := e.ok(lead, "fleet_poll", map[string]any{"ticket": second["ticket"]})
+	e.Ok(lead, "fleet_cancel", map[string]any{"turn_id": msg["turn_id"]})
+	e.Fail(scout, "fleet_reply", map[string]any{"content": "too late"}, fleetstate.CodeTurnCancelled)
+	p := e.Ok(lead, "fleet_poll", map[string]any{"ticket": second["ticket"]})
 	if p["reason"] != "cancelled" {
 		t.Fatalf("cancelled ticket = %v", p)
 	}
-	e.fail(lead, "fleet_cancel", map[string]any{"ticket": "ticket-x", "turn_id": "turn-x"}, fleetstate.CodeInvalidArgument)
-	e.fail(lead, "fleet_cancel", map[string]any{}, fleetstate.CodeInvalidArgument)
-	e.fail(lead2, "fleet_cancel", map[string]any{"ticket": second["ticket"]}, fleetstate.CodeUnknownTicket)
-	e.fail(scout, "fleet_cancel", map[string]any{"ticket": second["ticket"]}, fleetstate.CodeNotPermitted)
+	e.Fail(lead, "fleet_cancel", map[string]any{"ticket": "ticket-x", "turn_id": "turn-x"}, fleetstate.CodeInvalidArgument)
+	e.Fail(lead, "fleet_cancel", map[string]any{}, fleetstate.CodeInvalidArgument)
+	e.Fail(lead2, "fleet_cancel", map[string]any{"ticket": second["ticket"]}, fleetstate.CodeUnknownTicket)
+	e.Fail(scout, "fleet_cancel", map[string]any{"ticket": second["ticket"]}, fleetstate.CodeNotPermitted)
 }
 
 // fleet_poll without a ticket pages: at most limit tickets, oldest first,
@@ -41,13 +42,13 @@ func TestFleetPollPages(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	var want []any
 	for i := range 7 {
-		o := e.ok(lead, "fleet_send", map[string]any{"to": "scout", "content": fmt.Sprint("job ", i), "wait": false})
+		o := e.Ok(lead, "fleet_send", map[string]any{"to": "scout", "content": fmt.Sprint("job ", i), "wait": false})
 		want = append(want, o["ticket"])
 	}
 	var got []any
 	args := map[string]any{"limit": 3}
 	for pages := 1; ; pages++ {
-		p := e.ok(lead, "fleet_poll", args)
+		p := e.Ok(lead, "fleet_poll", args)
 		ts, _ := p["tickets"].([]any)
 		if len(ts) > 3 {
 			t.Fatalf("page of %d tickets; want at most 3", len(ts))
@@ -67,11 +68,11 @@ func TestFleetPollPages(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("tickets over the pages %v; want %v", got, want)
 	}
-	if p := e.ok(lead, "fleet_poll", nil); len(p["tickets"].([]any)) != 7 || p["next_cursor"] != nil {
+	if p := e.Ok(lead, "fleet_poll", nil); len(p["tickets"].([]any)) != 7 || p["next_cursor"] != nil {
 		t.Fatalf("default page = %v; want all 7 and no cursor", p)
 	}
-	e.fail(lead, "fleet_poll", map[string]any{"cursor": "garbage"}, fleetstate.CodeInvalidArgument)
-	e.fail(lead, "fleet_poll", map[string]any{"ticket": want[0], "limit": 2}, fleetstate.CodeInvalidArgument)
+	e.Fail(lead, "fleet_poll", map[string]any{"cursor": "garbage"}, fleetstate.CodeInvalidArgument)
+	e.Fail(lead, "fleet_poll", map[string]any{"ticket": want[0], "limit": 2}, fleetstate.CodeInvalidArgument)
 }
 
 // Beside a fleet owned elsewhere, the fleet tools are listed and answer the
@@ -80,15 +81,15 @@ func TestFleetPollPages(t *testing.T) {
 func TestFleetElsewhere(t *testing.T) {
 	elsewhere := &fleetstate.Error{Code: fleetstate.CodeFleetOwned, Op: "fleet", Err: errors.New("the fleet is served by pid 1, http://127.0.0.1:7333/mcp")}
 	e := newEnv(t, envOpts{noFleet: true, adapter: &mcpadapter.Options{FleetElsewhere: elsewhere}})
-	if _, ok := e.tools["fleet_next"]; !ok {
+	if _, ok := e.Tools["fleet_next"]; !ok {
 		t.Fatal("fleet tools not listed")
 	}
-	msg := e.fail(scout, "fleet_next", waitArgs(0), fleetstate.CodeFleetOwned)
+	msg := e.Fail(scout, "fleet_next", adaptertest.WaitArgs(0), fleetstate.CodeFleetOwned)
 	if msg != elsewhere.Error() {
 		t.Fatalf("message %q; want %q", msg, elsewhere.Error())
 	}
-	e.fail(lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, fleetstate.CodeFleetOwned)
-	e.fail(anon, "fleet_send", map[string]any{"to": "scout", "content": "x"}, fleetstate.CodeNotPermitted)
-	e.ok(lead, "new_session", map[string]any{"name": "s"})
-	e.ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "a.md", "content": "x"})
+	e.Fail(lead, "fleet_send", map[string]any{"to": "scout", "content": "x"}, fleetstate.CodeFleetOwned)
+	e.Fail(anon, "fleet_send", map[string]any{"to": "scout", "content": "x"}, fleetstate.CodeNotPermitted)
+	e.Ok(lead, "new_session", map[string]any{"name": "s"})
+	e.Ok(scout, "put", map[string]any{"agent_name": "scout", "file_name": "a.md", "content": "x"})
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/fleettest/adaptertest"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
@@ -63,7 +63,7 @@ func startRaw(t *testing.T, serve func(ctx context.Context, a *mcpadapter.Adapte
 			if err != nil {
 				t.Errorf("serve: %v", err)
 			}
-		case <-time.After(waitLimit):
+		case <-time.After(adaptertest.WaitLimit):
 			t.Errorf("serve did not return after its input ended")
 		}
 		if rv != nil {
@@ -113,11 +113,6 @@ func (s *rawStdio) roundTrip(line string) string {
 	s.send(line)
 	return s.next()
 }
-
-var (
-	sessionUUID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	rfc3339     = regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z`)
-)
 
 // TestStdioSameAsMCPGo sends the same lines to mcp-go's stdio server and to
 // ServeStdio and requires the same responses, byte for byte (session IDs
@@ -189,8 +184,8 @@ func TestStdioSameAsMCPGo(t *testing.T) {
 			var got [2]string
 			before := neu.a.DirectCalls()
 			for i, s := range []*rawStdio{old, neu} {
-				got[i] = sessionUUID.ReplaceAllString(s.roundTrip(strings.ReplaceAll(c.line, "SID", sids[s])), "SID")
-				got[i] = rfc3339.ReplaceAllString(got[i], "TIME")
+				got[i] = adaptertest.SessionUUID.ReplaceAllString(s.roundTrip(strings.ReplaceAll(c.line, "SID", sids[s])), "SID")
+				got[i] = adaptertest.RFC3339.ReplaceAllString(got[i], "TIME")
 			}
 			if got[0] != got[1] {
 				t.Errorf("mcp-go:     %s\nServeStdio: %s", got[0], got[1])

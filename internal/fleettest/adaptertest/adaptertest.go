@@ -1,8 +1,10 @@
 // Package adaptertest is the part of the test kit that needs the adapter:
 // a store with its token file on the disk, the adapter served over
 // streamable HTTP on 127.0.0.1 with tokens (as `fleetstate serve` runs
-// it), an initialized mcp-go client of it, and a member's permission
-// request raised and left pending.
+// it), an initialized mcp-go client of it, a [Checker] that calls the
+// tools of such a client and checks their results, the adapter the fuzz
+// targets call ([Fuzzed]), and a member's permission request raised and
+// left pending.
 //
 // It is internal: only this module's tests import it, and only their
 // black-box (package x_test) files, since it imports the root package and

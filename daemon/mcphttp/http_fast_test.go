@@ -1,4 +1,4 @@
-package mcpadapter_test
+package mcphttp_test
 
 import (
 	"context"
@@ -71,10 +71,10 @@ func (s *rawHTTP) post(ctx context.Context, agent, body string, header map[strin
 	a := httpAnswer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"),
 		ContentLength: resp.Header.Get("Content-Length"), Chunked: strings.Join(resp.TransferEncoding, ","),
 		ID: resp.Header.Get("Mcp-Session-Id"), Body: string(b)}
-	if rfc3339.MatchString(a.Body) {
+	if adaptertest.RFC3339.MatchString(a.Body) {
 		a.ContentLength = "TIME's" // a time's length varies with its fraction of a second
 	}
-	a.Body = rfc3339.ReplaceAllString(sessionUUID.ReplaceAllString(a.Body, "SID"), "TIME")
+	a.Body = adaptertest.RFC3339.ReplaceAllString(adaptertest.SessionUUID.ReplaceAllString(a.Body, "SID"), "TIME")
 	return a
 }
 
@@ -196,7 +196,7 @@ func TestHTTPFastCancel(t *testing.T) {
 			cancel := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{` + modernMeta + `,"requestId":7}}`
 			done := make(chan httpAnswer, 1)
 			go func() { done <- s.post(context.Background(), "scout", next, modernHeader("fleet_next")) }()
-			deadline := time.Now().Add(waitLimit)
+			deadline := time.Now().Add(adaptertest.WaitLimit)
 			for fast && s.d.Handler.FastCalls().InFlight() == 0 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}

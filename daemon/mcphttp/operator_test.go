@@ -1,4 +1,4 @@
-package mcpadapter_test
+package mcphttp_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package mcpadapter_test
+package mcphttp_test
 
 // A benchmark of the HTTP request path alone: put then get of one file,
 // each a POST of a 2026-07-28 tools/call served by the handler in process

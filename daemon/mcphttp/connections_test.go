@@ -1,4 +1,4 @@
-package mcpadapter_test
+package mcphttp_test
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type agent struct {
 	c   *client.Client
 	tr  *transport.StreamableHTTP
 	net *fleettest.Cuttable
-	e   *env
+	e   *adaptertest.Checker
 }
 
 // connect connects as the agent named; with listen, the client holds a
@@ -62,20 +62,20 @@ func (d *connDaemon) connect(name string, listen bool) *agent {
 		d.t.Fatal(err)
 	}
 	d.t.Cleanup(func() { c.Close() })
-	return &agent{c: c, tr: tr, net: n, e: clientEnv(d.t, d.dir, c)}
+	return &agent{c: c, tr: tr, net: n, e: adaptertest.NewChecker(d.t, d.dir, c)}
 }
 
 // waitStreams waits until member holds n listening streams.
 func (d *connDaemon) waitStreams(member string, n int) {
 	d.t.Helper()
-	if !fleettest.Until(waitLimit, 5*time.Millisecond, func() bool { return d.conns.Streams(member) == n }) {
+	if !fleettest.Until(adaptertest.WaitLimit, 5*time.Millisecond, func() bool { return d.conns.Streams(member) == n }) {
 		d.t.Fatalf("%s holds %d listening streams; want %d", member, d.conns.Streams(member), n)
 	}
 }
 
 func (d *connDaemon) ready(lead *agent, member string) bool {
 	d.t.Helper()
-	for _, m := range lead.e.ok(anon, "fleet_members", nil)["members"].([]any) {
+	for _, m := range lead.e.Ok(anon, "fleet_members", nil)["members"].([]any) {
 		if mm := m.(map[string]any); mm["name"] == member {
 			return mm["ready"] == true
 		}
@@ -95,10 +95,10 @@ func TestMemberConnectionDropsMidTurn(t *testing.T) {
 	scout := d.connect("scout", true)
 	d.waitStreams("scout", 1)
 
-	send := lead.e.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
-	scout.e.ok(anon, "fleet_next", waitArgs(10))
+	send := lead.e.Async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
+	scout.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
 	scout.net.Kill()
-	out := wantOutcome(t, lead.e.okOf(lead.e.recv(send)), "failed", "turn_id", "from", "content", "reason")
+	out := adaptertest.WantOutcome(t, lead.e.OkOf(lead.e.Recv(send)), "failed", "turn_id", "from", "content", "reason")
 	if out["reason"] != "member_gone" || out["from"] != "scout" {
 		t.Fatalf("outcome %v; want failed, member_gone, from scout", out)
 	}
@@ -108,12 +108,12 @@ func TestMemberConnectionDropsMidTurn(t *testing.T) {
 	// A turn the member opened elsewhere is not touched by others' drops,
 	// and the member, back, takes work again.
 	back := d.connect("scout", true)
-	tk := str(lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "again", "wait": false}), "ticket")
-	if msg := back.e.ok(anon, "fleet_next", waitArgs(10)); msg["content"] != "again" {
+	tk := adaptertest.Str(lead.e.Ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "again", "wait": false}), "ticket")
+	if msg := back.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10)); msg["content"] != "again" {
 		t.Fatalf("fleet_next after reconnecting: %v", msg)
 	}
-	back.e.ok(anon, "fleet_reply", map[string]any{"content": "done"})
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": tk}); p["content"] != "done" {
+	back.e.Ok(anon, "fleet_reply", map[string]any{"content": "done"})
+	if p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": tk}); p["content"] != "done" {
 		t.Fatalf("poll %v", p)
 	}
 }
@@ -128,34 +128,34 @@ func TestMemberConnectionDropsMidAsk(t *testing.T) {
 	scout := d.connect("scout", true)
 	d.waitStreams("scout", 1)
 
-	send := lead.e.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
-	scout.e.ok(anon, "fleet_next", waitArgs(10))
-	ask := scout.e.async(ctx, anon, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, nil)
-	q := wantOutcome(t, lead.e.okOf(lead.e.recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
+	send := lead.e.Async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
+	scout.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
+	ask := scout.e.Async(ctx, anon, "fleet_ask", map[string]any{"question": "which branch?", "default": "main"}, nil)
+	q := adaptertest.WantOutcome(t, lead.e.OkOf(lead.e.Recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
 	scout.net.Kill()
-	if r := scout.e.recv(ask); r.err == nil && !r.res.IsError {
-		t.Errorf("the dropped member's ask returned an answer: %v", r.res)
+	if r := scout.e.Recv(ask); r.Err == nil && !r.Res.IsError {
+		t.Errorf("the dropped member's ask returned an answer: %v", r.Res)
 	}
 	// The daemon sees the two connections go in either order: the ask's
 	// request (the question is withdrawn, the ticket is working again),
 	// and the stream (the turn ends). A poll returns at once while the
 	// ticket holds a question, and waits while it is pending.
-	p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": q["ticket"], "wait_s": 1})
-	fleettest.Until(waitLimit, 0, func() bool {
+	p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": q["ticket"], "wait_s": 1})
+	fleettest.Until(adaptertest.WaitLimit, 0, func() bool {
 		if p["state"] == "done" {
 			return true
 		}
 		if p["outcome"] == "question" {
 			time.Sleep(5 * time.Millisecond)
 		}
-		p = lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": q["ticket"], "wait_s": 1})
+		p = lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": q["ticket"], "wait_s": 1})
 		return false
 	})
 	if p["outcome"] != "failed" || p["reason"] != "member_gone" || p["state"] != "done" {
 		t.Fatalf("ticket after the drop %v; want failed, member_gone", p)
 	}
-	lead.e.fail(anon, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "release"}, fleetstate.CodeUnknownTurn)
-	lead.e.ok(anon, "fleet_ack", map[string]any{"ticket": q["ticket"]})
+	lead.e.Fail(anon, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "release"}, fleetstate.CodeUnknownTurn)
+	lead.e.Ok(anon, "fleet_ack", map[string]any{"ticket": q["ticket"]})
 }
 
 // shortPresence keeps a disconnected member's turn for a short window, for
@@ -174,14 +174,14 @@ func TestMemberComesBackMidTurn(t *testing.T) {
 	scout := d.connect("scout", true)
 	d.waitStreams("scout", 1)
 
-	send := lead.e.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
-	msg := scout.e.ok(anon, "fleet_next", waitArgs(10))
+	send := lead.e.Async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
+	msg := scout.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
 	scout.net.Kill()
 	d.waitStreams("scout", 0)
 	back := d.connect("scout", true)
 	d.waitStreams("scout", 1)
-	back.e.ok(anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"})
-	out := lead.e.okOf(lead.e.recv(send))
+	back.e.Ok(anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"})
+	out := lead.e.OkOf(lead.e.Recv(send))
 	if out["outcome"] != "reply" || out["content"] != "done" {
 		t.Fatalf("send after the member came back = %v; want its reply", out)
 	}
@@ -198,15 +198,15 @@ func TestMemberComesBackBeforeItsOldStreamIsSeenGone(t *testing.T) {
 	scout := d.connect("scout", true)
 	d.waitStreams("scout", 1)
 
-	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
-	msg := scout.e.ok(anon, "fleet_next", waitArgs(10))
+	o := lead.e.Ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	msg := scout.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
 	back := d.connect("scout", true)
 	d.waitStreams("scout", 2)
-	reply := back.e.async(ctx, anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"}, nil)
+	reply := back.e.Async(ctx, anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"}, nil)
 	time.Sleep(200 * time.Millisecond)
 	scout.net.Kill() // seen now, after the new session's call
-	back.e.okOf(back.e.recv(reply))
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["content"] != "done" {
+	back.e.OkOf(back.e.Recv(reply))
+	if p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["content"] != "done" {
 		t.Fatalf("ticket = %v; want the reply", p)
 	}
 }
@@ -222,32 +222,32 @@ func TestMemberComesBackMidAsk(t *testing.T) {
 	scout := d.connect("scout", true)
 	d.waitStreams("scout", 1)
 
-	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
-	msg := scout.e.ok(anon, "fleet_next", waitArgs(10))
+	o := lead.e.Ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	msg := scout.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
 	args := map[string]any{"turn_id": msg["turn_id"], "question": "which branch?", "default": "main"}
-	ask := scout.e.async(ctx, anon, "fleet_ask", args, nil)
-	if !fleettest.Until(waitLimit, 5*time.Millisecond, func() bool {
-		return lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]})["outcome"] == "question"
+	ask := scout.e.Async(ctx, anon, "fleet_ask", args, nil)
+	if !fleettest.Until(adaptertest.WaitLimit, 5*time.Millisecond, func() bool {
+		return lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]})["outcome"] == "question"
 	}) {
 		t.Fatal("the question never showed")
 	}
 	scout.net.Kill()
-	scout.e.recv(ask)
+	scout.e.Recv(ask)
 	d.waitStreams("scout", 0)
 	time.Sleep(1500 * time.Millisecond) // past the grace of an abandoned question
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["outcome"] != "question" {
+	if p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["outcome"] != "question" {
 		t.Fatalf("ticket while the member is away = %v; want its question", p)
 	}
 	// The answer waits for the turn's outcome, which comes once the
 	// member is back.
-	answered := lead.e.async(ctx, anon, "fleet_send", map[string]any{"turn_id": msg["turn_id"], "content": "release"}, nil)
+	answered := lead.e.Async(ctx, anon, "fleet_send", map[string]any{"turn_id": msg["turn_id"], "content": "release"}, nil)
 	back := d.connect("scout", true)
 	d.waitStreams("scout", 1)
-	if a := back.e.ok(anon, "fleet_ask", args); a["answer"] != "release" {
+	if a := back.e.Ok(anon, "fleet_ask", args); a["answer"] != "release" {
 		t.Fatalf("fleet_ask after coming back = %v; want the lead's answer", a)
 	}
-	back.e.ok(anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"})
-	if out := lead.e.okOf(lead.e.recv(answered)); out["content"] != "done" {
+	back.e.Ok(anon, "fleet_reply", map[string]any{"turn_id": msg["turn_id"], "content": "done"})
+	if out := lead.e.OkOf(lead.e.Recv(answered)); out["content"] != "done" {
 		t.Fatalf("answer = %v; want the reply", out)
 	}
 }
@@ -261,8 +261,8 @@ func TestMemberSessionClosed(t *testing.T) {
 	lead := d.connect("lead", false)
 	scout := d.connect("scout", false)
 
-	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
-	scout.e.ok(anon, "fleet_next", waitArgs(10))
+	o := lead.e.Ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	scout.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
 
 	// miner, and the lead, try to end scout's session by its ID: refused.
 	for _, who := range []string{"miner", "lead"} {
@@ -279,19 +279,19 @@ func TestMemberSessionClosed(t *testing.T) {
 			t.Errorf("%s's DELETE of scout's session: status %d; want 403", who, resp.StatusCode)
 		}
 	}
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
+	if p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
 		t.Fatalf("ticket after others' DELETEs %v; want still working", p)
 	}
 	// scout's own session still works.
-	scout.e.fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
+	scout.e.Fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
 
 	scout2 := d.connect("scout", false)
 	scout.c.Close() // DELETE under scout's own token; its second session stays
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
+	if p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
 		t.Fatalf("ticket with a second session open %v; want still working", p)
 	}
 	scout2.c.Close()
-	p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"], "wait_s": 10})
+	p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"], "wait_s": 10})
 	if p["outcome"] != "failed" || p["reason"] != "member_gone" {
 		t.Fatalf("ticket after the member closed its sessions %v; want failed, member_gone", p)
 	}
@@ -310,20 +310,20 @@ func TestMemberOneOfTwoStreamsDrops(t *testing.T) {
 	b := d.connect("scout", true)
 	d.waitStreams("scout", 2)
 	time.Sleep(100 * time.Millisecond)
-	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
-	a.e.ok(anon, "fleet_next", waitArgs(10))
+	o := lead.e.Ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	a.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
 
 	a.net.Kill()
 	d.waitStreams("scout", 1)
 	lead.net.Kill()
 	lead = d.connect("lead", false)
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
+	if p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
 		t.Fatalf("ticket with one stream left %v; want still working", p)
 	}
 	// b's first fleet call supersedes a: a's turn ends, and b's reply
 	// does not land on it.
-	b.e.fail(anon, "fleet_reply", map[string]any{"content": "from b"}, fleetstate.CodeNoOpenTurn)
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["reason"] != "member_gone" {
+	b.e.Fail(anon, "fleet_reply", map[string]any{"content": "from b"}, fleetstate.CodeNoOpenTurn)
+	if p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["reason"] != "member_gone" {
 		t.Fatalf("ticket %v; want failed, member_gone", p)
 	}
 	b.net.Kill()
@@ -339,8 +339,8 @@ func TestRefusedStreamIsNoConnection(t *testing.T) {
 	d := newConnDaemon(t, nil)
 	lead := d.connect("lead", false)
 	scout := d.connect("scout", false)
-	o := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
-	scout.e.ok(anon, "fleet_next", waitArgs(10))
+	o := lead.e.Ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "work", "wait": false})
+	scout.e.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
 	for _, h := range []map[string]string{
 		{"Mcp-Protocol-Version": "1999-01-01"},                // unsupported version
 		{"Mcp-Protocol-Version": mcp.ProtocolVersion20260728}, // no GET stream in this protocol
@@ -360,7 +360,7 @@ func TestRefusedStreamIsNoConnection(t *testing.T) {
 			t.Fatalf("GET with %v: status 200; want a refusal", h)
 		}
 	}
-	if p := lead.e.ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
+	if p := lead.e.Ok(anon, "fleet_poll", map[string]any{"ticket": o["ticket"]}); p["state"] != "working" {
 		t.Fatalf("ticket after refused streams %v; want still working", p)
 	}
 }
@@ -374,13 +374,13 @@ func TestAckOfAnOutcomeJustReturned(t *testing.T) {
 	d := newConnDaemon(t, &fleetstate.RendezvousOptions{HoldReturned: time.Hour})
 	lead := d.connect("lead", false)
 	for _, next := range []string{"fleet_ack", "fleet_cancel"} {
-		sent := lead.e.ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "never mind", "wait": false})
+		sent := lead.e.Ok(anon, "fleet_send", map[string]any{"to": "scout", "content": "never mind", "wait": false})
 		tk := sent["ticket"]
-		if o := lead.e.ok(anon, "fleet_cancel", map[string]any{"ticket": tk}); o["reason"] != string(fleetstate.ReasonCancelled) {
+		if o := lead.e.Ok(anon, "fleet_cancel", map[string]any{"ticket": tk}); o["reason"] != string(fleetstate.ReasonCancelled) {
 			t.Fatalf("fleet_cancel = %v; want failed, cancelled", o)
 		}
-		lead.e.ok(anon, next, map[string]any{"ticket": tk})
-		lead.e.ok(anon, "fleet_members", nil)
-		lead.e.fail(anon, "fleet_poll", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
+		lead.e.Ok(anon, next, map[string]any{"ticket": tk})
+		lead.e.Ok(anon, "fleet_members", nil)
+		lead.e.Fail(anon, "fleet_poll", map[string]any{"ticket": tk}, fleetstate.CodeUnknownTicket)
 	}
 }

@@ -1,4 +1,4 @@
-package mcpadapter_test
+package mcphttp_test
 
 // Benchmarks of the MCP server over streamable HTTP on 127.0.0.1, as
 // `fleetstate serve` runs it (the real handler, bearer tokens, the state on

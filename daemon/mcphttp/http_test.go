@@ -1,4 +1,4 @@
-package mcpadapter_test
+package mcphttp_test
 
 import (
 	"bufio"
@@ -68,12 +68,17 @@ func (d *daemon) mustConnect(token string, opts ...client.ClientOption) *client.
 	return c
 }
 
-// checker lets the in-process helpers call and check tools over HTTP: the
-// shape checks and output schemas are the same. The identity the helpers
-// put in the context does not cross the wire; the token does.
-func (d *daemon) checker(c *client.Client) *env {
-	return clientEnv(d.t, d.store.Dir(), c)
+// checker calls and checks tools over HTTP with the checks of the
+// adapter's own tests: the shape checks and output schemas are the same.
+// The identity the checker puts in the context does not cross the wire;
+// the token does.
+func (d *daemon) checker(c *client.Client) *adaptertest.Checker {
+	return adaptertest.NewChecker(d.t, d.store.Dir(), c)
 }
+
+// anon is the identity the tests pass to the checker: over HTTP the
+// caller is who its token says.
+var anon = adaptertest.Anon
 
 // raw sends a POST of body to the daemon with the headers given; host, if
 // set, replaces the Host header.
@@ -194,8 +199,8 @@ func TestHTTPRefusesWithoutValidToken(t *testing.T) {
 	}
 	c := d.mustConnect(d.leadTok)
 	e := d.checker(c)
-	e.ok(anon, "new_session", map[string]any{"name": "over http"})
-	if m := e.ok(anon, "fleet_members", nil); len(m["members"].([]any)) != 2 {
+	e.Ok(anon, "new_session", map[string]any{"name": "over http"})
+	if m := e.Ok(anon, "fleet_members", nil); len(m["members"].([]any)) != 2 {
 		t.Errorf("fleet_members over HTTP: %v", m)
 	}
 
@@ -257,21 +262,21 @@ func TestHTTPAnonymous(t *testing.T) {
 	e := d.checker(c)
 
 	// Tokens exist, so an anonymous caller may not start or clean sessions.
-	e.fail(anon, "new_session", map[string]any{"name": "s"}, fleetstate.CodeNotPermitted)
-	e.fail(anon, "clean_sessions", nil, fleetstate.CodeNotPermitted)
+	e.Fail(anon, "new_session", map[string]any{"name": "s"}, fleetstate.CodeNotPermitted)
+	e.Fail(anon, "clean_sessions", nil, fleetstate.CodeNotPermitted)
 	lc := d.checker(d.mustConnect(d.leadTok))
-	sid := str(lc.ok(anon, "new_session", map[string]any{"name": "s"}), "id")
+	sid := adaptertest.Str(lc.Ok(anon, "new_session", map[string]any{"name": "s"}), "id")
 
-	if s := e.ok(anon, "get_session", nil); s["id"] != sid {
+	if s := e.Ok(anon, "get_session", nil); s["id"] != sid {
 		t.Errorf("get_session %v; want %s", s, sid)
 	}
-	id := str(e.ok(anon, "put", map[string]any{"agent_name": "visitor", "file_name": "f", "content": "c"}), "id")
-	if g := e.ok(anon, "get", map[string]any{"id": id}); g["content"] != "c" {
+	id := adaptertest.Str(e.Ok(anon, "put", map[string]any{"agent_name": "visitor", "file_name": "f", "content": "c"}), "id")
+	if g := e.Ok(anon, "get", map[string]any{"id": id}); g["content"] != "c" {
 		t.Errorf("get %v; want c", g)
 	}
-	e.ok(anon, "list", nil)
-	for tool, args := range validArgs {
-		e.fail(anon, tool, args, fleetstate.CodeNotPermitted)
+	e.Ok(anon, "list", nil)
+	for tool, args := range adaptertest.ValidArgs {
+		e.Fail(anon, tool, args, fleetstate.CodeNotPermitted)
 	}
 
 	resp, _ := d.raw("", bearer("fst_wrong"), listBody)
@@ -292,8 +297,8 @@ func TestHTTPAnonymous(t *testing.T) {
 	if _, err := d.tokens.Revoke("miner"); err != nil {
 		t.Fatal(err)
 	}
-	e.ok(anon, "new_session", map[string]any{"name": "anon"})
-	e.ok(anon, "clean_sessions", nil)
+	e.Ok(anon, "new_session", map[string]any{"name": "anon"})
+	e.Ok(anon, "clean_sessions", nil)
 }
 
 // TestHTTPIdentityFromToken: identity comes from each request's token, not
@@ -311,7 +316,7 @@ func TestHTTPIdentityFromToken(t *testing.T) {
 		t.Fatal("the legacy handshake gave no session ID")
 	}
 	le := d.checker(lc)
-	le.ok(anon, "fleet_members", nil)
+	le.Ok(anon, "fleet_members", nil)
 
 	call := func(token, tool string, args any) map[string]any {
 		t.Helper()
@@ -367,48 +372,48 @@ func TestHTTPFlow(t *testing.T) {
 
 	ready := func() map[string]bool {
 		out := map[string]bool{}
-		for _, m := range le.ok(anon, "fleet_members", nil)["members"].([]any) {
+		for _, m := range le.Ok(anon, "fleet_members", nil)["members"].([]any) {
 			mm := m.(map[string]any)
-			out[str(mm, "name")] = mm["ready"] == true
+			out[adaptertest.Str(mm, "name")] = mm["ready"] == true
 		}
 		return out
 	}
 	if r := ready(); r["scout"] || r["miner"] {
 		t.Errorf("members ready before any call: %v", r)
 	}
-	se.fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
+	se.Fail(anon, "get_session", nil, fleetstate.CodeNoActiveSession)
 	if r := ready(); !r["scout"] || r["miner"] {
 		t.Errorf("after scout's first call: %v; want scout ready only", r)
 	}
 	// A member's refused call does not mount it.
 	me := d.checker(d.mustConnect(d.minerTok))
-	me.fail(anon, "fleet_members", nil, fleetstate.CodeNotPermitted)
+	me.Fail(anon, "fleet_members", nil, fleetstate.CodeNotPermitted)
 	if r := ready(); r["miner"] {
 		t.Errorf("miner ready after a refused call: %v", r)
 	}
 
-	send := le.async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "over the wire"}, nil)
-	msg := se.ok(anon, "fleet_next", waitArgs(10))
+	send := le.Async(ctx, anon, "fleet_send", map[string]any{"to": "scout", "content": "over the wire"}, nil)
+	msg := se.Ok(anon, "fleet_next", adaptertest.WaitArgs(10))
 	if msg["from"] != "lead" || msg["content"] != "over the wire" {
 		t.Errorf("fleet_next %v", msg)
 	}
-	ask := se.async(ctx, anon, "fleet_ask", map[string]any{"question": "sure?"}, nil)
-	q := wantOutcome(t, le.okOf(le.recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
-	answer := le.async(ctx, anon, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "yes"}, nil)
-	if a := se.okOf(se.recv(ask)); a["answer"] != "yes" {
+	ask := se.Async(ctx, anon, "fleet_ask", map[string]any{"question": "sure?"}, nil)
+	q := adaptertest.WantOutcome(t, le.OkOf(le.Recv(send)), "question", "turn_id", "ticket", "from", "content", "state")
+	answer := le.Async(ctx, anon, "fleet_send", map[string]any{"turn_id": q["turn_id"], "content": "yes"}, nil)
+	if a := se.OkOf(se.Recv(ask)); a["answer"] != "yes" {
 		t.Errorf("answer %v", a)
 	}
 	// miner cannot end scout's turn.
-	me.fail(anon, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNoOpenTurn)
-	se.ok(anon, "fleet_reply", map[string]any{"content": "done"})
-	out := wantOutcome(t, le.okOf(le.recv(answer)), "reply", "turn_id", "from", "content")
+	me.Fail(anon, "fleet_reply", map[string]any{"content": "forged"}, fleetstate.CodeNoOpenTurn)
+	se.Ok(anon, "fleet_reply", map[string]any{"content": "done"})
+	out := adaptertest.WantOutcome(t, le.OkOf(le.Recv(answer)), "reply", "turn_id", "from", "content")
 	if out["content"] != "done" {
 		t.Errorf("outcome %v", out)
 	}
 	// A member puts under its own name only, over HTTP too.
-	le.ok(anon, "new_session", map[string]any{"name": "s"})
-	se.ok(anon, "put", map[string]any{"agent_name": "scout", "file_name": "f", "content": "x"})
-	se.fail(anon, "put", map[string]any{"agent_name": "lead", "file_name": "f", "content": "x"}, fleetstate.CodeNotPermitted)
+	le.Ok(anon, "new_session", map[string]any{"name": "s"})
+	se.Ok(anon, "put", map[string]any{"agent_name": "scout", "file_name": "f", "content": "x"})
+	se.Fail(anon, "put", map[string]any{"agent_name": "lead", "file_name": "f", "content": "x"}, fleetstate.CodeNotPermitted)
 }
 
 // TestHTTPLateMember: a member whose token was added after the daemon
@@ -416,18 +421,18 @@ func TestHTTPFlow(t *testing.T) {
 func TestHTTPLateMember(t *testing.T) {
 	d := newDaemon(t, false)
 	le := d.checker(d.mustConnect(d.leadTok))
-	le.fail(anon, "fleet_send", map[string]any{"to": "late", "content": "x", "wait": false}, fleetstate.CodeUnknownMember)
+	le.Fail(anon, "fleet_send", map[string]any{"to": "late", "content": "x", "wait": false}, fleetstate.CodeUnknownMember)
 
 	tok, err := d.tokens.Add("late", mcpadapter.RoleMember)
 	if err != nil {
 		t.Fatal(err)
 	}
 	late := d.checker(d.mustConnect(tok))
-	if got := late.ok(anon, "fleet_next", waitArgs(0)); got["outcome"] != "none" {
+	if got := late.Ok(anon, "fleet_next", adaptertest.WaitArgs(0)); got["outcome"] != "none" {
 		t.Errorf("late member's fleet_next %v; want none", got)
 	}
 	found := false
-	for _, m := range le.ok(anon, "fleet_members", nil)["members"].([]any) {
+	for _, m := range le.Ok(anon, "fleet_members", nil)["members"].([]any) {
 		if mm := m.(map[string]any); mm["name"] == "late" {
 			found = mm["ready"] == true
 		}
@@ -435,12 +440,12 @@ func TestHTTPLateMember(t *testing.T) {
 	if !found {
 		t.Errorf("the late member is not listed ready")
 	}
-	tk := str(le.ok(anon, "fleet_send", map[string]any{"to": "late", "content": "welcome", "wait": false}), "ticket")
-	if got := late.ok(anon, "fleet_next", waitArgs(10)); got["content"] != "welcome" {
+	tk := adaptertest.Str(le.Ok(anon, "fleet_send", map[string]any{"to": "late", "content": "welcome", "wait": false}), "ticket")
+	if got := late.Ok(anon, "fleet_next", adaptertest.WaitArgs(10)); got["content"] != "welcome" {
 		t.Errorf("fleet_next %v; want welcome", got)
 	}
-	late.ok(anon, "fleet_reply", map[string]any{"content": "thanks"})
-	if p := le.ok(anon, "fleet_poll", map[string]any{"ticket": tk, "wait_s": 10}); p["content"] != "thanks" {
+	late.Ok(anon, "fleet_reply", map[string]any{"content": "thanks"})
+	if p := le.Ok(anon, "fleet_poll", map[string]any{"ticket": tk, "wait_s": 10}); p["content"] != "thanks" {
 		t.Errorf("poll %v; want the late member's reply", p)
 	}
 }
@@ -507,7 +512,7 @@ func TestHTTPCancel(t *testing.T) {
 		status, body := postRaw(t, d, "scout", next, modernHeader("fleet_next"))
 		done <- answer{status, body}
 	}()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(adaptertest.WaitLimit)
 	cancelHeader := map[string]string{"Content-Type": "application/json", "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "notifications/cancelled"}
 	// Until the call has started, its cancellation cancels nothing, and
 	// is sent again.
