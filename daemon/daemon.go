@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -280,6 +281,9 @@ func (d *Daemon) serveDisk(ctx context.Context, ln net.Listener) error {
 		if err == nil {
 			panes, err = ro.apply(st.rv)
 		}
+		if err == nil && slices.ContainsFunc(ro.Agents, func(a RosterAgent) bool { return a.Worktree != nil }) {
+			st.worktrees = &worktrees{ro: ro, rv: st.rv}
+		}
 		if err != nil {
 			st.rv.Close()
 			ln.Close()
@@ -368,6 +372,9 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		return nil, err
 	}
 	srv := st.adapter.NewServer("fleetstate", d.cfg.Version)
+	if st.worktrees != nil {
+		srv.AddTools(st.worktrees.tools()...)
+	}
 	handler := mcphttp.New(st.adapter, srv, mcphttp.Options{Tokens: st.tokens, Anonymous: d.cfg.Anonymous, Connections: st.conns,
 		OnStatus: onStatus, SessionIdleTTL: d.cfg.SessionTTL,
 		MaxSessionsPerToken: d.cfg.MaxSessionsPerToken, MaxSessions: d.cfg.MaxSessions, Membership: members,

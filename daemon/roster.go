@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,8 +66,10 @@ type Roster struct {
 	// it, an agent that has not been trusted there waits on the question
 	// in its pane and reads BLOCKED. An agent's own Trust gives the same
 	// consent for that agent alone.
-	Trust  bool          `json:"trust,omitempty"`
-	Agents []RosterAgent `json:"agents"`
+	Trust bool `json:"trust,omitempty"`
+	// Merge sets how a member's work tree is merged back.
+	Merge  *MergeSettings `json:"merge,omitempty"`
+	Agents []RosterAgent  `json:"agents"`
 
 	// base is the folder of the file, which relative paths start from.
 	base string
@@ -96,6 +99,9 @@ type RosterAgent struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Trust is Roster.Trust for this agent alone.
 	Trust bool `json:"trust,omitempty"`
+	// Worktree gives a member a git work tree of its own, which becomes
+	// its workdir: true, or an object naming its branch and base.
+	Worktree *Worktree `json:"worktree,omitempty"`
 }
 
 // PermissionWait returns how long the members' PermissionRequest hook
@@ -335,6 +341,12 @@ func (ro *Roster) validate() error {
 		if strings.ContainsRune(a.Workdir, 0) {
 			return fmt.Errorf("%s.workdir: holds a NUL byte", at)
 		}
+		if err := ro.validateWorktree(i); err != nil {
+			return err
+		}
+	}
+	if ro.Merge != nil {
+		return ro.Merge.validate()
 	}
 	return nil
 }
@@ -369,18 +381,15 @@ func (ro *Roster) resolve(stateDir string) error {
 	if ro.TmuxSession == "" {
 		ro.TmuxSession = defaultSession
 	}
+	dir := cmp.Or(stateDir, fleetstate.DefaultDir())
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	private := filepath.Join(abs, ".fleetstate") // Store.PrivatePath's folder
 	switch {
 	case ro.TmuxSocket == "":
-		dir := stateDir
-		if dir == "" {
-			dir = fleetstate.DefaultDir()
-		}
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return err
-		}
-		// The state directory's private folder (Store.PrivatePath).
-		ro.TmuxSocket = filepath.Join(abs, ".fleetstate", "tmux.sock")
+		ro.TmuxSocket = filepath.Join(private, "tmux.sock")
 	case !filepath.IsAbs(ro.TmuxSocket):
 		ro.TmuxSocket = filepath.Join(ro.base, ro.TmuxSocket)
 	}
@@ -404,6 +413,11 @@ func (ro *Roster) resolve(stateDir string) error {
 		}
 		if !fi.IsDir() {
 			return fmt.Errorf("agents[%d].workdir: %s is not a folder", i, a.Workdir)
+		}
+		if a.Worktree != nil {
+			if err := a.Worktree.resolve(a, private); err != nil {
+				return fmt.Errorf("agents[%d].worktree: %w", i, err)
+			}
 		}
 	}
 	return nil

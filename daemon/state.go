@@ -26,6 +26,9 @@ type state struct {
 	members atomic.Pointer[auth.Membership]
 	// leadsDecide: the fleet file lets leads decide permission requests.
 	leadsDecide atomic.Bool
+	// worktrees serves fleet_changes and fleet_merge when the fleet file
+	// gives a member a work tree; nil otherwise.
+	worktrees *worktrees
 }
 
 // resync is the adapter's Options.Resync: the membership's, if any.

@@ -110,9 +110,9 @@ func WriteList(w io.Writer) {
 // WriteOverview writes what fleetstate --help prints: what the binary is,
 // the list of commands, and where each command's own help is.
 func WriteOverview(w io.Writer) {
-	fmt.Fprint(w, "fleetstate: a shared store and a rendezvous for a fleet of AI agents, as an MCP server\n\nusage: fleetstate COMMAND [flags]\n\n")
+	fmt.Fprint(w, "fleetstate: a shared store and a rendezvous for a fleet of AI agents, as an MCP server\nusage: fleetstate COMMAND [flags]\n\n")
 	WriteList(w)
-	fmt.Fprint(w, "\nWithout a command, fleetstate runs mcp. fleetstate help CMD (or fleetstate CMD --help)\nshows a command's flags and an example; fleetstate -v prints the version.\n")
+	fmt.Fprint(w, "\nWithout a command, fleetstate runs mcp. fleetstate help CMD shows a command's flags.\n")
 }
 
 // NewFlagSet returns the flag set of a command, quiet: [Parse] prints help

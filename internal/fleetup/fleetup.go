@@ -459,7 +459,8 @@ type Upped struct {
 	Started  []string          // the agents whose panes were started
 }
 
-// Up brings the fleet of c.Store up: the daemon (UpDaemon), the record,
+// Up brings the fleet of c.Store up: the members' work trees, the daemon
+// (UpDaemon), the record,
 // each agent's token and configuration (ConfigureAgents), and the panes
 // (StartPanes). If it fails after it started the daemon, it stops that
 // daemon again, and StartPanes kills the panes it started: a failed up
@@ -468,6 +469,10 @@ type Upped struct {
 func Up(ctx context.Context, c UpConfig) (Upped, error) {
 	rec, _ := ReadRecord(c.Store)
 	var up Upped
+	say := func(format string, args ...any) { fmt.Fprintf(c.Stderr, "fleetstate: up: "+format+"\n", args...) }
+	if err := c.Roster.EnsureWorktrees(ctx, say); err != nil {
+		return up, fmt.Errorf("up: %w", err)
+	}
 	url, launched, err := UpDaemon(ctx, c.Store, &rec, c.Bin, c.Addr, c.File, c.FileSum, c.Roster.ServeFlags(), c.Stderr)
 	if err != nil {
 		return up, err

@@ -123,6 +123,7 @@ type opts struct {
 	wait       bool          // send: block for the outcome
 	pollWait   time.Duration // poll: wait for news
 	message    string        // deny: why, for the member
+	diff       bool          // changes: print the diff
 }
 
 // command is one row of the table.
@@ -169,7 +170,7 @@ const maxText = 1 << 20
 
 // table returns the commands, in the order the help lists them.
 func table() []command {
-	return []command{
+	return append([]command{
 		{
 			Command: Command{Name: "send", Summary: "send a task to a member, detached (prints its ticket) or --wait for the outcome",
 				Usage:   "fleetstate send MEMBER TEXT [--wait] [--keep] [--json] [--dir DIR | --url URL]",
@@ -332,7 +333,7 @@ func table() []command {
 		decideCommand("deny", "deny a member's pending permission request, with a message",
 			"Denies the permission request ID (fleetstate requests lists them); --message says why, and the member's agent reads it.",
 			`fleetstate deny perm-01J9Z6 --message "not on the shared build folder"`),
-	}
+	}, worktreeCommands()...)
 }
 
 // decideCommand is approve or deny: fleet_approve of a permission request.

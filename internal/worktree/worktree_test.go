@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/worktree"
 )
 
@@ -25,16 +26,8 @@ type lab struct {
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	fleettest.IsolatedGit(t)
 	root := t.TempDir()
-	cfg := filepath.Join(root, "gitconfig")
-	if err := os.WriteFile(cfg, []byte("[user]\n\tname = Lead\n\temail = lead@example.com\n[init]\n\tdefaultBranch = main\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GIT_CONFIG_GLOBAL", cfg)
-	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	l := &lab{t: t, repo: filepath.Join(root, "lead"), dir: filepath.Join(root, "trees")}
 	l.git(root, "init", "--quiet", l.repo)
 	l.write(l.repo, "README", "one\ntwo\nthree\n")

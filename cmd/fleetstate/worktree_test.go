@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/internal/fleettest"
+	"github.com/fleetstate/fleetstate/internal/fleetup"
+	"github.com/fleetstate/fleetstate/internal/worktree"
+)
+
+// gitIn runs git in dir for the test, with the identity newGitProject set.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// newGitProject makes a project in a git repository of its own, with git
+// set up for the test alone; the processes the test starts inherit it.
+func newGitProject(t *testing.T) string {
+	t.Helper()
+	fleettest.IsolatedGit(t)
+	root := t.TempDir()
+	project := filepath.Join(root, "project")
+	gitIn(t, root, "init", "--quiet", project)
+	if err := os.WriteFile(filepath.Join(project, "README"), []byte("one\ntwo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, project, "add", "-A")
+	gitIn(t, project, "commit", "--quiet", "-m", "first")
+	return project
+}
+
+// commitFile writes name in dir and commits it.
+func commitFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, dir, "add", "-A")
+	gitIn(t, dir, "commit", "--quiet", "-m", "edit "+name)
+}
+
+// fleetCLIFail runs the binary with args, which must fail, and returns
+// its standard output and error.
+func fleetCLIFail(t *testing.T, args ...string) (string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatalf("fleetstate %s succeeded:\n%s", strings.Join(args, " "), stdout.String())
+	}
+	return stdout.String(), stderr.String()
+}
+
+// TestUpMakesWorkTreesAndTheLeadMergesThem brings up a fleet whose member
+// has a work tree of its own, in a git project, and goes through what the
+// lead sees and merges: the work tree made and reused across down and
+// up, the member's changes, merges refused (uncommitted work, an open
+// turn, a failing check, a conflict) with nothing changed, and a clean
+// merge. The member's edits are made by the test, in its work tree.
+func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
+	socket := fleettest.TmuxSocket(t)
+	agentBin := buildFakeAgent(t)
+	project := newGitProject(t)
+	fleet := map[string]any{
+		"tmux_socket": socket,
+		"timeouts":    map[string]string{"ready": "10s", "send": "30s"},
+		"merge":       map[string]any{"check": "test ! -e broken"},
+		"agents": []any{
+			map[string]any{"name": "lead", "role": "lead", "command": []string{agentBin, "--fleetstate", binary}},
+			map[string]any{"name": "alice", "role": "member", "command": []string{agentBin, "--fleetstate", binary}, "worktree": true},
+		},
+	}
+	f := &upFleet{file: filepath.Join(project, "fleet.json"), dir: filepath.Join(project, ".ai-fleet-state"), socket: socket}
+	data, _ := json.MarshalIndent(fleet, "", "  ")
+	if err := os.WriteFile(f.file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, project, "add", "fleet.json")
+	gitIn(t, project, "commit", "--quiet", "-m", "the fleet file")
+	t.Cleanup(func() {
+		_ = exec.Command(binary, "down", f.file, "--dir", f.dir).Run()
+		var rec fleetup.Record
+		if data, err := os.ReadFile(filepath.Join(f.dir, ".fleetstate", fleetup.RecordFile)); err == nil && json.Unmarshal(data, &rec) == nil && rec.PID > 0 && fleetup.Alive(rec.PID) {
+			fleetup.SignalTree(rec.PID, 9)
+		}
+	})
+	up := func() string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(binary, "up", f.file, "--dir", f.dir)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("up: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		}
+		return stderr.String()
+	}
+	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
+	if says := up(); !strings.Contains(says, "alice: made a work tree at "+tree+" on branch alice") {
+		t.Errorf("up said:\n%s\nwant the work tree it made", says)
+	}
+	if got := gitIn(t, tree, "rev-parse", "--abbrev-ref", "HEAD"); got != "alice" {
+		t.Fatalf("work tree on %q; want branch alice", got)
+	}
+	// alice's pane runs in her work tree.
+	if !fleettest.Until(10*time.Second, 100*time.Millisecond, func() bool {
+		out, _ := exec.Command("tmux", "-S", socket, "list-panes", "-a", "-F", "#{window_name} #{pane_current_path}").Output()
+		return strings.Contains(string(out), "alice "+tree)
+	}) {
+		out, _ := exec.Command("tmux", "-S", socket, "list-panes", "-a", "-F", "#{window_name} #{pane_current_path}").Output()
+		t.Errorf("panes: %s; want alice's in %s", out, tree)
+	}
+	if st := gitIn(t, tree, "status", "--porcelain"); st != "" {
+		t.Errorf("the configuration up wrote shows in alice's work tree:\n%s", st)
+	}
+
+	commitFile(t, tree, "alice.txt", "alice's work\n")
+	var c worktree.Changes
+	if err := json.Unmarshal([]byte(fleetCLI(t, "changes", "alice", "--json", "--dir", f.dir)), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Worktree != tree || c.Branch != "alice" || c.Into != "main" || c.Ahead != 1 || c.Behind != 0 ||
+		!slices.Equal(c.Files, []worktree.FileChange{{Path: "alice.txt", Added: 1}}) || len(c.Uncommitted) != 0 {
+		t.Errorf("changes: %+v", c)
+	}
+	if out := fleetCLI(t, "changes", "alice", "--diff", "--dir", f.dir); !strings.Contains(out, "+alice's work") || !strings.Contains(out, "alice.txt +1 -0") {
+		t.Errorf("changes --diff:\n%s", out)
+	}
+
+	head := gitIn(t, project, "rev-parse", "HEAD")
+	refused := func(reason string) daemon.Merge {
+		t.Helper()
+		out, stderr := fleetCLIFail(t, "merge", "alice", "--json", "--dir", f.dir)
+		var m daemon.Merge
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("merge printed %q: %v (stderr %s)", out, err, stderr)
+		}
+		if m.Merged || m.Reason != reason || !strings.Contains(stderr, "refused ("+reason+")") {
+			t.Errorf("merge: %+v, stderr %q; want refused for %s", m, stderr, reason)
+		}
+		if now := gitIn(t, project, "rev-parse", "HEAD"); now != head {
+			t.Errorf("a refused merge moved the lead from %s to %s", head, now)
+		}
+		return m
+	}
+
+	// Uncommitted work in alice's tree.
+	if err := os.WriteFile(filepath.Join(tree, "draft.txt"), []byte("draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused("member_dirty")
+	if err := os.Remove(filepath.Join(tree, "draft.txt")); err != nil {
+		t.Fatal(err)
+	}
+
+	// alice at work.
+	ticket := strings.TrimSpace(fleetCLI(t, "send", "alice", "[hang] keep working", "--json", "--dir", f.dir))
+	var o struct {
+		Ticket string `json:"ticket"`
+	}
+	if err := json.Unmarshal([]byte(ticket), &o); err != nil || o.Ticket == "" {
+		t.Fatalf("send printed %q: %v", ticket, err)
+	}
+	refused("open_turn")
+	fleetCLI(t, "cancel", o.Ticket, "--dir", f.dir)
+
+	// The check fails on the merged result.
+	commitFile(t, tree, "broken", "x\n")
+	m := refused("check_failed")
+	if !strings.Contains(m.Message, "test ! -e broken") {
+		t.Errorf("check failure: %q", m.Message)
+	}
+	gitIn(t, tree, "rm", "--quiet", "broken")
+	gitIn(t, tree, "commit", "--quiet", "-m", "unbreak")
+
+	// A clean merge.
+	var done daemon.Merge
+	if err := json.Unmarshal([]byte(fleetCLI(t, "merge", "alice", "--json", "--dir", f.dir)), &done); err != nil {
+		t.Fatal(err)
+	}
+	if !done.Merged || done.Into != "main" || done.Commit != gitIn(t, project, "rev-parse", "HEAD") {
+		t.Fatalf("merge: %+v", done)
+	}
+	if b, err := os.ReadFile(filepath.Join(project, "alice.txt")); err != nil || string(b) != "alice's work\n" {
+		t.Errorf("alice.txt in the lead's checkout: %q, %v", b, err)
+	}
+	head = done.Commit
+
+	// A conflict names its file and changes nothing.
+	commitFile(t, project, "README", "one\nlead\n")
+	head = gitIn(t, project, "rev-parse", "HEAD")
+	commitFile(t, tree, "README", "one\nalice\n")
+	if m := refused("conflict"); !slices.Equal(m.Files, []string{"README"}) {
+		t.Errorf("conflict in %v; want README", m.Files)
+	}
+	if b, _ := os.ReadFile(filepath.Join(project, "README")); string(b) != "one\nlead\n" {
+		t.Errorf("the lead's README after a conflict: %q", b)
+	}
+
+	// down keeps the work tree and its commits; up again finds it.
+	alice := gitIn(t, tree, "rev-parse", "HEAD")
+	fleetCLI(t, "down", f.file, "--dir", f.dir)
+	if says := up(); strings.Contains(says, "made a work tree") {
+		t.Errorf("up again made the work tree again:\n%s", says)
+	}
+	if got := gitIn(t, tree, "rev-parse", "HEAD"); got != alice {
+		t.Errorf("alice's work tree at %s after down and up; want %s", got, alice)
+	}
+	if out := fleetCLI(t, "changes", "alice", "--dir", f.dir); !strings.Contains(out, "README +1 -1") {
+		t.Errorf("changes after up again:\n%s", out)
+	}
+}

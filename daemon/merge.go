@@ -1,0 +1,189 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/internal/worktree"
+	"github.com/fleetstate/fleetstate/mcpadapter"
+)
+
+// MaxDiff bounds the diff fleet_changes returns; the result tells the
+// whole size.
+const MaxDiff = 256 << 10
+
+// Merge is the answer of fleet_merge and of fleetstate merge: the merge
+// done, or why it was refused, with nothing changed.
+type Merge struct {
+	Member string `json:"member"`
+	Merged bool   `json:"merged"`
+	// Reason names a refusal: open_turn, member_dirty, lead_dirty,
+	// detached, conflict, check_failed or lead_moved.
+	Reason  string   `json:"reason,omitempty"`
+	Message string   `json:"message,omitempty"`
+	Files   []string `json:"files,omitempty"` // in conflict
+	// CheckOutput is the end of a failing check's output.
+	CheckOutput string `json:"check_output,omitempty"`
+	// Branch was merged into Into, whose commit is now Commit; UpToDate
+	// says Into held Branch already.
+	Branch   string `json:"branch,omitempty"`
+	Into     string `json:"into,omitempty"`
+	Commit   string `json:"commit,omitempty"`
+	UpToDate bool   `json:"up_to_date,omitempty"`
+}
+
+// worktrees answers fleet_changes and fleet_merge for the members of ro
+// that have a work tree.
+type worktrees struct {
+	ro     *Roster
+	rv     *fleetstate.Rendezvous
+	merger worktree.Merger
+}
+
+// tree returns the work tree of member, or the error a tool answers.
+func (w *worktrees) tree(op, member string) (*Worktree, error) {
+	for _, a := range w.ro.Agents {
+		if a.Name == member {
+			if a.Worktree == nil {
+				return nil, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op,
+					Err: fmt.Errorf("%s has no work tree: give it \"worktree\": true in the fleet file", member)}
+			}
+			return a.Worktree, nil
+		}
+	}
+	return nil, &fleetstate.Error{Code: fleetstate.CodeUnknownMember, Op: op, Err: fmt.Errorf("%q is not in the fleet file", member)}
+}
+
+// Changes returns what member's branch holds for the lead; withDiff adds
+// the diff, at most MaxDiff bytes of it.
+func (w *worktrees) Changes(ctx context.Context, member string, withDiff bool) (worktree.Changes, error) {
+	t, err := w.tree("changes", member)
+	if err != nil {
+		return worktree.Changes{}, err
+	}
+	limit := 0
+	if withDiff {
+		limit = MaxDiff
+	}
+	c, err := worktree.Read(ctx, t.Repo, t.Path, limit)
+	if err != nil {
+		return worktree.Changes{}, &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "changes", Err: err}
+	}
+	return c, nil
+}
+
+// Merge merges member's branch into the lead's checkout, unless the
+// member has a turn open or queued, or worktree refuses it.
+func (w *worktrees) Merge(ctx context.Context, member string) (Merge, error) {
+	t, err := w.tree("merge", member)
+	if err != nil {
+		return Merge{}, err
+	}
+	m := Merge{Member: member}
+	for _, mi := range w.rv.Members() {
+		if mi.Name == member && (mi.OpenTurn != "" || mi.Queued > 0) {
+			m.Reason, m.Message = "open_turn", fmt.Sprintf("%s has a turn open or queued: merge once it has replied", member)
+			return m, nil
+		}
+	}
+	var o worktree.MergeOptions
+	if s := w.ro.Merge; s != nil {
+		o.Check, o.CheckTimeout = s.Check, s.timeout
+	}
+	done, err := w.merger.Merge(ctx, t.Repo, t.Path, o)
+	var conflict *worktree.ConflictError
+	var check *worktree.CheckError
+	switch {
+	case err == nil:
+		m.Merged, m.Branch, m.Into, m.Commit, m.UpToDate = true, done.Branch, done.Into, done.Commit, done.UpToDate
+		return m, nil
+	case errors.As(err, &conflict):
+		m.Reason, m.Files = "conflict", conflict.Files
+	case errors.As(err, &check):
+		m.Reason, m.CheckOutput = "check_failed", check.Tail
+	case errors.Is(err, worktree.ErrMemberDirty):
+		m.Reason = "member_dirty"
+	case errors.Is(err, worktree.ErrLeadDirty):
+		m.Reason = "lead_dirty"
+	case errors.Is(err, worktree.ErrDetached):
+		m.Reason = "detached"
+	case errors.Is(err, worktree.ErrLeadMoved):
+		m.Reason = "lead_moved"
+	default:
+		return Merge{}, &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "merge", Err: err}
+	}
+	m.Message = err.Error()
+	return m, nil
+}
+
+// tools returns fleet_changes and fleet_merge, for leads (the operator
+// too, who calls as a lead).
+func (w *worktrees) tools() []server.ServerTool {
+	member := mcp.WithString("member", mcp.Required(), mcp.Description("the member whose work tree it is"))
+	changes := mcp.NewTool("fleet_changes",
+		mcp.WithDescription("Lead only. What a member's work tree holds: its path, its branch, commits ahead of and behind your branch, the files it changed with line counts, and uncommitted paths; with diff, the diff too (at most 256 KiB; diff_bytes tells the whole size)."),
+		member,
+		mcp.WithBoolean("diff", mcp.Description("include the diff")),
+		mcp.WithOutputSchema[worktree.Changes](),
+		mcp.WithTitleAnnotation("A member's changes"), mcp.WithReadOnlyHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false))
+	merge := mcp.NewTool("fleet_merge",
+		mcp.WithDescription("Lead only. Merge a member's branch into your checkout's branch. The merge is made beside your checkout and checked first, so a refusal changes nothing: merged false with a reason: open_turn (the member is still working), member_dirty or lead_dirty (uncommitted changes), conflict (with the files), check_failed (with the end of the check's output), lead_moved or detached."),
+		member,
+		mcp.WithOutputSchema[Merge](),
+		mcp.WithTitleAnnotation("Merge a member's work"), mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false))
+	return []server.ServerTool{
+		{Tool: changes, Handler: leadTool(func(ctx context.Context, a toolArgs) (any, error) {
+			return w.Changes(ctx, a.Member, a.Diff)
+		})},
+		{Tool: merge, Handler: leadTool(func(ctx context.Context, a toolArgs) (any, error) {
+			if a.Diff {
+				return nil, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "merge", Err: errors.New("fleet_merge takes no diff")}
+			}
+			return w.Merge(ctx, a.Member)
+		})},
+	}
+}
+
+// toolArgs are the arguments of the work tree tools.
+type toolArgs struct {
+	Member string `json:"member"`
+	Diff   bool   `json:"diff"`
+}
+
+// leadTool makes a handler of f for leads alone: its arguments decoded
+// strictly, its result as structured content and as its JSON in text, an
+// error as the adapter answers one.
+func leadTool(f func(context.Context, toolArgs) (any, error)) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		op := req.Params.Name
+		if id, _ := mcpadapter.IdentityOf(ctx); id.Role != mcpadapter.RoleLead {
+			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: op, Err: errors.New("leads only")}), nil
+		}
+		var a toolArgs
+		data, _ := json.Marshal(req.GetArguments())
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&a); err != nil || a.Member == "" {
+			if err == nil {
+				err = errors.New("member is required")
+			}
+			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: err}), nil
+		}
+		v, err := f(ctx, a)
+		if err != nil {
+			return mcpadapter.ErrorResult(err), nil
+		}
+		text, err := json.Marshal(v)
+		if err != nil {
+			return mcpadapter.ErrorResult(err), nil
+		}
+		return mcp.NewToolResultStructured(v, string(text)), nil
+	}
+}

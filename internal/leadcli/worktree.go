@@ -1,0 +1,97 @@
+package leadcli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/internal/worktree"
+)
+
+// worktreeCommands are changes and merge, over the members' work trees.
+func worktreeCommands() []command {
+	return []command{
+		{
+			Command: Command{Name: "changes", Summary: "show what a member's work tree holds: branch, commits, files changed",
+				Usage:   "fleetstate changes MEMBER [--diff] [--json] [--dir DIR | --url URL]",
+				About:   "Shows the work tree of a member that the fleet file gives one (\"worktree\": true): its path, its branch, how many commits it is ahead of and behind your branch, the files it changed with the lines added and deleted, and the paths it has not committed (a merge takes none of those). --diff prints the diff too, at most 256 KiB of it.",
+				Example: "fleetstate changes alice --diff"},
+			args: "MEMBER", min: 1, max: 1,
+			flags: func(fs *flag.FlagSet, o *opts) {
+				fs.BoolVar(&o.diff, "diff", false, "print the diff too")
+			},
+			run: func(ctx context.Context, r *runner, args []string) error {
+				var c worktree.Changes
+				if err := r.c.Call(ctx, "fleet_changes", map[string]any{"member": args[0], "diff": r.opts.diff}, &c); err != nil {
+					return err
+				}
+				return r.print(c, FormatChanges(args[0], c))
+			},
+		},
+		{
+			Command: Command{Name: "merge", Summary: "merge a member's branch into your checkout's branch",
+				Usage:   "fleetstate merge MEMBER [--json] [--dir DIR | --url URL]",
+				About:   "Merges the branch of a member's work tree into the branch of the lead's checkout. The merge is made beside the checkout, and the fleet file's merge check (\"merge\": {\"check\": ...}) runs on the result first; the checkout's branch moves only if all went well. It is refused, with nothing changed and exit status 1, while the member has a turn open or queued (open_turn), while either checkout has uncommitted changes (member_dirty, lead_dirty), on a conflict (naming the files), when the check fails (with the end of its output), or when your branch moved meanwhile (lead_moved).",
+				Example: "fleetstate merge alice"},
+			args: "MEMBER", min: 1, max: 1,
+			bound: func(*opts) time.Duration { return waitBound + callBound },
+			run: func(ctx context.Context, r *runner, args []string) error {
+				var m daemon.Merge
+				if err := r.c.Call(ctx, "fleet_merge", map[string]any{"member": args[0]}, &m); err != nil {
+					return err
+				}
+				if err := r.print(m, FormatMerge(m)); err != nil {
+					return err
+				}
+				if !m.Merged {
+					return fmt.Errorf("refused (%s): %s", m.Reason, strings.TrimPrefix(m.Message, "worktree: "))
+				}
+				return nil
+			},
+		},
+	}
+}
+
+// FormatChanges is the text of fleetstate changes.
+func FormatChanges(member string, c worktree.Changes) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: branch %s, %d ahead of %s and %d behind\nwork tree: %s\n", member, c.Branch, c.Ahead, c.Into, c.Behind, c.Worktree)
+	if len(c.Files) == 0 {
+		b.WriteString("no files changed\n")
+	}
+	for _, f := range c.Files {
+		if f.Binary {
+			fmt.Fprintf(&b, "  %s (binary)\n", f.Path)
+			continue
+		}
+		fmt.Fprintf(&b, "  %s +%d -%d\n", f.Path, f.Added, f.Deleted)
+	}
+	if len(c.Uncommitted) > 0 {
+		fmt.Fprintf(&b, "not committed: %s\n", strings.Join(c.Uncommitted, ", "))
+	}
+	if c.Diff != "" {
+		b.WriteString(c.Diff)
+		if c.DiffClipped {
+			fmt.Fprintf(&b, "\n(the diff is %d bytes; this is the first %d)\n", c.DiffBytes, len(c.Diff))
+		}
+	}
+	return b.String()
+}
+
+// FormatMerge is the text of fleetstate merge.
+func FormatMerge(m daemon.Merge) string {
+	switch {
+	case m.Merged && m.UpToDate:
+		return fmt.Sprintf("%s: %s holds %s already; nothing to merge\n", m.Member, m.Into, m.Branch)
+	case m.Merged:
+		return fmt.Sprintf("merged %s into %s: %.12s\n", m.Branch, m.Into, m.Commit)
+	case m.Reason == "conflict":
+		return fmt.Sprintf("%s: conflicts in %s\n", m.Member, strings.Join(m.Files, ", "))
+	case m.Reason == "check_failed":
+		return fmt.Sprintf("%s: the check failed on the merged result; its output ends:\n%s\n", m.Member, m.CheckOutput)
+	}
+	return ""
+}
