@@ -10,21 +10,19 @@ import (
 	"github.com/spf13/afero"
 )
 
-// Backend keeps a store's sessions and files. It is the narrow seam
-// between the [Store]'s contract and where the bytes live: a state
-// directory on an [afero.Fs] ([Open]), or a replicated engine that several
-// processes on several machines share, such as NATS JetStream (package
-// fleetnats, through [OpenBackend]). Package fleetstatetest has the suite
-// every Backend passes.
+// Backend keeps a store's sessions and files. It is the narrow seam between the
+// [Store]'s contract and where the bytes live: a state directory on an
+// [afero.Fs] ([Open]), or a replicated engine that several processes on several
+// machines share, such as NATS JetStream (package fleetnats, through
+// [OpenBackend]). Package fleetstatetest has the suite every Backend passes.
 //
 // The Store checks every argument (names, IDs, sizes) before it calls a
-// Backend, and checks the session rules (which session is current, what
-// listing a session without files means); a Backend only keeps data, with
-// the atomicity the methods name. A Backend returns errors made with
-// [NewError] for the codes its methods name, [CodeUnavailable] when the
-// engine cannot be reached within the context's deadline, and on any
-// error has changed nothing. Its methods are safe for concurrent use by
-// goroutines and by processes sharing the engine.
+// Backend, and checks the session rules (which session is current, what listing
+// a session without files means); a Backend only keeps data, with the atomicity
+// the methods name. A Backend returns errors made with [NewError] for the codes
+// its methods name, [CodeUnavailable] when the engine cannot be reached within
+// the context's deadline, and on any error has changed nothing. Its methods are
+// safe for concurrent use by goroutines and by processes sharing the engine.
 type Backend interface {
 	// CurrentSession returns the current session; ok is false when none
 	// was started since the fleet began or was cleaned.
@@ -71,14 +69,13 @@ type OwnedBackend interface {
 }
 
 // Journal keeps a rendezvous's turns: whoever holds one owns the fleet.
-// Obtaining a Journal is how a process becomes the fleet's only writer,
-// and a Journal whose ownership passed to another process must fail every
-// later write (fenced by a lock the kernel drops with the process, or by
-// the engine's compare-and-swap, never by clocks), so that two processes
-// never both act on one turn. The disk's journal, the default, keeps slot
-// files beside the state directory's sessions; package fleetnats keeps
-// the turns on JetStream. Package fleetstatetest has the suite every
-// Journal passes.
+// Obtaining a Journal is how a process becomes the fleet's only writer, and a
+// Journal whose ownership passed to another process must fail every later write
+// (fenced by a lock the kernel drops with the process, or by the engine's
+// compare-and-swap, never by clocks), so that two processes never both act on
+// one turn. The disk's journal, the default, keeps slot files beside the state
+// directory's sessions; package fleetnats keeps the turns on JetStream. Package
+// fleetstatetest has the suite every Journal passes.
 //
 // Records are opaque to a Journal: the rendezvous encodes and decodes them.
 // The rendezvous calls a Journal from one goroutine at a time, and ends

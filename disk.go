@@ -9,11 +9,10 @@ import (
 	"github.com/fleetstate/fleetstate/internal/names"
 )
 
-// dirBackend is the disk backend: the sessions and files of a state
-// directory on an afero.Fs, kept by package dirstore. It maps dirstore's
-// kinds of failure onto the library's codes and drops from listings the
-// names no [FileID] can address. Calls do not wait on anyone, so the
-// contexts are not consulted.
+// dirBackend is the disk backend: the sessions and files of a state directory
+// on an afero.Fs, kept by package dirstore. It maps dirstore's kinds of failure
+// onto the library's codes and drops from listings the names no [FileID] can
+// address. Calls do not wait on anyone, so the contexts are not consulted.
 type dirBackend struct {
 	d   *dirstore.Dir
 	max int64 // the store's content limit: a larger file is never read

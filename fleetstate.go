@@ -32,12 +32,11 @@ type Options struct {
 	// Get. Zero means DefaultMaxContentSize.
 	MaxContentSize int64
 
-	// SyncWrites makes Put flush each file to stable storage before it
-	// returns. Without it a put survives the crash of the process (the
-	// file is swapped in atomically) but not necessarily a power failure:
-	// a file put in the last seconds before one (until the operating
-	// system writes it back, about 30 s on Linux) may come back empty, as
-	// may one it replaced in that time.
+	// SyncWrites makes Put flush each file to stable storage before it returns.
+	// Without it a put survives the crash of the process (the file is swapped
+	// in atomically) but not necessarily a power failure: a file put in the
+	// last seconds before one (until the operating system writes it back, about
+	// 30 s on Linux) may come back empty, as may one it replaced in that time.
 	SyncWrites bool
 
 	// NoGitIgnore stops Open from adding the state directory to the
@@ -72,10 +71,9 @@ type Store struct {
 	timeout    time.Duration // of each call to b; zero means none
 	maxContent int64
 
-	// local is where the store keeps what is not session data (a
-	// server's tokens, the rendezvous's state on disk): the state
-	// directory, or for a store on another backend a private folder in
-	// memory.
+	// local is where the store keeps what is not session data (a server's
+	// tokens, the rendezvous's state on disk): the state directory, or for a
+	// store on another backend a private folder in memory.
 	local *dirstore.Dir
 	dir   string // the state directory; empty on another backend
 }
@@ -134,8 +132,7 @@ func Open(fsys afero.Fs, dir string, opts *Options) (*Store, error) {
 	return &Store{b: &dirBackend{d: d, max: max}, maxContent: max, local: d, dir: d.Path()}, nil
 }
 
-// Dir returns the state directory; empty for a store opened with
-// [OpenBackend].
+// Dir returns the state directory; empty for a store opened with [OpenBackend].
 func (s *Store) Dir() string { return s.dir }
 
 // PrivatePath returns the path, on the store's file system, of name (its

@@ -502,10 +502,9 @@ func (r *Rendezvous) restore() error {
 	return nil
 }
 
-// armRejoin ends m's open turn, and its readiness, if the member does not
-// show up within d: after a restart (RejoinTimeout), or after its
-// connection went (PresenceWindow); since says after what. r.mu must be
-// held.
+// armRejoin ends m's open turn, and its readiness, if the member does not show
+// up within d: after a restart (RejoinTimeout), or after its connection went
+// (PresenceWindow); since says after what. r.mu must be held.
 func (r *Rendezvous) armRejoin(m *member, d time.Duration, since string) {
 	m.stopRejoin()
 	var tm *time.Timer
@@ -889,11 +888,10 @@ func (m *member) wake() {
 }
 
 // Clean cleans the fleet's state directory as [Store.Clean] does (every
-// session, stored file and archive) and, in the same step, drops every
-// turn, ticket and queued message. Calls blocked on a turn return: a lead's
-// send gets a failed outcome with reason session_cleaned, a member's ask
-// [ErrNoOpenTurn]. Members stay registered. What else the directory holds
-// stays.
+// session, stored file and archive) and, in the same step, drops every turn,
+// ticket and queued message. Calls blocked on a turn return: a lead's send gets
+// a failed outcome with reason session_cleaned, a member's ask [ErrNoOpenTurn].
+// Members stay registered. What else the directory holds stays.
 func (r *Rendezvous) Clean() error {
 	const op = "clean sessions"
 	r.lockW()

@@ -12,10 +12,9 @@ import (
 	"github.com/fleetstate/fleetstate/internal/turnlog"
 )
 
-// journal is the rendezvous's side of its [Journal]: a [turnlog.Log]
-// that also encodes the turns' records. Its fields are guarded by
-// Rendezvous.wmu, the writers' lock: a writer may call it with the
-// rendezvous's own lock released.
+// journal is the rendezvous's side of its [Journal]: a [turnlog.Log] that also
+// encodes the turns' records. Its fields are guarded by Rendezvous.wmu, the
+// writers' lock: a writer may call it with the rendezvous's own lock released.
 type journal struct {
 	*turnlog.Log
 	buf []byte // the record being encoded

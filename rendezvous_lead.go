@@ -13,20 +13,18 @@ import (
 // [Rendezvous.Answer] and the outcome's turn ID), turn_done or a failure.
 // The lead's call is held open: there is no polling.
 //
-// The outcome a call returns stays held on its ticket (the outcome carries
-// it) until the lead's next call, or its [Rendezvous.Ack]: a lead whose
-// connection broke as the outcome was on its way finds it with
-// [Rendezvous.PollAll].
+// The outcome a call returns stays held on its ticket (the outcome carries it)
+// until the lead's next call, or its [Rendezvous.Ack]: a lead whose connection
+// broke as the outcome was on its way finds it with [Rendezvous.PollAll].
 //
-// Send never blocks past SendTimeout. If the turn has not ended by then, or
-// if the member is busy with an earlier turn or has messages queued ahead,
-// Send returns a pending outcome with a ticket, and the turn's outcome is
-// held on that ticket for [Rendezvous.Poll]. If ctx ends first, Send returns
-// the pending outcome and ctx.Err(); the turn goes on and nothing is lost.
-// If the outcome arrives when ctx has already ended, it is held on the
-// ticket too, and Send returns it with the ticket and ctx.Err(): a caller
-// that gave up (a lead whose connection dropped) may not be there to take
-// it.
+// Send never blocks past SendTimeout. If the turn has not ended by then, or if
+// the member is busy with an earlier turn or has messages queued ahead, Send
+// returns a pending outcome with a ticket, and the turn's outcome is held on
+// that ticket for [Rendezvous.Poll]. If ctx ends first, Send returns the
+// pending outcome and ctx.Err(); the turn goes on and nothing is lost. If the
+// outcome arrives when ctx has already ended, it is held on the ticket too, and
+// Send returns it with the ticket and ctx.Err(): a caller that gave up (a lead
+// whose connection dropped) may not be there to take it.
 func (r *Rendezvous) Send(ctx context.Context, lead, to, content string) (Outcome, error) {
 	t, w, accepted, err := r.enqueue("send", lead, to, content, true)
 	if err != nil {
@@ -427,22 +425,20 @@ func (r *Rendezvous) Ack(lead, ticket string) error {
 	return nil
 }
 
-// Cancel ends a turn of lead that is still queued or open, named by its
-// ticket or by its turn ID: the turn fails with reason cancelled. A
-// cancelled message that was queued is never delivered. A member whose
-// open turn is cancelled learns it on its next call for that turn:
-// [Rendezvous.Reply] and [Rendezvous.Ask] return [ErrTurnCancelled], and an
-// Ask blocked at that moment returns it too. Cancel returns the ticket's
-// outcome, which, like any outcome a call returns, stays held until the
-// lead's next call or its Ack; cancelling a turn that has already ended
-// changes nothing and returns how it ended.
+// Cancel ends a turn of lead that is still queued or open, named by its ticket
+// or by its turn ID: the turn fails with reason cancelled. A cancelled message
+// that was queued is never delivered. A member whose open turn is cancelled
+// learns it on its next call for that turn: [Rendezvous.Reply] and
+// [Rendezvous.Ask] return [ErrTurnCancelled], and an Ask blocked at that moment
+// returns it too. Cancel returns the ticket's outcome, which, like any outcome
+// a call returns, stays held until the lead's next call or its Ack; cancelling
+// a turn that has already ended changes nothing and returns how it ended.
 func (r *Rendezvous) Cancel(lead, id string) (Outcome, error) { return r.cancelTurn(lead, id, false) }
 
-// CancelFor is Cancel done for lead by someone else, such as a person at
-// a dashboard: it is not a call of lead, so what lead's earlier calls
-// returned stays held, and the cancelled turn's outcome waits on its
-// ticket as news for lead (its waiting Poll returns it) rather than
-// being taken as returned.
+// CancelFor is Cancel done for lead by someone else, such as a person at a
+// dashboard: it is not a call of lead, so what lead's earlier calls returned
+// stays held, and the cancelled turn's outcome waits on its ticket as news for
+// lead (its waiting Poll returns it) rather than being taken as returned.
 func (r *Rendezvous) CancelFor(lead, id string) (Outcome, error) { return r.cancelTurn(lead, id, true) }
 
 func (r *Rendezvous) cancelTurn(lead, id string, forLead bool) (Outcome, error) {

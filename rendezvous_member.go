@@ -202,11 +202,10 @@ func (r *Rendezvous) opened(m *member, t *turn, next turnRecord) {
 	r.changed(t.Lead)
 }
 
-// endTurn ends m's open turn t with a terminal outcome, releasing a
-// pending Ask. mode says when the outcome is written (see record); with
-// writeFirst, an outcome held on the ticket must be written
-// first; if it cannot be, the turn stays open and the error is returned
-// (see record). r.mu must be held.
+// endTurn ends m's open turn t with a terminal outcome, releasing a pending
+// Ask. mode says when the outcome is written (see record); with writeFirst, an
+// outcome held on the ticket must be written first; if it cannot be, the turn
+// stays open and the error is returned (see record). r.mu must be held.
 func (r *Rendezvous) endTurn(m *member, t *turn, o Outcome, mode writeMode) error {
 	if err := r.record(t, o, mode); err != nil {
 		return err
@@ -423,14 +422,13 @@ func (r *Rendezvous) unask(t *turn) {
 }
 
 // Disconnect tells the rendezvous that member's connection is gone: its MCP
-// session ended, or the stream it listened on broke. The member is no
-// longer ready: new messages wait for it at most ReadyTimeout. A member
-// that pulls keeps its open turn and its question for PresenceWindow, as
-// its connection may have gone with a daemon and come back through
-// another: back in time (a call, [Rendezvous.SetReady]), it finishes the
-// turn; otherwise the turn ends failed member_gone and a blocked Ask
-// returns [ErrNoOpenTurn]. A member reached through a port keeps its turn:
-// its pane tells when the turn ends.
+// session ended, or the stream it listened on broke. The member is no longer
+// ready: new messages wait for it at most ReadyTimeout. A member that pulls
+// keeps its open turn and its question for PresenceWindow, as its connection
+// may have gone with a daemon and come back through another: back in time (a
+// call, [Rendezvous.SetReady]), it finishes the turn; otherwise the turn ends
+// failed member_gone and a blocked Ask returns [ErrNoOpenTurn]. A member
+// reached through a port keeps its turn: its pane tells when the turn ends.
 func (r *Rendezvous) Disconnect(member string) error {
 	r.lockW()
 	defer r.unlockW()

@@ -42,12 +42,11 @@ const (
 // a lead, or "rule …", set by [Rendezvous.DecidePermission]) and when.
 type Decision = permit.Decision
 
-// PermissionRequest is a member agent's request to use a tool, as views
-// show it and the journal keeps it. The caller of
-// [Rendezvous.RequestPermission] sets Key, Tool, Input, Cwd and Timeout
-// (zero means DefaultPermissionTimeout); the rendezvous sets the rest. A
-// request with the Key of one still known, of the same member, is that
-// request.
+// PermissionRequest is a member agent's request to use a tool, as views show it
+// and the journal keeps it. The caller of [Rendezvous.RequestPermission] sets
+// Key, Tool, Input, Cwd and Timeout (zero means DefaultPermissionTimeout); the
+// rendezvous sets the rest. A request with the Key of one still known, of the
+// same member, is that request.
 type PermissionRequest = permit.Request
 
 // PermissionPolicy decides some permission requests without asking: it
@@ -63,15 +62,14 @@ func (r *Rendezvous) SetPermissionPolicy(p PermissionPolicy) {
 	r.policy = p
 }
 
-// RequestPermission raises member's request to use a tool and blocks
-// until it is decided (ok true), its window passes (ok false: undecided),
-// or ctx ends (ctx.Err()). A request whose Key names one already known,
-// of the same member, is that request: a caller cut off by a restart asks
-// again with the same key and gets the decision made meanwhile. A
-// request a [PermissionPolicy] covers is decided at once, and forgotten
-// (asked again, the policy decides it again). When ctx ends the request
-// stays pending until its window passes. A member with
-// MaxPendingPermissions requests pending gets [ErrNotPermitted] for a new
+// RequestPermission raises member's request to use a tool and blocks until it
+// is decided (ok true), its window passes (ok false: undecided), or ctx ends
+// (ctx.Err()). A request whose Key names one already known, of the same member,
+// is that request: a caller cut off by a restart asks again with the same key
+// and gets the decision made meanwhile. A request a [PermissionPolicy] covers
+// is decided at once, and forgotten (asked again, the policy decides it again).
+// When ctx ends the request stays pending until its window passes. A member
+// with MaxPendingPermissions requests pending gets [ErrNotPermitted] for a new
 // one; of its decided requests, the last 64 are known by their key, each
 // without its input.
 func (r *Rendezvous) RequestPermission(ctx context.Context, member string, req PermissionRequest) (Decision, bool, error) {

@@ -173,12 +173,11 @@ func (r *Rendezvous) newTurn(leadName string, m *member, content string) (*turn,
 	return t, nil
 }
 
-// emit records an outcome of t: it goes to the lead's blocked call if there
-// is one, and is otherwise held on the ticket. A terminal outcome stays
-// held either way: until the lead's next call when a call returned it (in
-// case the connection that carried it broke), until acked otherwise. A
-// failure to write the outcome is logged: the state in memory stays right.
-// r.mu must be held.
+// emit records an outcome of t: it goes to the lead's blocked call if there is
+// one, and is otherwise held on the ticket. A terminal outcome stays held
+// either way: until the lead's next call when a call returned it (in case the
+// connection that carried it broke), until acked otherwise. A failure to write
+// the outcome is logged: the state in memory stays right. r.mu must be held.
 func (r *Rendezvous) emit(t *turn, o Outcome) { _ = r.record(t, o, saveNow) }
 
 // writeMode says when record writes the turn.
@@ -360,9 +359,8 @@ func (t *turn) unhand() {
 	}
 }
 
-// forget removes a turn whose outcome reached the lead. Its slot is freed
-// by unlockW, once the rendezvous's lock is let go. r.mu and r.wmu must be
-// held.
+// forget removes a turn whose outcome reached the lead. Its slot is freed by
+// unlockW, once the rendezvous's lock is let go. r.mu and r.wmu must be held.
 func (r *Rendezvous) forget(t *turn) {
 	t.stopTimers()
 	t.handed = false

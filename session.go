@@ -56,12 +56,11 @@ func (s *Store) current(op string) (Session, error) {
 	return sess, nil
 }
 
-// Clean removes what the store and the rendezvous made in the state
-// directory: every session folder, current_run.txt, previous_run_log.txt,
-// leftover temporary files and the rendezvous state. Anything else in the
-// directory stays, and so does what the store keeps as configuration under
-// its private folder (the tokens, the locks). Afterwards there is no
-// current session.
+// Clean removes what the store and the rendezvous made in the state directory:
+// every session folder, current_run.txt, previous_run_log.txt, leftover
+// temporary files and the rendezvous state. Anything else in the directory
+// stays, and so does what the store keeps as configuration under its private
+// folder (the tokens, the locks). Afterwards there is no current session.
 //
 // While a [Rendezvous] owns the fleet, in this process or another, Clean
 // fails with [ErrFleetOwned] and changes nothing: clean through

@@ -49,9 +49,8 @@ func (g *gate) ready(st Status) bool { return !g.awaiting && st.deliverable() }
 func (g *gate) delivered(now time.Time) { g.awaiting, g.deliveredAt = true, now }
 
 // StatusNotifier is implemented by a [Member] port that can tell when its
-// status changes. The rendezvous then reads the status when told (and once
-// more when a delivery's pickup grace passes) instead of every
-// PollInterval.
+// status changes. The rendezvous then reads the status when told (and once more
+// when a delivery's pickup grace passes) instead of every PollInterval.
 type StatusNotifier interface {
 	// StatusChanged returns a channel that is closed at the next change
 	// of the status. It is called before each read of the status, so a
@@ -59,11 +58,10 @@ type StatusNotifier interface {
 	StatusChanged() <-chan struct{}
 }
 
-// watchMember reads the status of a member with a port every PollInterval
-// (or when woken, or when the port says its status changed), delivers the
-// head of its FIFO when the gate allows, and triages turns that end
-// without a reply. It ends when the member loses its port; one goroutine
-// at most watches a member.
+// watchMember reads the status of a member with a port every PollInterval (or
+// when woken, or when the port says its status changed), delivers the head of
+// its FIFO when the gate allows, and triages turns that end without a reply. It
+// ends when the member loses its port; one goroutine at most watches a member.
 func (r *Rendezvous) watchMember(m *member) {
 	r.watchPort(m.kick, &m.port, &m.watching, &m.gate, func(p Member) { r.stepMember(m, p) })
 }
@@ -93,11 +91,10 @@ func (r *Rendezvous) watchPort(kick <-chan struct{}, port *Member, watching *boo
 	})
 }
 
-// Questioner is implemented by a [Member] port that tells when its member
-// waits on a question of its program's own (a permission prompt, a
-// first-run question): Question returns it, or "", as of the last status
-// read. Nothing is delivered to a member that shows one; [MemberInfo]
-// shows it.
+// Questioner is implemented by a [Member] port that tells when its member waits
+// on a question of its program's own (a permission prompt, a first-run
+// question): Question returns it, or "", as of the last status read. Nothing is
+// delivered to a member that shows one; [MemberInfo] shows it.
 type Questioner interface{ Question() string }
 
 // Interrupter is implemented by a [Member] port that can stop its member's
