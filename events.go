@@ -37,6 +37,11 @@ const (
 	EventPermissionRequested EventKind = "permission_requested" // a member asks to use a tool
 	EventPermissionDecided   EventKind = "permission_decided"   // someone, or a rule, decided: Permission.Decision says how, By who, Content the message
 	EventPermissionExpired   EventKind = "permission_expired"   // it ended undecided: Content says why, By "timeout" or "clean"
+	// Merges of a member's work tree, which the rendezvous does not make
+	// but announces ([Rendezvous.Announce]): By asked, Content says more.
+	EventMergeRequested EventKind = "merge_requested" // By asked to merge Member's branch
+	EventMerged         EventKind = "merged"          // it was merged: Content names the commit
+	EventMergeRefused   EventKind = "merge_refused"   // it was refused, changing nothing: Content says why
 )
 
 // Event is one thing that happened in the fleet. Fields that do not apply
@@ -175,6 +180,21 @@ func (r *Rendezvous) publish(e Event) {
 			s.gap++
 		}
 	}
+}
+
+// Announce publishes e, of a kind the rendezvous does not make itself (a
+// merge's), to the subscribers; its Seq, Time and Gap are set as for any.
+func (r *Rendezvous) Announce(e Event) error {
+	if e.Kind != EventMergeRequested && e.Kind != EventMerged && e.Kind != EventMergeRefused {
+		return newError(CodeInvalidArgument, "announce", "%q is not an event to announce", e.Kind)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return &Error{Code: CodeClosed, Op: "announce"}
+	}
+	r.publish(e)
+	return nil
 }
 
 // publishTurn publishes an event of kind about turn t. r.mu must be held.

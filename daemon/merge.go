@@ -79,13 +79,32 @@ func (w *worktrees) Changes(ctx context.Context, member string, withDiff bool) (
 	return c, nil
 }
 
-// Merge merges member's branch into the lead's checkout, unless the
-// member has a turn open or queued, or worktree refuses it.
-func (w *worktrees) Merge(ctx context.Context, member string) (Merge, error) {
+// Merge merges member's branch into the lead's checkout for by, unless
+// the member has a turn open or queued, or worktree refuses it. The
+// rendezvous announces the request and how it ended.
+func (w *worktrees) Merge(ctx context.Context, by, member string) (Merge, error) {
 	t, err := w.tree("merge", member)
 	if err != nil {
 		return Merge{}, err
 	}
+	_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMergeRequested, Member: member, By: by,
+		Content: "merge " + t.Branch + " into the lead's checkout"})
+	m, err := w.merge(ctx, t, member)
+	switch {
+	case err != nil:
+		_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMergeRefused, Member: member, By: by, Content: "failed: " + err.Error()})
+	case m.Merged && m.UpToDate:
+		_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMerged, Member: member, By: by, Content: m.Into + " holds " + m.Branch + " already"})
+	case m.Merged:
+		_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMerged, Member: member, By: by, Content: fmt.Sprintf("%s into %s: %.12s", m.Branch, m.Into, m.Commit)})
+	default:
+		_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMergeRefused, Member: member, By: by, Content: m.Reason + ": " + m.Message})
+	}
+	return m, err
+}
+
+// merge is Merge without its events.
+func (w *worktrees) merge(ctx context.Context, t *Worktree, member string) (Merge, error) {
 	m := Merge{Member: member}
 	for _, mi := range w.rv.Members() {
 		if mi.Name == member && (mi.OpenTurn != "" || mi.Queued > 0) {
@@ -146,7 +165,8 @@ func (w *worktrees) tools() []server.ServerTool {
 			if a.Diff {
 				return nil, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "merge", Err: errors.New("fleet_merge takes no diff")}
 			}
-			return w.Merge(ctx, a.Member)
+			id, _ := mcpadapter.IdentityOf(ctx)
+			return w.Merge(ctx, id.Agent, a.Member)
 		})},
 	}
 }

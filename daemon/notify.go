@@ -67,6 +67,10 @@ func logEvent(log *slog.Logger, e fleetstate.Event) {
 			attrs = append(attrs, "message", textsafe.Clip(e.Content, logInput))
 		}
 	}
+	switch e.Kind {
+	case fleetstate.EventMergeRequested, fleetstate.EventMerged, fleetstate.EventMergeRefused:
+		attrs = append(attrs, "by", textsafe.Clip(e.By, 60), "message", textsafe.Clip(e.Content, logInput))
+	}
 	log.Info("fleetstate: event", attrs...)
 }
 
@@ -82,10 +86,10 @@ const (
 
 // notifies reports whether e is one that people want to hear of: a member
 // asks a question or a permission, turns BLOCKED, a detached ticket
-// finishes, a turn fails.
+// finishes, a turn fails, a merge is done or refused.
 func notifies(e fleetstate.Event) bool {
 	switch e.Kind {
-	case fleetstate.EventAsked, fleetstate.EventPermissionRequested:
+	case fleetstate.EventAsked, fleetstate.EventPermissionRequested, fleetstate.EventMerged, fleetstate.EventMergeRefused:
 		return true
 	case fleetstate.EventStatus:
 		return e.Status == fleetstate.StatusBlocked.String()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -158,4 +159,24 @@ func (ro *Roster) EnsureWorktrees(ctx context.Context, report func(format string
 		}
 	}
 	return nil
+}
+
+// RemoveWorktrees removes the members' work trees that hold nothing
+// uncommitted, keeping their branches, and tells report of each: removed,
+// or kept and why. It is for a fleet that is down.
+func (ro *Roster) RemoveWorktrees(ctx context.Context, report func(format string, args ...any)) {
+	for _, a := range ro.Agents {
+		w := a.Worktree
+		if w == nil {
+			continue
+		}
+		if _, err := os.Stat(w.Path); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := worktree.Remove(ctx, w.Repo, w.Path); err != nil {
+			report("%s: kept the work tree %s: %v", a.Name, w.Path, err)
+			continue
+		}
+		report("%s: removed the work tree %s; its branch %s stays", a.Name, w.Path, w.Branch)
+	}
 }

@@ -119,7 +119,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fleetFile, dir, err := parseFleetArgs(newFlagSet("down"), args, stdout, "name the fleet file")
+	fs := newFlagSet("down")
+	trees := fs.Bool("worktrees", false, "also remove the members' work trees that hold nothing uncommitted (their branches stay)")
+	fleetFile, dir, err := parseFleetArgs(fs, args, stdout, "name the fleet file")
 	if err != nil {
 		return err
 	}
@@ -154,6 +156,13 @@ func runDown(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rec.PID = 0
 	if err := fleetup.WriteRecord(store, rec); err != nil {
 		return fmt.Errorf("down: %s: %v", store.PrivatePath(fleetup.RecordFile), err)
+	}
+	if *trees {
+		ro, err := daemon.LoadRoster(fleetFile, dir)
+		if err != nil {
+			return err
+		}
+		ro.RemoveWorktrees(ctx, func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) })
 	}
 	fmt.Fprintf(stdout, "the state directory %s stays; fleetstate up %s brings the fleet back\n", dir, fleetFile)
 	return nil

@@ -199,6 +199,20 @@ func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
 		t.Errorf("alice.txt in the lead's checkout: %q, %v", b, err)
 	}
 	head = done.Commit
+	// Each merge asked for, done or refused, is an event; the daemon logs
+	// them.
+	logged := func() string {
+		data, _ := os.ReadFile(filepath.Join(f.dir, ".fleetstate", fleetup.DaemonLog))
+		return string(data)
+	}
+	if !fleettest.Until(5*time.Second, 50*time.Millisecond, func() bool { return strings.Contains(logged(), "kind=merged member=alice") }) {
+		t.Errorf("no merged event in the daemon's log:\n%s", logged())
+	}
+	for _, want := range []string{"kind=merge_requested member=alice by=operator", "kind=merge_refused member=alice by=operator message=\"member_dirty: ", "kind=merge_refused member=alice by=operator message=\"open_turn: ", "kind=merge_refused member=alice by=operator message=\"check_failed: "} {
+		if !strings.Contains(logged(), want) {
+			t.Errorf("the daemon's log lacks %q", want)
+		}
+	}
 
 	// A conflict names its file and changes nothing.
 	commitFile(t, project, "README", "one\nlead\n")
@@ -222,5 +236,29 @@ func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
 	}
 	if out := fleetCLI(t, "changes", "alice", "--dir", f.dir); !strings.Contains(out, "README +1 -1") {
 		t.Errorf("changes after up again:\n%s", out)
+	}
+
+	// down --worktrees keeps a work tree with uncommitted work, and
+	// removes a clean one, keeping its branch.
+	if err := os.WriteFile(filepath.Join(tree, "draft.txt"), []byte("draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := fleetCLI(t, "down", f.file, "--dir", f.dir, "--worktrees"); !strings.Contains(out, "alice: kept the work tree "+tree) || !strings.Contains(out, "draft.txt") {
+		t.Errorf("down --worktrees with uncommitted work:\n%s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(tree, "draft.txt")); err != nil || string(b) != "draft\n" {
+		t.Fatalf("the uncommitted work: %q, %v", b, err)
+	}
+	if err := os.Remove(filepath.Join(tree, "draft.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if out := fleetCLI(t, "down", f.file, "--dir", f.dir, "--worktrees"); !strings.Contains(out, "alice: removed the work tree "+tree+"; its branch alice stays") {
+		t.Errorf("down --worktrees:\n%s", out)
+	}
+	if _, err := os.Stat(tree); !os.IsNotExist(err) {
+		t.Errorf("the work tree is still there: %v", err)
+	}
+	if got := gitIn(t, project, "rev-parse", "refs/heads/alice"); got != alice {
+		t.Errorf("branch alice at %s; want %s", got, alice)
 	}
 }

@@ -503,3 +503,22 @@ func TestPermissionEventsSayWhatAndWho(t *testing.T) {
 		})
 	}
 }
+
+// Merge events say who asked and how the merge ended, escaped.
+func TestMergeEventsSayWhoAndHow(t *testing.T) {
+	for _, c := range []struct {
+		kind        fleetstate.EventKind
+		by, content string
+		want        string
+	}{
+		{fleetstate.EventMergeRequested, "operator", "merge alice into the lead's checkout", `by operator: "merge alice into the lead's checkout"`},
+		{fleetstate.EventMerged, "lead", "alice into main: 0123456789ab", `by lead: "alice into main: 0123456789ab"`},
+		{fleetstate.EventMergeRefused, "lead", "conflict: in README\nand more", `by lead: "conflict: in README\nand more"`},
+	} {
+		e := EventMsg{Event: fleetstate.Event{Seq: 5, Time: t0, Kind: c.kind, Member: "alice", By: c.by, Content: c.content}}
+		m := feed(New("", t0, nil), snapshot(), e)
+		if v := screen(m); !strings.Contains(v, c.want) {
+			t.Errorf("%s reads otherwise; want %q in\n%s", c.kind, c.want, v)
+		}
+	}
+}

@@ -378,6 +378,8 @@ func describe(e fleetstate.Event) eventLine {
 		l.text = "ticket " + shortID(e.Ticket) + " collected by " + e.Lead
 	case fleetstate.EventPermissionRequested, fleetstate.EventPermissionDecided, fleetstate.EventPermissionExpired:
 		l.text = permissionText(e)
+	case fleetstate.EventMergeRequested, fleetstate.EventMerged, fleetstate.EventMergeRefused:
+		l.text = "by " + textsafe.Clip(e.By, maxTool) + ": " + textsafe.Quote(e.Content, maxContent)
 	}
 	return l
 }

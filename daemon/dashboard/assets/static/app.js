@@ -536,6 +536,7 @@
       let what = text.clip(e.content || e.status || '', 160);
       if (e.outcome) what = e.outcome.outcome + (e.outcome.reason ? ' (' + e.outcome.reason + ')' : '') + (e.outcome.content ? ': ' + text.clip(e.outcome.content, 160) : '');
       if (e.kind.startsWith('permission_')) what = permissionText(e);
+      if (e.kind.startsWith('merge')) what = 'by ' + text.clip(e.by || '', 40) + ': ' + what;
       return el('li', { 'data-seq': e.seq },
         clock(e.time) + '  ' + e.kind.padEnd(9) + ' ' + (e.member || '') + (e.turn_id ? ' ' + e.turn_id : '') +
         (what ? '  ' + what : '') + (e.gap ? '  (missed ' + e.gap + ')' : ''));
