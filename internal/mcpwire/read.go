@@ -25,8 +25,9 @@
 // the tool's fields refuse (unknown, null, of the wrong kind, missing,
 // below their minimum). The writer escapes strings as encoding/json does
 // (internal/jsonstr), so that a response is byte for byte what mcp-go
-// writes for the same result. mcpadapter's FuzzParseCall,
-// FuzzStdioSameAsMCPGo and FuzzHTTPFastPath hold the two together.
+// writes for the same result. FuzzParseCall and FuzzStdioSameAsMCPGo
+// (mcpadapter) and FuzzHTTPFastPath (daemon/mcphttp) hold the two
+// together.
 //
 // No unsafe: a decoded string that needs a buffer of its own is built in
 // a strings.Builder, whose String is that buffer without a copy.
