@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -25,7 +27,8 @@ type Merge struct {
 	Member string `json:"member"`
 	Merged bool   `json:"merged"`
 	// Reason names a refusal: open_turn, member_dirty, lead_dirty,
-	// detached, conflict, check_failed or lead_moved.
+	// detached, conflict, check_failed, lead_moved, or with the fleet
+	// file's merge approval denied or not_approved.
 	Reason  string   `json:"reason,omitempty"`
 	Message string   `json:"message,omitempty"`
 	Files   []string `json:"files,omitempty"` // in conflict
@@ -45,6 +48,9 @@ type worktrees struct {
 	ro     *Roster
 	rv     *fleetstate.Rendezvous
 	merger worktree.Merger
+
+	mu       sync.Mutex
+	refusals map[string]int // by commit: merge requests denied or left undecided
 }
 
 // tree returns the work tree of member, or the error a tool answers.
@@ -115,6 +121,12 @@ func (w *worktrees) merge(ctx context.Context, t *Worktree, member string) (Merg
 	var o worktree.MergeOptions
 	if s := w.ro.Merge; s != nil {
 		o.Check, o.CheckTimeout = s.Check, s.timeout
+		if s.Approval {
+			var err error
+			if m.Reason, m.Message, err = w.approve(ctx, t, member); err != nil || m.Reason != "" {
+				return m, err
+			}
+		}
 	}
 	done, err := w.merger.Merge(ctx, t.Repo, t.Path, o)
 	var conflict *worktree.ConflictError
@@ -207,3 +219,42 @@ func leadTool(f func(context.Context, toolArgs) (any, error)) server.ToolHandler
 		return mcp.NewToolResultStructured(v, string(text)), nil
 	}
 }
+
+// approve asks a person to allow the merge of member's branch as it is
+// now, and returns why not (a reason and a message) unless they did. A
+// merge asked again for the same commit finds the decision made
+// meanwhile.
+func (w *worktrees) approve(ctx context.Context, t *Worktree, member string) (reason, message string, err error) {
+	c, err := worktree.Read(ctx, t.Repo, t.Path, 0)
+	if err != nil {
+		return "", "", &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "merge", Err: err}
+	}
+	input, _ := json.Marshal(map[string]any{"branch": c.Branch, "commit": c.Commit, "into": c.Into, "ahead": c.Ahead, "files": len(c.Files)})
+	// The key names this commit's request, pending or allowed, for a
+	// call that comes again; once one was refused, the next asks anew.
+	w.mu.Lock()
+	key := fmt.Sprintf("merge %s %s %d", c.Branch, c.Commit, w.refusals[c.Commit])
+	w.mu.Unlock()
+	d, decided, err := w.rv.RequestPermission(ctx, member, fleetstate.PermissionRequest{
+		Key: key, Tool: MergeTool, Input: string(input), Cwd: t.Repo, Timeout: w.ro.PermissionWait()})
+	if err == nil && (!decided || d.Behavior != fleetstate.BehaviorAllow) {
+		w.mu.Lock()
+		if w.refusals == nil {
+			w.refusals = map[string]int{}
+		}
+		w.refusals[c.Commit]++
+		w.mu.Unlock()
+	}
+	switch {
+	case err != nil:
+		return "", "", err
+	case !decided:
+		return "not_approved", "nobody allowed the merge in time: fleetstate merge " + member + " asks again", nil
+	case d.Behavior != fleetstate.BehaviorAllow:
+		return "denied", strings.TrimSpace("denied by " + d.By + ": " + d.Message), nil
+	}
+	return "", "", nil
+}
+
+// MergeTool is the tool a merge's permission request names.
+const MergeTool = "Merge"

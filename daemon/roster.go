@@ -346,6 +346,9 @@ func (ro *Roster) validate() error {
 		}
 	}
 	if ro.Merge != nil {
+		if ro.Merge.Approval && ro.Approvals != nil && ro.Approvals.Leads {
+			return errors.New("merge.approval: with approvals.leads a lead could allow its own merge; a person's approval needs leads that do not decide")
+		}
 		return ro.Merge.validate()
 	}
 	return nil

@@ -123,6 +123,11 @@ type MergeSettings struct {
 	// CheckTimeout bounds the check, a Go duration ("10m"); empty means
 	// 10 minutes.
 	CheckTimeout string `json:"check_timeout,omitempty"`
+	// Approval makes each merge wait for a person's allow: a permission
+	// request of the member for the tool "Merge", decided as any other
+	// (fleetstate approve or deny, watch, the dashboard). A merge not
+	// allowed within the requests' window is refused.
+	Approval bool `json:"approval,omitempty"`
 
 	timeout time.Duration
 }

@@ -66,20 +66,17 @@ func fleetCLIFail(t *testing.T, args ...string) (string, string) {
 	return stdout.String(), stderr.String()
 }
 
-// TestUpMakesWorkTreesAndTheLeadMergesThem brings up a fleet whose member
-// has a work tree of its own, in a git project, and goes through what the
-// lead sees and merges: the work tree made and reused across down and
-// up, the member's changes, merges refused (uncommitted work, an open
-// turn, a failing check, a conflict) with nothing changed, and a clean
-// merge. The member's edits are made by the test, in its work tree.
-func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
+// worktreeFleet writes, in project, the fleet file of a lead and of alice
+// with a work tree, both stand-ins, with merge as its "merge"; the
+// returned up brings it up and returns what up said on standard error.
+func worktreeFleet(t *testing.T, project string, merge map[string]any) (*upFleet, func() string) {
+	t.Helper()
 	socket := fleettest.TmuxSocket(t)
 	agentBin := buildFakeAgent(t)
-	project := newGitProject(t)
 	fleet := map[string]any{
 		"tmux_socket": socket,
-		"timeouts":    map[string]string{"ready": "10s", "send": "30s"},
-		"merge":       map[string]any{"check": "test ! -e broken"},
+		"timeouts":    map[string]string{"ready": "10s", "send": "30s", "permission": "30s"},
+		"merge":       merge,
 		"agents": []any{
 			map[string]any{"name": "lead", "role": "lead", "command": []string{agentBin, "--fleetstate", binary}},
 			map[string]any{"name": "alice", "role": "member", "command": []string{agentBin, "--fleetstate", binary}, "worktree": true},
@@ -99,7 +96,7 @@ func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
 			fleetup.SignalTree(rec.PID, 9)
 		}
 	})
-	up := func() string {
+	return f, func() string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(binary, "up", f.file, "--dir", f.dir)
@@ -109,6 +106,92 @@ func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
 		}
 		return stderr.String()
 	}
+}
+
+// TestMergeWaitsForAPersonsApproval: with the fleet file's merge
+// approval, a merge waits on a permission request of the member for the
+// tool Merge: denied, it is refused with the person's message and
+// nothing changes; asked again and allowed, it is done.
+func TestMergeWaitsForAPersonsApproval(t *testing.T) {
+	project := newGitProject(t)
+	f, up := worktreeFleet(t, project, map[string]any{"approval": true})
+	up()
+	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
+	commitFile(t, tree, "alice.txt", "alice's work\n")
+	head := gitIn(t, project, "rev-parse", "HEAD")
+
+	// merge runs the binary's merge in the background and returns its
+	// result, once it ends.
+	merge := func() <-chan daemon.Merge {
+		done := make(chan daemon.Merge, 1)
+		go func() {
+			var m daemon.Merge
+			out, _ := exec.Command(binary, "merge", "alice", "--json", "--dir", f.dir).Output()
+			_ = json.Unmarshal(out, &m)
+			done <- m
+		}()
+		return done
+	}
+	// pending waits for the merge's request and returns its ID.
+	pending := func() string {
+		t.Helper()
+		var id string
+		if !fleettest.Until(20*time.Second, 100*time.Millisecond, func() bool {
+			var ps struct {
+				Permissions []struct{ ID, Member, Tool, Input string } `json:"permissions"`
+			}
+			out, _ := exec.Command(binary, "requests", "--json", "--dir", f.dir).Output()
+			if json.Unmarshal(out, &ps) != nil || len(ps.Permissions) != 1 {
+				return false
+			}
+			p := ps.Permissions[0]
+			id = p.ID
+			return p.Member == "alice" && p.Tool == daemon.MergeTool && strings.Contains(p.Input, `"branch":"alice"`)
+		}) {
+			t.Fatal("no request to allow alice's merge")
+		}
+		return id
+	}
+	wait := func(done <-chan daemon.Merge) daemon.Merge {
+		t.Helper()
+		select {
+		case m := <-done:
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatal("merge did not end")
+			return daemon.Merge{}
+		}
+	}
+
+	done := merge()
+	fleetCLI(t, "deny", pending(), "--message", "not before the review", "--dir", f.dir)
+	if m := wait(done); m.Merged || m.Reason != "denied" || !strings.Contains(m.Message, "not before the review") {
+		t.Errorf("denied merge: %+v", m)
+	}
+	if now := gitIn(t, project, "rev-parse", "HEAD"); now != head {
+		t.Errorf("a denied merge moved the lead to %s", now)
+	}
+
+	done = merge()
+	fleetCLI(t, "approve", pending(), "--dir", f.dir)
+	if m := wait(done); !m.Merged || m.Commit != gitIn(t, project, "rev-parse", "HEAD") {
+		t.Errorf("allowed merge: %+v", m)
+	}
+	if _, err := os.Stat(filepath.Join(project, "alice.txt")); err != nil {
+		t.Errorf("alice's work is not in the lead's checkout: %v", err)
+	}
+}
+
+// TestUpMakesWorkTreesAndTheLeadMergesThem brings up a fleet whose member
+// has a work tree of its own, in a git project, and goes through what the
+// lead sees and merges: the work tree made and reused across down and
+// up, the member's changes, merges refused (uncommitted work, an open
+// turn, a failing check, a conflict) with nothing changed, and a clean
+// merge. The member's edits are made by the test, in its work tree.
+func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
+	project := newGitProject(t)
+	f, up := worktreeFleet(t, project, map[string]any{"check": "test ! -e broken"})
+	socket := f.socket
 	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
 	if says := up(); !strings.Contains(says, "alice: made a work tree at "+tree+" on branch alice") {
 		t.Errorf("up said:\n%s\nwant the work tree it made", says)

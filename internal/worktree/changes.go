@@ -12,6 +12,7 @@ import (
 type Changes struct {
 	Worktree string `json:"worktree"` // the member's work tree
 	Branch   string `json:"branch"`   // the member's branch
+	Commit   string `json:"commit"`   // the branch's last commit
 	Into     string `json:"into"`     // the lead's branch, which a merge moves
 	Ahead    int    `json:"ahead"`    // commits of Branch not in Into
 	Behind   int    `json:"behind"`   // commits of Into not in Branch
@@ -49,6 +50,9 @@ func Read(ctx context.Context, repo, path string, diffLimit int) (Changes, error
 		return Changes{}, err
 	}
 	c := Changes{Worktree: path, Branch: branch, Into: into, Files: []FileChange{}}
+	if c.Commit, err = line(ctx, repo, "rev-parse", "refs/heads/"+branch); err != nil {
+		return Changes{}, err
+	}
 	counts, err := line(ctx, repo, "rev-list", "--left-right", "--count", "refs/heads/"+into+"...refs/heads/"+branch)
 	if err != nil {
 		return Changes{}, err
