@@ -182,7 +182,11 @@ func (d *Dir) ReadOwner() Owner {
 }
 
 // FleetOwner returns the owner of the fleet, if a live process owns it.
-// A process that owns it without describing itself has a zero PID.
+// An owner describes itself the instant it takes the lock, so a holder
+// still without a description once lookOwner gave up is a look held
+// longer: another process's Clean, removing the sessions. No rendezvous
+// owns the fleet then; a Clean of this process waits for that one on the
+// session lock.
 func (d *Dir) FleetOwner() (Owner, bool, error) {
 	l, ok, err := d.lookOwner()
 	if err != nil {
@@ -192,5 +196,6 @@ func (d *Dir) FleetOwner() (Owner, bool, error) {
 		l.Release()
 		return Owner{}, false, nil
 	}
-	return d.ReadOwner(), true, nil
+	o := d.ReadOwner()
+	return o, o.PID != 0, nil
 }
