@@ -320,6 +320,21 @@ func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
 	if out := fleetCLI(t, "changes", "alice", "--dir", f.dir); !strings.Contains(out, "README +1 -1") {
 		t.Errorf("changes after up again:\n%s", out)
 	}
+	// A daemon killed outright loses nothing either: up starts another,
+	// which merges the work tree as it is.
+	fleetup.SignalTree(f.record(t).PID, 9)
+	up()
+	gitIn(t, tree, "revert", "--no-edit", "--quiet", "HEAD")
+	commitFile(t, tree, "more.txt", "more\n")
+	var again daemon.Merge
+	if err := json.Unmarshal([]byte(fleetCLI(t, "merge", "alice", "--json", "--dir", f.dir)), &again); err != nil || !again.Merged {
+		t.Fatalf("merge after the daemon was killed: %+v, %v", again, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(project, "more.txt")); err != nil || string(b) != "more\n" {
+		t.Errorf("more.txt in the lead's checkout: %q, %v", b, err)
+	}
+	alice = gitIn(t, tree, "rev-parse", "HEAD")
+	fleetCLI(t, "down", f.file, "--dir", f.dir)
 
 	// down --worktrees keeps a work tree with uncommitted work, and
 	// removes a clean one, keeping its branch.
