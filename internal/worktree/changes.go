@@ -83,19 +83,37 @@ func Read(ctx context.Context, repo, path string, diffLimit int) (Changes, error
 		c.Uncommitted = []string{}
 	}
 	if diffLimit > 0 {
-		d, err := git(ctx, repo, "diff", "--no-renames", "--no-color", span)
-		if err != nil {
+		var head headBuffer
+		head.keep = diffLimit + utf8.UTFMax
+		if err := gitTo(ctx, repo, &head, "diff", "--no-renames", "--no-color", span); err != nil {
 			return Changes{}, err
 		}
-		c.DiffBytes = len(d)
-		if len(d) > diffLimit {
+		d := head.b
+		c.DiffBytes = head.n
+		if head.n > diffLimit {
 			n := diffLimit
 			for n > 0 && !utf8.RuneStart(d[n]) {
 				n-- // not within a character
 			}
 			d, c.DiffClipped = d[:n], true
 		}
-		c.Diff = d
+		c.Diff = string(d)
 	}
 	return c, nil
+}
+
+// headBuffer keeps the first keep bytes written to it, and counts them
+// all: a diff of any size costs that much memory.
+type headBuffer struct {
+	keep int
+	b    []byte
+	n    int
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	h.n += len(p)
+	if room := h.keep - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
 }

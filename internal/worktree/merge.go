@@ -141,6 +141,9 @@ func (m *Merger) Merge(ctx context.Context, repo, path string, o MergeOptions) (
 		return Merged{}, fmt.Errorf("%w: %s was %.12s and is now %.12s", ErrLeadMoved, into, head, now)
 	}
 	if _, err := git(ctx, repo, "merge", "--ff-only", "--quiet", commit); err != nil {
+		if strings.Contains(err.Error(), "untracked working tree files would be overwritten") {
+			return Merged{}, fmt.Errorf("%w: %v", ErrLeadDirty, err) // git changed nothing
+		}
 		return Merged{}, err
 	}
 	res.Commit = commit

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,22 +59,29 @@ var (
 // git runs git in dir with args and returns its standard output. An error
 // carries its standard error.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
+	var out bytes.Buffer
+	err := gitTo(ctx, dir, &out, args...)
+	return out.String(), err
+}
+
+// gitTo runs git in dir with args, its standard output to out.
+func gitTo(ctx context.Context, dir string, out io.Writer, args ...string) error {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = out, &errb
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
-			return "", fmt.Errorf("%w: %v", ErrNoGit, err)
+			return fmt.Errorf("%w: %v", ErrNoGit, err)
 		}
 		msg := strings.TrimSpace(errb.String())
 		if msg == "" {
 			msg = err.Error()
 		}
-		return out.String(), fmt.Errorf("git %s: %s", args[0], msg)
+		return fmt.Errorf("git %s: %s", args[0], msg)
 	}
-	return out.String(), nil
+	return nil
 }
 
 // line runs git and returns its output's first line.

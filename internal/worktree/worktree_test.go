@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/worktree"
@@ -401,5 +402,42 @@ func TestMergesAtOnceAreSerialised(t *testing.T) {
 	}
 	if merges := l.git(l.repo, "rev-list", "--merges", "--count", "HEAD"); merges != "4" {
 		t.Errorf("%s merge commits; want 4", merges)
+	}
+}
+
+// TestMergeRefusesToOverwriteTheLeadsUntrackedFiles: an untracked file of
+// the lead's that the merge would overwrite refuses it, and stays.
+func TestMergeRefusesToOverwriteTheLeadsUntrackedFiles(t *testing.T) {
+	l := newLab(t)
+	path := l.member("scout")
+	l.write(path, "a.txt", "scout's\n")
+	l.commit(path, "scout")
+	l.write(l.repo, "a.txt", "the lead's, not committed\n")
+	before := l.state()
+	var m worktree.Merger
+	if _, err := m.Merge(context.Background(), l.repo, path, worktree.MergeOptions{}); !errors.Is(err, worktree.ErrLeadDirty) {
+		t.Fatalf("Merge: %v; want ErrLeadDirty", err)
+	}
+	if after := l.state(); after != before {
+		t.Errorf("the refusal changed the repository:\n%s\nwas\n%s", after, before)
+	}
+	if b, _ := os.ReadFile(filepath.Join(l.repo, "a.txt")); string(b) != "the lead's, not committed\n" {
+		t.Errorf("the lead's file: %q", b)
+	}
+}
+
+// TestReadBoundsTheDiff: a diff larger than the bound costs the bound,
+// and its whole size is told.
+func TestReadBoundsTheDiff(t *testing.T) {
+	l := newLab(t)
+	path := l.member("scout")
+	l.write(path, "big.txt", strings.Repeat("é a line of text\n", 200_000))
+	l.commit(path, "big")
+	c, err := worktree.Read(context.Background(), l.repo, path, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Diff) > 1000 || !c.DiffClipped || c.DiffBytes < 200_000*18 || !utf8.ValidString(c.Diff) {
+		t.Errorf("diff of %d bytes (whole %d, clipped %v, valid UTF-8 %v)", len(c.Diff), c.DiffBytes, c.DiffClipped, utf8.ValidString(c.Diff))
 	}
 }
