@@ -321,9 +321,19 @@ func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
 		t.Errorf("changes after up again:\n%s", out)
 	}
 	// A daemon killed outright loses nothing either: up starts another,
-	// which merges the work tree as it is.
-	fleetup.SignalTree(f.record(t).PID, 9)
-	up()
+	// which merges the work tree as it is. up returns once the new daemon
+	// takes the operator's commands (the state directory's token), which
+	// the daemon writes anew after it took the directory: three times,
+	// for a race that a slow start of the daemon makes likely.
+	for range 3 {
+		pid := f.record(t).PID
+		fleetup.SignalTree(pid, 9)
+		if !fleettest.Until(10*time.Second, 20*time.Millisecond, func() bool { return !fleetup.Alive(pid) }) {
+			t.Fatalf("the daemon %d outlived SIGKILL", pid)
+		}
+		up()
+		fleetCLI(t, "members", "--dir", f.dir)
+	}
 	gitIn(t, tree, "revert", "--no-edit", "--quiet", "HEAD")
 	commitFile(t, tree, "more.txt", "more\n")
 	var again daemon.Merge

@@ -116,7 +116,8 @@ func CheckCommands(ro *daemon.Roster) error {
 
 // LaunchDaemon starts `fleetstate serve` on store's directory in the
 // background, detached, its output appended to daemon.log, and waits for
-// it to own the directory. It returns the daemon's pid and URL.
+// it to own the directory and to have written its operator token. It
+// returns the daemon's pid and URL.
 func LaunchDaemon(ctx context.Context, store *fleetstate.Store, bin, addr, roster string, flags []string) (int, string, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -128,6 +129,7 @@ func LaunchDaemon(ctx context.Context, store *fleetstate.Store, bin, addr, roste
 	}
 	defer logf.Close()
 	start, _ := logf.Seek(0, io.SeekEnd)
+	oldToken, _ := auth.OperatorToken(store)
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--dir", store.Dir(), "--roster", roster}, flags...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = store.Dir()
@@ -138,9 +140,14 @@ func LaunchDaemon(ctx context.Context, store *fleetstate.Store, bin, addr, roste
 	pid := cmd.Process.Pid
 	deadline := time.Now().Add(DaemonStartWait)
 	for {
+		// The daemon owns the directory before it reads the fleet file
+		// and writes its own operator token: it serves once the token
+		// it wrote is there, not the one of the daemon before it.
 		if o, owned, _ := store.FleetOwner(); owned && o.PID == pid && strings.HasPrefix(o.Addr, "http") {
-			_ = cmd.Process.Release()
-			return pid, o.Addr, nil
+			if tok, err := auth.OperatorToken(store); err == nil && tok != oldToken {
+				_ = cmd.Process.Release()
+				return pid, o.Addr, nil
+			}
 		}
 		if exitedChild(pid) {
 			return 0, "", fmt.Errorf("up: the daemon (fleetstate serve --addr %s) exited at once:\n%s", addr, logTail(logPath, start))
