@@ -133,7 +133,10 @@ func ExhaustedPatterns() []string {
 		`out of credits?`,
 		`insufficient[_ ]quota`,
 		`quota exceeded`,
-		`usage limit`,
+		// A limit reached ("Claude usage limit reached", "You've hit your
+		// usage limit"); not Codex's tip "check your account usage and
+		// access available usage limit resets".
+		`usage limit (reached|exceeded)|(hit|reached) your usage limit|(5-hour|weekly|daily) limit reached`,
 		`rate limit (reached|exceeded)`,
 		`invalid api key`,
 		`invalid[_ ]x?-?api[_ -]key`,

@@ -85,8 +85,19 @@ func TestExhaustedMatchesAnyCase(t *testing.T) {
 			t.Errorf("%q does not read as a spent backend", spent)
 		}
 	}
-	if e.Match("Opus 5.5 · API Usage Billing") {
-		t.Error("Claude Code's banner reads as a spent backend")
+	for _, limit := range []string{"Claude usage limit reached. Your limit will reset at 3pm", "You've hit your usage limit. Try again at 4:05 PM.",
+		"5-hour limit reached ∙ resets 3pm"} {
+		if !e.Match(limit) {
+			t.Errorf("%q does not read as a spent backend", limit)
+		}
+	}
+	for _, fine := range []string{"Opus 5.5 · API Usage Billing",
+		// A tip Codex 0.169.0 shows at random, which ended a real turn
+		// as backend_exhausted.
+		"Tip: use /usage to check your account usage and access available usage limit resets"} {
+		if e.Match(fine) {
+			t.Errorf("%q reads as a spent backend", fine)
+		}
 	}
 	if !e.Match("Error: Credit balance is too low") || e.Match("all tests pass") {
 		t.Error("the default patterns do not tell a spent backend from a report")
