@@ -11,24 +11,28 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleettest/modelserver"
 	"github.com/fleetstate/fleetstate/internal/fleettest/realagent"
 	"github.com/fleetstate/fleetstate/internal/fleetup"
+	"github.com/fleetstate/fleetstate/internal/worktree"
 	"github.com/fleetstate/fleetstate/tmux"
 )
 
 // The tests in this file run the README's fleet for real: Claude Code and
-// Codex at the versions realagent pins, installed from npm, in git work
-// trees, brought up by fleetstate up in tmux panes with nobody at them,
-// and answered by a scripted model server on 127.0.0.1 (package
-// modelserver: each brief carries the script its member's model follows).
+// Codex at the versions realagent pins, installed from npm, the members
+// in the git work trees up makes, brought up by fleetstate up in tmux
+// panes with nobody at them, and answered by a scripted model server on
+// 127.0.0.1 (package modelserver: each brief carries the script its
+// member's model follows).
 
 // update makes TestRealFleet write the screens the real CLIs show into
 // internal/agent/testdata/screens, whose test holds the screen patterns
@@ -48,7 +52,7 @@ type realFleet struct {
 	model  *modelserver.Server
 	env    []string // the person's environment: HOME, PATH with the CLIs, the model server's
 	home   string
-	repo   string // the lead's checkout; alice and bob are work trees beside it
+	repo   string // the lead's checkout; up makes alice's and bob's work trees
 	file   string // the fleet file, in repo
 	dir    string // the state directory
 	socket string
@@ -88,20 +92,25 @@ func newRealFleet(t *testing.T, extra map[string]any) *realFleet {
 	f.file = filepath.Join(f.repo, "fleet.json")
 
 	// The person: a home where both CLIs were used before, pointed at the
-	// model server, and the CLIs and fleetstate on the PATH.
+	// model server, with git's user in ~/.gitconfig (the members' commits
+	// and the lead's merges need one), and the CLIs and fleetstate on the
+	// PATH. git's settings come from that home alone.
 	env := realagent.ClaudeHome(t, f.home, model.URL(), "sk-ant-test-fleetstate-e2e-0123456789")
 	env = append(env, realagent.CodexHome(t, f.home, model.URL(), "")...)
+	if err := os.WriteFile(filepath.Join(f.home, ".gitconfig"), []byte("[user]\n\tname = You\n\temail = you@example.com\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	path := filepath.Dir(claude) + string(os.PathListSeparator) + filepath.Dir(codex) + string(os.PathListSeparator) +
 		filepath.Dir(binary) + string(os.PathListSeparator) + os.Getenv("PATH")
 	for _, kv := range realagent.Env(env...) {
-		if !strings.HasPrefix(kv, "FLEET_") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "TMUX") {
+		if !strings.HasPrefix(kv, "FLEET_") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "TMUX") && !strings.HasPrefix(kv, "GIT_") {
 			f.env = append(f.env, kv)
 		}
 	}
-	f.env = append(f.env, "PATH="+path)
+	f.env = append(f.env, "PATH="+path, "GIT_CONFIG_NOSYSTEM=1")
 
-	// The lead's repository and a work tree for each member, as the README
-	// makes them.
+	// The lead's repository, with one commit; up makes the members' work
+	// trees from it.
 	if err := os.MkdirAll(f.repo, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +120,6 @@ func newRealFleet(t *testing.T, extra map[string]any) *realFleet {
 	}
 	f.git("add", "README")
 	f.git("commit", "-q", "-m", "init")
-	f.git("worktree", "add", "-q", "../alice")
-	f.git("worktree", "add", "-q", "../bob")
 
 	fleet := readmeFleet(t)
 	fleet["tmux_socket"] = f.socket
@@ -124,20 +131,32 @@ func newRealFleet(t *testing.T, extra map[string]any) *realFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.down)
-	out := f.run("up", f.file, "--dir", f.dir)
-	t.Logf("up:\n%s", out)
+	out, says := f.runErr("up", f.file, "--dir", f.dir)
+	t.Logf("up:\n%s%s", out, says)
+	for m := range programOf {
+		if want := m + ": made a work tree at " + f.tree(m) + " on branch " + m; !strings.Contains(says, want) {
+			t.Fatalf("up said:\n%s\nwant %q", says, want)
+		}
+	}
 	return f
 }
 
-// git runs git in the lead's repository.
-func (f *realFleet) git(args ...string) {
+// tree returns the work tree up made for member.
+func (f *realFleet) tree(member string) string {
+	return filepath.Join(f.dir, ".fleetstate", "worktrees", member)
+}
+
+// git runs git in the lead's repository as the person, and returns its
+// output, trimmed.
+func (f *realFleet) git(args ...string) string {
 	f.t.Helper()
 	cmd := exec.Command("git", args...)
-	cmd.Dir = f.repo
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	if out, err := cmd.CombinedOutput(); err != nil {
+	cmd.Dir, cmd.Env = f.repo, f.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
 		f.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	return strings.TrimSpace(string(out))
 }
 
 // try runs the fleetstate binary as the person, in the lead's checkout,
@@ -157,11 +176,18 @@ func (f *realFleet) try(args ...string) (stdout, stderr string, err error) {
 // it exits 0.
 func (f *realFleet) run(args ...string) string {
 	f.t.Helper()
+	out, _ := f.runErr(args...)
+	return out
+}
+
+// runErr is run that returns the standard error too.
+func (f *realFleet) runErr(args ...string) (stdout, stderr string) {
+	f.t.Helper()
 	out, errOut, err := f.try(args...)
 	if err != nil {
 		f.t.Fatalf("fleetstate %s: %v\nstdout: %s\nstderr: %s\n%s", strings.Join(args, " "), err, out, errOut, f.screens())
 	}
-	return out
+	return out, errOut
 }
 
 // cli runs a command of the lead CLI as the operator, with --dir.
@@ -379,8 +405,10 @@ func (f *realFleet) down() {
 // flow a person and a lead use, in one fleet: each member ready; a task
 // from the CLI and from a real Claude Code lead's fleet_send reaching a
 // member of each CLI, and the reply coming back; a member's fleet_ask
-// answered; a permission request of each CLI shown in requests, allowed
-// and denied with a message, and obeyed; a request nobody decides,
+// answered; a member of each CLI committing a file in the work tree up
+// made, and the person seeing it with changes and merging it into the
+// lead's checkout; a permission request of each CLI shown in requests,
+// allowed and denied with a message, and obeyed; a request nobody decides,
 // which falls back to the CLI's own prompt while a queued brief waits;
 // cancel interrupting a member's work; a daemon killed and brought back
 // by up; and down leaving no process.
@@ -473,9 +501,41 @@ func TestRealFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("member's commit merged by the lead", func(t *testing.T) {
+		for _, m := range []string{"alice", "bob"} {
+			// The member writes a file in its work tree with its shell
+			// tool and commits it; the write asks, and the person allows.
+			name, content := m+".txt", m+" was here"
+			var sent fleetstate.Outcome
+			f.cliJSON(&sent, "send", m, script("bash printf '"+content+"\\n' > "+name+" && git add -A && git commit -q -m '"+m+": "+name+"'", reply(m+"-committed")))
+			f.cli("approve", f.request(m, name).ID)
+			f.until(m+"'s reply after its commit", func() bool {
+				o := f.ticket(sent.Ticket)
+				return o.Kind == fleetstate.OutcomeReply && o.Content == m+"-committed"
+			})
+			var c worktree.Changes
+			f.cliJSON(&c, "changes", m)
+			if c.Worktree != f.tree(m) || c.Branch != m || c.Into != "main" || c.Ahead != 1 ||
+				!slices.Equal(c.Files, []worktree.FileChange{{Path: name, Added: 1}}) || len(c.Uncommitted) != 0 {
+				t.Fatalf("changes %s = %+v; want one commit on branch %s adding %s, nothing uncommitted", m, c, m, name)
+			}
+			commit := f.git("rev-parse", m)
+			var done daemon.Merge
+			f.cliJSON(&done, "merge", m)
+			if !done.Merged || done.Branch != m || done.Into != "main" || done.Commit != f.git("rev-parse", "main") {
+				t.Fatalf("merge %s = %+v; want %s merged into main", m, done, m)
+			}
+			if data, err := os.ReadFile(filepath.Join(f.repo, name)); err != nil || string(data) != content+"\n" {
+				t.Errorf("%s in the lead's checkout after the merge: %q, %v; want %q", name, data, err, content+"\n")
+			}
+			// The lead's branch holds the member's commit: git exits 1 if not.
+			f.git("merge-base", "--is-ancestor", commit, "main")
+		}
+	})
+
 	t.Run("permission allowed and denied", func(t *testing.T) {
 		for _, m := range []string{"alice", "bob"} {
-			wt := filepath.Join(filepath.Dir(f.repo), m)
+			wt := f.tree(m)
 			f.cli("send", m, script("bash echo one > one.txt", "bash echo two > two.txt", reply(m+"-permissions")))
 			p := f.request(m, "one.txt")
 			if out := f.cli("requests"); !strings.Contains(out, p.ID[:8]) || !strings.Contains(out, "echo one > one.txt") {
@@ -539,7 +599,7 @@ func TestRealFleet(t *testing.T) {
 			f.ready("IDLE", m)
 			var sent fleetstate.Outcome
 			f.cliJSON(&sent, "send", m, script("bash tail -f /dev/null", reply(m+"-never")))
-			wt := filepath.Join(filepath.Dir(f.repo), m)
+			wt := f.tree(m)
 			working := func() bool {
 				for _, pid := range fleetup.ProcessesWithEnv("HOME", f.home) {
 					cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
