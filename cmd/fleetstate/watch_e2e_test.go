@@ -352,3 +352,49 @@ func TestWatchDecidesPermissionsInTmux(t *testing.T) {
 		p.waitFor("the request gone", `PERMISSION REQUESTS \(0\)`)
 	}
 }
+
+// TestWatchMergesAMembersWorkInTmux: a fleet that up brought up in a git
+// project, whose member alice has a work tree. The watch, as the
+// operator (--dir), shows alice's branch and the files she changed; m
+// asks, y merges: refused first by the fleet file's check, with the
+// lead's checkout unchanged, then, once alice fixed it and w read her
+// work again, merged, and the lead's checkout holds her work.
+func TestWatchMergesAMembersWorkInTmux(t *testing.T) {
+	project := newGitProject(t)
+	f, up := worktreeFleet(t, project, map[string]any{"check": "test ! -e broken"})
+	up()
+	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
+	commitFile(t, tree, "alice.txt", "alice's work\n")
+	commitFile(t, tree, "broken", "x\n")
+	head := gitIn(t, project, "rev-parse", "HEAD")
+
+	p := startWatch(t, nil, "--dir", f.dir)
+	keys := func(k ...string) { p.tmux(append([]string{"send-keys", "-t", "w"}, k...)...) }
+	p.waitFor("alice's work", `▸ alice[\s\S]*WORK OF alice\s+branch alice, 2 ahead of main and 0 behind · 2 files \+2 -0[\s\S]*\+1\s+-0\s+alice\.txt[\s\S]*m merge · w work`)
+
+	keys("m")
+	p.waitFor("the confirmation", `merge alice's branch alice \(2 ahead, 2 files\) into main\? y merges · esc/n leaves`)
+	keys("y")
+	p.waitFor("the refusal", `merge refused at [\d:]+ \(check_failed\): the check "test ! -e broken" failed`)
+	if now := gitIn(t, project, "rev-parse", "HEAD"); now != head {
+		t.Fatalf("a refused merge moved the lead from %s to %s", head, now)
+	}
+
+	gitIn(t, tree, "rm", "--quiet", "broken")
+	gitIn(t, tree, "commit", "--quiet", "-m", "unbreak")
+	keys("w")
+	p.waitFor("alice's work read again", `WORK OF alice\s+branch alice, 3 ahead of main and 0 behind · 1 file \+1 -0`)
+	keys("m")
+	p.waitFor("the confirmation", `merge alice's branch alice \(3 ahead, 1 file\) into main\?`)
+	keys("y")
+	p.waitFor("the merge", `merged at [\d:]+: alice into main at [0-9a-f]{12}`)
+	commit := regexp.MustCompile(`merged at [\d:]+: alice into main at ([0-9a-f]{12})`).FindStringSubmatch(p.screen())
+	if now := gitIn(t, project, "rev-parse", "HEAD"); commit == nil || !strings.HasPrefix(now, commit[1]) {
+		t.Fatalf("the watch says it merged at %v; the lead's checkout is at %s", commit, now)
+	}
+	if b, err := os.ReadFile(filepath.Join(project, "alice.txt")); err != nil || string(b) != "alice's work\n" {
+		t.Errorf("alice.txt in the lead's checkout: %q, %v", b, err)
+	}
+	// The merged event reads alice's work again: nothing left to merge.
+	p.waitFor("alice's work after the merge", `WORK OF alice\s+branch alice, 0 ahead of main[\s\S]*no files changed[\s\S]*merged\s+alice\s+by operator`)
+}

@@ -3,11 +3,15 @@ package fleetwatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/fleetstate/fleetstate"
+	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/internal/worktree"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Actions is how the view acts on the fleet: each method is one call
@@ -49,63 +53,56 @@ type MCPActions struct {
 	Refused string
 }
 
-func (a MCPActions) client(ctx context.Context) (*mcpadapter.Client, error) {
+// call calls f with a client of the daemon, closed when f returns.
+func (a MCPActions) call(ctx context.Context, f func(*mcpadapter.Client) error) error {
 	if a.Source == nil {
-		return nil, errors.New("fleetwatch: no daemon to act on")
+		return errors.New("fleetwatch: no daemon to act on")
 	}
 	base, token, err := a.Source()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c, err := mcpadapter.Dial(ctx, base+"/mcp", token, "fleetstate-watch")
 	if errors.Is(err, transport.ErrAuthorizationRequired) && a.Refused != "" {
-		return nil, errors.New(a.Refused)
+		return errors.New(a.Refused)
 	}
-	return c, err
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(c)
 }
 
 // Answer answers with fleet_send {turn_id, content}.
 func (a MCPActions) Answer(ctx context.Context, turnID, text string) error {
-	c, err := a.client(ctx)
-	if err != nil {
+	return a.call(ctx, func(c *mcpadapter.Client) error {
+		_, err := c.Answer(ctx, turnID, text)
 		return err
-	}
-	defer c.Close()
-	_, err = c.Answer(ctx, turnID, text)
-	return err
+	})
 }
 
 // Cancel cancels with fleet_cancel {ticket}.
 func (a MCPActions) Cancel(ctx context.Context, ticket string) error {
-	c, err := a.client(ctx)
-	if err != nil {
+	return a.call(ctx, func(c *mcpadapter.Client) error {
+		_, err := c.Cancel(ctx, ticket)
 		return err
-	}
-	defer c.Close()
-	_, err = c.Cancel(ctx, ticket)
-	return err
+	})
 }
 
 // Send sends with fleet_send {to, content, wait: false}.
-func (a MCPActions) Send(ctx context.Context, member, brief string) (string, error) {
-	c, err := a.client(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	o, err := c.SendDetached(ctx, member, brief)
-	return o.Ticket, err
+func (a MCPActions) Send(ctx context.Context, member, brief string) (ticket string, err error) {
+	err = a.call(ctx, func(c *mcpadapter.Client) error {
+		o, err := c.SendDetached(ctx, member, brief)
+		ticket = o.Ticket
+		return err
+	})
+	return ticket, err
 }
 
 // Decide allows or denies the permission request id (fleet_approve): the
 // daemon lets the operator decide, and a lead where the fleet file says
 // leads decide.
 func (a MCPActions) Decide(ctx context.Context, id string, allow bool, message string) error {
-	c, err := a.client(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	args := map[string]any{"id": id, "behavior": "deny"}
 	if allow {
 		args["behavior"] = "allow"
@@ -113,12 +110,42 @@ func (a MCPActions) Decide(ctx context.Context, id string, allow bool, message s
 	if message != "" {
 		args["message"] = message
 	}
-	return c.Call(ctx, "fleet_approve", args, nil)
+	return a.call(ctx, func(c *mcpadapter.Client) error { return c.Call(ctx, "fleet_approve", args, nil) })
+}
+
+// Changes reads member's work tree with fleet_changes {member}. A member
+// the daemon knows no work tree of (ERR_INVALID_ARGUMENT, or
+// ERR_UNKNOWN_MEMBER for one not in the fleet file), and a daemon that
+// serves no work trees (it has no such tool), are [ErrNoWorktree].
+func (a MCPActions) Changes(ctx context.Context, member string) (worktree.Changes, error) {
+	var ch worktree.Changes
+	err := a.call(ctx, func(c *mcpadapter.Client) error {
+		err := c.Call(ctx, "fleet_changes", map[string]any{"member": member}, &ch)
+		switch fleetstate.CodeOf(err) {
+		case fleetstate.CodeInvalidArgument, fleetstate.CodeUnknownMember:
+			return fmt.Errorf("%w: %w", ErrNoWorktree, err)
+		}
+		if errors.Is(err, mcp.ErrInvalidParams) {
+			return fmt.Errorf("%w: %w", ErrNoWorktree, err)
+		}
+		return err
+	})
+	return ch, err
+}
+
+// Merge merges member's branch with fleet_merge {member}.
+func (a MCPActions) Merge(ctx context.Context, member string) (daemon.Merge, error) {
+	var r daemon.Merge
+	err := a.call(ctx, func(c *mcpadapter.Client) error {
+		return c.Call(ctx, "fleet_merge", map[string]any{"member": member}, &r)
+	})
+	return r, err
 }
 
 var (
-	_ Actions = MCPActions{}
-	_ Decider = MCPActions{}
+	_ Actions   = MCPActions{}
+	_ Decider   = MCPActions{}
+	_ Worktrees = MCPActions{}
 )
 
 // Request is a pending permission request as a snapshot carries it, in

@@ -36,6 +36,7 @@ const (
 	modeRequest      // reading permission request target whole
 	modeAllow        // reading request target; y allows it
 	modeDeny         // reading request target, typing why it is denied
+	modeMerge        // confirming the merge of member target's branch
 )
 
 // reading reports whether md shows a permission request whole.
@@ -127,6 +128,13 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		id := m.target
 		m.notice = "cancelling ticket " + shortID(id) + "…"
 		return m, m.act("cancelled ticket "+shortID(id), func(ctx context.Context) error { return m.actions.Cancel(ctx, id) })
+	case modeMerge:
+		m.mode = modeBrowse
+		if k != "y" {
+			m.notice = "merge of " + m.target + " not sent"
+			return m, nil
+		}
+		return m.merge(m.target)
 	case modeRequest, modeAllow, modeDeny:
 		return m.readingKey(msg)
 	case modeChoose:
@@ -178,7 +186,7 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		if m.section == secRequests {
 			return m.read(modeRequest)
 		}
-	case "a", "c", "s", "y", "n":
+	case "a", "c", "s", "y", "n", "m", "w":
 		if m.actions == nil {
 			m.notice = "this view only watches"
 			return m, nil
@@ -226,6 +234,16 @@ func (m Model) begin(k string) (tea.Model, tea.Cmd) {
 		return m.read(modeAllow)
 	case "n":
 		return m.read(modeDeny)
+	case "m":
+		return m.beginMerge()
+	case "w":
+		name := m.selected()
+		if m.worktrees() == nil || name == "" {
+			m.notice = "no work tree to read"
+			return m, nil
+		}
+		m.notice = "reading the work tree of " + name + "…"
+		return m, m.readWork(name, true)
 	}
 	return m, nil
 }
@@ -451,6 +469,8 @@ func (m Model) footer() []string {
 		out = append(out, titleStyle.Render("brief for "+m.target+": ")+m.input+"█", dimStyle.Render("enter sends it detached · esc leaves"))
 	case modeConfirm:
 		out = append(out, warnStyle.Render(fmt.Sprintf("cancel ticket %s of %s? y/n", shortID(m.target), m.about)))
+	case modeMerge:
+		out = append(out, warnStyle.Render(m.mergePrompt()))
 	case modeRequest:
 		keys := "↑↓ scroll · esc/enter back"
 		if _, ok := m.actions.(Decider); ok {
@@ -472,7 +492,11 @@ func (m Model) footer() []string {
 		if m.notice != "" {
 			out = append(out, m.notice)
 		}
-		out = append(out, dimStyle.Render("↑↓/jk move · tab section ("+sectionNames[m.section]+") · a answer · c cancel · s send · enter/v read request · y/n allow/deny · q quit"))
+		keys := "↑↓/jk move · tab section (" + sectionNames[m.section] + ") · a answer · c cancel · s send · enter/v read request · y/n allow/deny"
+		if m.worktrees() != nil {
+			keys += " · m merge · w work"
+		}
+		out = append(out, dimStyle.Render(keys+" · q quit"))
 	}
 	return out
 }

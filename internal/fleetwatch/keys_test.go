@@ -71,14 +71,33 @@ func press(t *testing.T, m Model, keys ...string) (Model, []tea.Msg) {
 			msg = tea.KeyPressMsg{Code: r[0], Text: k}
 		}
 		next, cmd := m.Update(msg)
-		m = next.(Model)
-		if cmd != nil {
-			res := cmd()
-			if _, quit := res.(tea.QuitMsg); !quit {
-				out = append(out, res)
-				m = feed(m, res)
-			}
+		var msgs []tea.Msg
+		m, msgs = drain(next.(Model), cmd)
+		out = append(out, msgs...)
+	}
+	return m, out
+}
+
+// drain runs cmd, each command of a batch in turn, and applies to m what
+// they return, running what that returns in its turn, as bubbletea
+// would; it returns the model and the messages applied. A quit ends it.
+func drain(m Model, cmd tea.Cmd) (Model, []tea.Msg) {
+	if cmd == nil {
+		return m, nil
+	}
+	var out []tea.Msg
+	switch res := cmd().(type) {
+	case tea.QuitMsg:
+	case tea.BatchMsg:
+		for _, c := range res {
+			var msgs []tea.Msg
+			m, msgs = drain(m, c)
+			out = append(out, msgs...)
 		}
+	default:
+		next, cmd := m.Update(res)
+		m, out = drain(next.(Model), cmd)
+		out = append([]tea.Msg{res}, out...)
 	}
 	return m, out
 }

@@ -131,12 +131,17 @@ type Model struct {
 	target    string // the turn, ticket or member of the mode
 	about     string // the member the mode is about, for its prompt
 	notice    string // how the last action went
+
+	// Work trees, read with the actions' [Worktrees].
+	work      map[string]work // by member
+	workAsked uint64          // the number of the last reading asked for
+	following string          // the member whose work tree was last read on its selection
 }
 
 // New returns the model of a view of the daemon at url (for the header),
 // whose clock reads now, fed by the messages on msgs (which may be nil).
 func New(url string, now time.Time, msgs <-chan tea.Msg) Model {
-	return Model{url: url, now: now, msgs: msgs}
+	return Model{url: url, now: now, msgs: msgs, work: map[string]work{}}
 }
 
 // Init starts the clock and the reading of the stream's messages.
@@ -164,8 +169,15 @@ func (m Model) listen() tea.Cmd {
 	}
 }
 
-// Update applies msg to the model.
+// Update applies msg to the model, and reads the work tree of a member
+// newly selected.
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	next, cmd := m.update(msg)
+	return next.(Model).follow(cmd)
+}
+
+// update is Update but for the reading of a member newly selected.
+func (m Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.KeyPressMsg:
 		return m.key(msg)
@@ -175,6 +187,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.notice = noticeOf(msg, m.now)
 		delete(m.answering, msg.turn)
 		return m, nil
+	case changesMsg:
+		m.applyChanges(msg)
+		return m, nil
+	case mergeDoneMsg:
+		return m, m.mergeDone(msg)
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		return m, nil
@@ -185,8 +202,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.applySnapshot(msg)
 		return m, m.listen()
 	case EventMsg:
-		m.apply(msg.Event)
-		return m, m.listen()
+		return m, tea.Batch(m.apply(msg.Event), m.listen())
 	case GapMsg:
 		m.gap = fmt.Sprintf("missed %d events at %s: re-synced from a fresh snapshot", msg.Missed, clock(msg.Time))
 		m.conn = connecting
@@ -223,6 +239,15 @@ func (m *Model) applySnapshot(msg SnapshotMsg) {
 	sort.Slice(m.members, func(i, j int) bool { return m.members[i].Name < m.members[j].Name })
 	m.tickets = append([]fleetstate.TicketInfo(nil), s.Tickets...)
 	m.requests = msg.Requests
+	// The daemon may be another, of another fleet file: the selected
+	// member's work tree is read again, and so is that of a member that
+	// had none.
+	m.following = ""
+	for name, w := range m.work {
+		if w.none {
+			delete(m.work, name)
+		}
+	}
 	for _, id := range []string{m.req, m.target} {
 		if id != "" && m.request(id) == nil {
 			m.dropRequest(id, "is no longer pending")
@@ -230,10 +255,11 @@ func (m *Model) applySnapshot(msg SnapshotMsg) {
 	}
 }
 
-// apply changes the model by one event, as the rendezvous changed by it.
-func (m *Model) apply(e fleetstate.Event) {
+// apply changes the model by one event, as the rendezvous changed by it,
+// and returns the reading of a work tree it calls for.
+func (m *Model) apply(e fleetstate.Event) tea.Cmd {
 	if e.Seq != 0 && e.Seq <= m.seq {
-		return // the snapshot has it already
+		return nil // the snapshot has it already
 	}
 	m.seq = e.Seq
 	m.addLine(describe(e))
@@ -271,6 +297,7 @@ func (m *Model) apply(e fleetstate.Event) {
 				break
 			}
 		}
+		delete(m.work, e.Member)
 	case fleetstate.EventReady, fleetstate.EventGone:
 		if mem != nil {
 			mem.Ready = e.Kind == fleetstate.EventReady
@@ -320,6 +347,7 @@ func (m *Model) apply(e fleetstate.Event) {
 			}
 		}
 	}
+	return m.refreshWork(e)
 }
 
 func (m *Model) member(name string) *fleetstate.MemberInfo {
@@ -575,6 +603,7 @@ func (m Model) Render() string {
 		}
 		top = append(top, m.mark(secMembers, table(rows, map[int]bool{1: true, 2: true, 4: true}))...)
 	}
+	members := len(top)
 
 	top = append(top, "", titleStyle.Render(fmt.Sprintf("TICKETS (%d)", len(m.tickets))))
 	if len(m.tickets) == 0 {
@@ -638,6 +667,13 @@ func (m Model) Render() string {
 	if m.actions != nil {
 		foot = append([]string{""}, m.footer()...)
 	}
+	// The selected member's work tree comes under the members, its files
+	// as many as leave a few lines of events.
+	work := -1
+	if m.height > 0 {
+		work = max(m.height-len(top)-len(foot)-minEventRows, 0)
+	}
+	top = slices.Concat(top[:members], m.workSection(work), top[members:])
 	room := len(m.events)
 	if m.height > 0 {
 		room = m.height - len(top) - len(foot)
