@@ -27,8 +27,9 @@ type Merge struct {
 	Member string `json:"member"`
 	Merged bool   `json:"merged"`
 	// Reason names a refusal: open_turn, member_dirty, lead_dirty,
-	// detached, conflict, check_failed, lead_moved, or with the fleet
-	// file's merge approval denied or not_approved.
+	// detached, conflict, check_failed, lead_moved, branch_moved (not
+	// at the commit asked for), or with the fleet file's merge approval
+	// denied or not_approved.
 	Reason  string   `json:"reason,omitempty"`
 	Message string   `json:"message,omitempty"`
 	Files   []string `json:"files,omitempty"` // in conflict
@@ -89,13 +90,19 @@ func (w *worktrees) Changes(ctx context.Context, member string, withDiff bool) (
 // the member has a turn open or queued, or worktree refuses it. The
 // rendezvous announces the request and how it ended.
 func (w *worktrees) Merge(ctx context.Context, by, member string) (Merge, error) {
+	return w.MergeAt(ctx, by, member, "")
+}
+
+// MergeAt is Merge of the commit of member's branch a person saw: refused
+// (branch_moved) once the branch moved on. An empty commit is Merge.
+func (w *worktrees) MergeAt(ctx context.Context, by, member, commit string) (Merge, error) {
 	t, err := w.tree("merge", member)
 	if err != nil {
 		return Merge{}, err
 	}
 	_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMergeRequested, Member: member, By: by,
 		Content: "merge " + t.Branch + " into the lead's checkout"})
-	m, err := w.merge(ctx, t, member)
+	m, err := w.merge(ctx, t, member, commit)
 	switch {
 	case err != nil:
 		_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMergeRefused, Member: member, By: by, Content: "failed: " + err.Error()})
@@ -110,7 +117,7 @@ func (w *worktrees) Merge(ctx context.Context, by, member string) (Merge, error)
 }
 
 // merge is Merge without its events.
-func (w *worktrees) merge(ctx context.Context, t *Worktree, member string) (Merge, error) {
+func (w *worktrees) merge(ctx context.Context, t *Worktree, member, commit string) (Merge, error) {
 	m := Merge{Member: member}
 	for _, mi := range w.rv.Members() {
 		if mi.Name == member && (mi.OpenTurn != "" || mi.Queued > 0) {
@@ -118,7 +125,7 @@ func (w *worktrees) merge(ctx context.Context, t *Worktree, member string) (Merg
 			return m, nil
 		}
 	}
-	var o worktree.MergeOptions
+	o := worktree.MergeOptions{Commit: commit}
 	if s := w.ro.Merge; s != nil {
 		o.Check, o.CheckTimeout = s.Check, s.timeout
 		if s.Approval {
@@ -145,6 +152,8 @@ func (w *worktrees) merge(ctx context.Context, t *Worktree, member string) (Merg
 		m.Reason = "lead_dirty"
 	case errors.Is(err, worktree.ErrDetached):
 		m.Reason = "detached"
+	case errors.Is(err, worktree.ErrBranchMoved):
+		m.Reason = "branch_moved"
 	case errors.Is(err, worktree.ErrLeadMoved):
 		m.Reason = "lead_moved"
 	default:
@@ -165,12 +174,16 @@ func (w *worktrees) tools() []server.ServerTool {
 		mcp.WithOutputSchema[worktree.Changes](),
 		mcp.WithTitleAnnotation("A member's changes"), mcp.WithReadOnlyHintAnnotation(true), mcp.WithOpenWorldHintAnnotation(false))
 	merge := mcp.NewTool("fleet_merge",
-		mcp.WithDescription("Lead only. Merge a member's branch into your checkout's branch. The merge is made beside your checkout and checked first, so a refusal changes nothing: merged false with a reason: open_turn (the member is still working), member_dirty or lead_dirty (uncommitted changes), conflict (with the files), check_failed (with the end of the check's output), lead_moved or detached."),
+		mcp.WithDescription("Lead only. Merge a member's branch into your checkout's branch. The merge is made beside your checkout and checked first, so a refusal changes nothing: merged false with a reason: open_turn (the member is still working), member_dirty or lead_dirty (uncommitted changes), conflict (with the files), check_failed (with the end of the check's output), lead_moved, branch_moved (with commit, the branch is no longer there) or detached."),
 		member,
+		mcp.WithString("commit", mcp.Description("the commit of the member's branch you saw (fleet_changes' commit, 7 hex digits at least): the merge is refused, branch_moved, if the branch is no longer there")),
 		mcp.WithOutputSchema[Merge](),
 		mcp.WithTitleAnnotation("Merge a member's work"), mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false))
 	return []server.ServerTool{
 		{Tool: changes, Handler: leadTool(func(ctx context.Context, a toolArgs) (any, error) {
+			if a.Commit != "" {
+				return nil, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "changes", Err: errors.New("fleet_changes takes no commit")}
+			}
 			return w.Changes(ctx, a.Member, a.Diff)
 		})},
 		{Tool: merge, Handler: leadTool(func(ctx context.Context, a toolArgs) (any, error) {
@@ -178,7 +191,7 @@ func (w *worktrees) tools() []server.ServerTool {
 				return nil, &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "merge", Err: errors.New("fleet_merge takes no diff")}
 			}
 			id, _ := mcpadapter.IdentityOf(ctx)
-			return w.Merge(ctx, id.Agent, a.Member)
+			return w.MergeAt(ctx, id.Agent, a.Member, a.Commit)
 		})},
 	}
 }
@@ -187,6 +200,7 @@ func (w *worktrees) tools() []server.ServerTool {
 type toolArgs struct {
 	Member string `json:"member"`
 	Diff   bool   `json:"diff"`
+	Commit string `json:"commit"` // fleet_merge's
 }
 
 // leadTool makes a handler of f for leads alone: its arguments decoded

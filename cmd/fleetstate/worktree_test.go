@@ -270,9 +270,15 @@ func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
 	gitIn(t, tree, "rm", "--quiet", "broken")
 	gitIn(t, tree, "commit", "--quiet", "-m", "unbreak")
 
-	// A clean merge.
+	// A merge of a commit that is no longer the branch's.
+	seen := gitIn(t, tree, "rev-parse", "HEAD~1")
+	if out, stderr := fleetCLIFail(t, "merge", "alice", "--commit", seen[:9], "--json", "--dir", f.dir); !strings.Contains(out, `"reason":"branch_moved"`) || !strings.Contains(stderr, "refused (branch_moved)") {
+		t.Errorf("merge of an older commit: %s %s", out, stderr)
+	}
+
+	// A clean merge, of the commit seen.
 	var done daemon.Merge
-	if err := json.Unmarshal([]byte(fleetCLI(t, "merge", "alice", "--json", "--dir", f.dir)), &done); err != nil {
+	if err := json.Unmarshal([]byte(fleetCLI(t, "merge", "alice", "--commit", gitIn(t, tree, "rev-parse", "HEAD"), "--json", "--dir", f.dir)), &done); err != nil {
 		t.Fatal(err)
 	}
 	if !done.Merged || done.Into != "main" || done.Commit != gitIn(t, project, "rev-parse", "HEAD") {

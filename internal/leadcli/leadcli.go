@@ -124,6 +124,7 @@ type opts struct {
 	pollWait   time.Duration // poll: wait for news
 	message    string        // deny: why, for the member
 	diff       bool          // changes: print the diff
+	commit     string        // merge: the commit the branch must be at
 }
 
 // command is one row of the table.

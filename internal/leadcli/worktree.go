@@ -33,14 +33,21 @@ func worktreeCommands() []command {
 		},
 		{
 			Command: Command{Name: "merge", Summary: "merge a member's branch into your checkout's branch",
-				Usage:   "fleetstate merge MEMBER [--json] [--dir DIR | --url URL]",
-				About:   "Merges the branch of a member's work tree into the branch of the lead's checkout. The merge is made beside the checkout, and the fleet file's merge check (\"merge\": {\"check\": ...}) runs on the result first; the checkout's branch moves only if all went well. It is refused, with nothing changed and exit status 1, while the member has a turn open or queued (open_turn), while either checkout has uncommitted changes (member_dirty, lead_dirty), on a conflict (naming the files), when the check fails (with the end of its output), or when your branch moved meanwhile (lead_moved).",
+				Usage:   "fleetstate merge MEMBER [--commit C] [--json] [--dir DIR | --url URL]",
+				About:   "Merges the branch of a member's work tree into the branch of the lead's checkout. The merge is made beside the checkout, and the fleet file's merge check (\"merge\": {\"check\": ...}) runs on the result first; the checkout's branch moves only if all went well. It is refused, with nothing changed and exit status 1, while the member has a turn open or queued (open_turn), while either checkout has uncommitted changes (member_dirty, lead_dirty), on a conflict (naming the files), when the check fails (with the end of its output), or when your branch moved meanwhile (lead_moved). --commit C merges the member's branch only if it is still at C, the commit fleetstate changes showed (branch_moved otherwise).",
 				Example: "fleetstate merge alice"},
 			args: "MEMBER", min: 1, max: 1,
+			flags: func(fs *flag.FlagSet, o *opts) {
+				fs.StringVar(&o.commit, "commit", "", "merge only if the member's branch is still at this commit")
+			},
 			bound: func(*opts) time.Duration { return waitBound + callBound },
 			run: func(ctx context.Context, r *runner, args []string) error {
 				var m daemon.Merge
-				if err := r.c.Call(ctx, "fleet_merge", map[string]any{"member": args[0]}, &m); err != nil {
+				call := map[string]any{"member": args[0]}
+				if r.opts.commit != "" {
+					call["commit"] = r.opts.commit
+				}
+				if err := r.c.Call(ctx, "fleet_merge", call, &m); err != nil {
 					return err
 				}
 				if err := r.print(m, FormatMerge(m)); err != nil {

@@ -48,6 +48,11 @@ type MergeOptions struct {
 	CheckTimeout time.Duration
 	// Message is the merge commit's message; "" means git's default.
 	Message string
+	// Commit, if set, is the commit of the member's branch the merge is
+	// for, as Read told it (7 hex digits at least): the merge is refused
+	// with ErrBranchMoved if the branch is elsewhere, and merges that
+	// commit even if the branch moves meanwhile.
+	Commit string
 }
 
 // DefaultCheckTimeout bounds a check run without a bound of its own.
@@ -128,12 +133,19 @@ func (m *Merger) Merge(ctx context.Context, repo, path string, o MergeOptions) (
 	if err != nil {
 		return Merged{}, err
 	}
+	tip, err := line(ctx, repo, "rev-parse", "refs/heads/"+branch)
+	if err != nil {
+		return Merged{}, err
+	}
+	if o.Commit != "" && (len(o.Commit) < 7 || !strings.HasPrefix(tip, strings.ToLower(o.Commit))) {
+		return Merged{}, fmt.Errorf("%w: %s is at %.12s, not %s", ErrBranchMoved, branch, tip, o.Commit)
+	}
 	res := Merged{Branch: branch, Into: into, Commit: head}
-	if _, err := git(ctx, repo, "merge-base", "--is-ancestor", "refs/heads/"+branch, head); err == nil {
+	if _, err := git(ctx, repo, "merge-base", "--is-ancestor", tip, head); err == nil {
 		res.UpToDate = true
 		return res, nil
 	}
-	commit, err := mergeBeside(ctx, repo, head, branch, o)
+	commit, err := mergeBeside(ctx, repo, head, tip, branch, o)
 	if err != nil {
 		return Merged{}, err
 	}
@@ -150,9 +162,9 @@ func (m *Merger) Merge(ctx context.Context, repo, path string, o MergeOptions) (
 	return res, nil
 }
 
-// mergeBeside merges branch into head in a temporary work tree, runs the
-// check there, and returns the merged commit.
-func mergeBeside(ctx context.Context, repo, head, branch string, o MergeOptions) (string, error) {
+// mergeBeside merges tip, the commit of branch, into head in a temporary
+// work tree, runs the check there, and returns the merged commit.
+func mergeBeside(ctx context.Context, repo, head, tip, branch string, o MergeOptions) (string, error) {
 	tmp, err := os.MkdirTemp("", "fleetstate-merge-")
 	if err != nil {
 		return "", err
@@ -170,7 +182,10 @@ func mergeBeside(ctx context.Context, repo, head, branch string, o MergeOptions)
 	if o.Message != "" {
 		args = append(args, "-m", o.Message)
 	}
-	if _, err := git(ctx, tmp, append(args, "refs/heads/"+branch)...); err != nil {
+	if o.Message == "" {
+		args = append(args, "-m", "Merge branch '"+branch+"'")
+	}
+	if _, err := git(ctx, tmp, append(args, tip)...); err != nil {
 		files, ferr := git(ctx, tmp, "diff", "--name-only", "--diff-filter=U", "-z")
 		if ferr != nil || files == "" {
 			return "", err

@@ -54,6 +54,9 @@ var (
 	ErrCheckFailed = errors.New("worktree: the check failed on the merged result")
 	// ErrLeadMoved: the lead's branch moved while the merge was made.
 	ErrLeadMoved = errors.New("worktree: the lead's branch moved during the merge")
+	// ErrBranchMoved: the member's branch is not at the commit a merge
+	// was asked for.
+	ErrBranchMoved = errors.New("worktree: the member's branch is not at the commit asked for")
 )
 
 // git runs git in dir with args and returns its standard output. An error

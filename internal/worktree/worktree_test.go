@@ -441,3 +441,34 @@ func TestReadBoundsTheDiff(t *testing.T) {
 		t.Errorf("diff of %d bytes (whole %d, clipped %v, valid UTF-8 %v)", len(c.Diff), c.DiffBytes, c.DiffClipped, utf8.ValidString(c.Diff))
 	}
 }
+
+// TestMergeOfACommitAskedFor: a merge asked for the commit a person saw
+// is refused once the branch moved on, changing nothing, and merges that
+// very commit otherwise.
+func TestMergeOfACommitAskedFor(t *testing.T) {
+	l := newLab(t)
+	path := l.member("scout")
+	l.write(path, "a.txt", "a\n")
+	seen := l.commit(path, "seen")
+	l.write(path, "b.txt", "b\n")
+	l.commit(path, "not seen")
+	var m worktree.Merger
+	before := l.state()
+	for _, commit := range []string{seen, seen[:7], "abc"} {
+		if _, err := m.Merge(context.Background(), l.repo, path, worktree.MergeOptions{Commit: commit}); !errors.Is(err, worktree.ErrBranchMoved) {
+			t.Errorf("merge of %s, the branch moved on: %v; want ErrBranchMoved", commit, err)
+		}
+	}
+	if after := l.state(); after != before {
+		t.Errorf("a refusal changed the repository:\n%s\nwas\n%s", after, before)
+	}
+	tip := l.git(path, "rev-parse", "HEAD")
+	res, err := m.Merge(context.Background(), l.repo, path, worktree.MergeOptions{Commit: strings.ToUpper(tip[:10])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.git(l.repo, "merge-base", "--is-ancestor", tip, "HEAD")
+	if msg := l.git(l.repo, "log", "-1", "--format=%s", res.Commit); msg != "Merge branch 'scout'" {
+		t.Errorf("merge commit's message %q", msg)
+	}
+}
