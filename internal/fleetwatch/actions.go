@@ -133,11 +133,16 @@ func (a MCPActions) Changes(ctx context.Context, member string) (worktree.Change
 	return ch, err
 }
 
-// Merge merges member's branch with fleet_merge {member}.
-func (a MCPActions) Merge(ctx context.Context, member string) (daemon.Merge, error) {
+// Merge merges member's branch with fleet_merge {member, commit}: at
+// commit, the one the person saw, when not empty.
+func (a MCPActions) Merge(ctx context.Context, member, commit string) (daemon.Merge, error) {
 	var r daemon.Merge
+	args := map[string]any{"member": member}
+	if commit != "" {
+		args["commit"] = commit
+	}
 	err := a.call(ctx, func(c *mcpadapter.Client) error {
-		return c.Call(ctx, "fleet_merge", map[string]any{"member": member}, &r)
+		return c.Call(ctx, "fleet_merge", args, &r)
 	})
 	return r, err
 }

@@ -24,7 +24,7 @@ type Worktrees interface {
 	Changes(ctx context.Context, member string) (worktree.Changes, error)
 	// Merge merges member's branch into the lead's checkout. A refusal
 	// is a result with Merged false and nothing changed, not an error.
-	Merge(ctx context.Context, member string) (daemon.Merge, error)
+	Merge(ctx context.Context, member, commit string) (daemon.Merge, error)
 }
 
 // ErrNoWorktree says that a member has no work tree of its own, or that
@@ -204,10 +204,11 @@ func (m Model) merge(member string) (tea.Model, tea.Cmd) {
 	w.merging = true
 	m.work[member] = w
 	m.notice = "merging " + member + "…"
+	commit := w.changes.Commit // what the prompt showed, no later commit
 	return m, func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), mergeTimeout)
 		defer cancel()
-		r, err := wt.Merge(ctx, member)
+		r, err := wt.Merge(ctx, member, commit)
 		return mergeDoneMsg{member: member, merge: r, err: err}
 	}
 }

@@ -35,8 +35,8 @@ func (f *fakeWork) Changes(_ context.Context, member string) (worktree.Changes, 
 	return c, nil
 }
 
-func (f *fakeWork) Merge(_ context.Context, member string) (daemon.Merge, error) {
-	f.record("merge " + member)
+func (f *fakeWork) Merge(_ context.Context, member, commit string) (daemon.Merge, error) {
+	f.record("merge " + member + " " + commit)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.mergeErr != nil {
@@ -251,7 +251,7 @@ func TestMergeConfirmedAndItsResults(t *testing.T) {
 				t.Fatalf("m: calls %q; want a confirmation first:\n%s", f.calls, v)
 			}
 			m, _ = press(t, m, "y")
-			if f.callCount("merge scout") != 1 || f.calls[len(f.calls)-1] != "changes scout" {
+			if f.callCount("merge scout c0ffee") != 1 || f.calls[len(f.calls)-1] != "changes scout" {
 				t.Fatalf("y: calls %q; want the merge of scout, then its work read again", f.calls)
 			}
 			v := screen(m)
