@@ -372,7 +372,8 @@ func TestTail(t *testing.T) {
 		if err := p.Deliver(ctx, job); err != nil {
 			t.Fatal(err)
 		}
-		waitScreen(t, srv, wide+"\nREADY>")
+		// The job's own output, not the one before it, which ends alike.
+		waitScreen(t, srv, "out 4 for "+job+"\n"+wide+"\nREADY>")
 		want := []string{"READY> " + job, "out 0 for " + job, "out 1 for " + job, "out 2 for " + job,
 			"out 3 for " + job, "out 4 for " + job, wide, "READY>"}
 		tail, clipped, err := p.Tail(ctx, 100)
