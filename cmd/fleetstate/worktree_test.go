@@ -376,3 +376,15 @@ func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
 		t.Errorf("branch alice at %s; want %s", got, alice)
 	}
 }
+
+// TestChangesWithoutWorktrees: a daemon whose fleet has no work trees
+// serves no work tree tools, and the commands say so.
+func TestChangesWithoutWorktrees(t *testing.T) {
+	dir := t.TempDir()
+	startDaemon(t, dir)
+	for _, cmd := range []string{"changes", "merge"} {
+		if _, stderr := fleetCLIFail(t, cmd, "alice", "--dir", dir); !strings.Contains(stderr, "the daemon serves no work trees") {
+			t.Errorf("%s on a daemon without work trees: %s", cmd, stderr)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package leadcli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -26,7 +27,7 @@ func worktreeCommands() []command {
 			run: func(ctx context.Context, r *runner, args []string) error {
 				var c worktree.Changes
 				if err := r.c.Call(ctx, "fleet_changes", map[string]any{"member": args[0], "diff": r.opts.diff}, &c); err != nil {
-					return err
+					return noWorktrees(err)
 				}
 				return r.print(c, FormatChanges(args[0], c))
 			},
@@ -48,7 +49,7 @@ func worktreeCommands() []command {
 					call["commit"] = r.opts.commit
 				}
 				if err := r.c.Call(ctx, "fleet_merge", call, &m); err != nil {
-					return err
+					return noWorktrees(err)
 				}
 				if err := r.print(m, FormatMerge(m)); err != nil {
 					return err
@@ -60,6 +61,15 @@ func worktreeCommands() []command {
 			},
 		},
 	}
+}
+
+// noWorktrees says what a daemon without the work tree tools lacks; other
+// errors it returns as they are.
+func noWorktrees(err error) error {
+	if strings.Contains(err.Error(), "tool 'fleet_") && strings.Contains(err.Error(), "not found") {
+		return errors.New("the daemon serves no work trees: no member of its fleet file has \"worktree\" (a daemon started without a fleet file, or on NATS, has none)")
+	}
+	return err
 }
 
 // FormatChanges is the text of fleetstate changes.
