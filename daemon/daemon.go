@@ -389,7 +389,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		fh.readers.Go(func() { notify(ctx, d.log, d.cfg.Notify, d.cfg.notifyBound, notifySub) })
 	}
 	fh.dash = dashboard.New(st.rv, &dashboard.Options{Operator: operator, Tokens: st.tokens, Version: d.cfg.Version,
-		LeadsDecide: st.leadsDecide.Load})
+		LeadsDecide: st.leadsDecide.Load, Work: st.dashboardWork()})
 	fh.mux = http.NewServeMux()
 	fh.mux.Handle(events.Path, events.Handler(st.rv, events.Options{Tokens: st.tokens, Operator: operator,
 		Authorize: fh.dash.Authorized, Membership: members}))

@@ -207,7 +207,8 @@ func TestDashboardInChromium(t *testing.T) {
 // holds that a page would hide or reorder (newlines, a right-to-left
 // override) shows escaped; the row clips the input with a mark of how
 // much is left, and shows it whole on demand; the events say what was
-// asked. The page's escaping is the Go one's, on the same inputs.
+// asked. The page's escaping is the Go one's, on the same inputs, for
+// one line and for prose.
 func TestDashboardShowsRequestsEscapedInChromium(t *testing.T) {
 	ctx := browserTab(t)
 	f := newFleet(t)
@@ -225,12 +226,12 @@ func TestDashboardShowsRequestsEscapedInChromium(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		js := fmt.Sprintf(`JSON.stringify([fleetstateText.escape(%s), fleetstateText.clip(%s, 12)])`, in, in)
+		js := fmt.Sprintf(`JSON.stringify([fleetstateText.escape(%s), fleetstateText.clip(%s, 12), fleetstateText.escapeText(%s)])`, in, in, in)
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := json.Marshal([]string{textsafe.Escape(text), textsafe.Clip(text, 12)})
+		want, _ := json.Marshal([]string{textsafe.Escape(text), textsafe.Clip(text, 12), textsafe.EscapeText(text)})
 		if got != string(want) {
 			t.Errorf("the page escapes %q as %s; the Go escaping as %s", text, got, want)
 		}
@@ -380,6 +381,22 @@ func replay(t *testing.T, base, path, body string, headers map[string]string) in
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// fitsPhone checks that the page, at a phone's width of 390 px, scrolls
+// nothing sideways and has every control on screen.
+func fitsPhone(t *testing.T, ctx context.Context) {
+	t.Helper()
+	fits := `(() => {
+		const w = document.documentElement.clientWidth;
+		const out = [...document.querySelectorAll('button, input, select, textarea')]
+			.filter((e) => e.offsetParent && e.getBoundingClientRect().right > w + 0.5);
+		return window.innerWidth === 390 && document.documentElement.scrollWidth <= w && out.length === 0;
+	})()`
+	if fit, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fits)); err != nil || !fit {
+		sizes, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.innerWidth + " wide, scrolls " + document.documentElement.scrollWidth`))
+		t.Fatalf("at 390 px the page does not fit (%v): %s", err, sizes)
+	}
 }
 
 // TestDashboardActsInChromium steers a fleet from a real browser: the
@@ -561,16 +578,7 @@ func TestDashboardActsInChromium(t *testing.T) {
 	prow := fmt.Sprintf("#tickets tr[data-ticket=%q]", phoneTicket)
 	waitText(t, ctx, prow, "may I rename")
 	waitText(t, ctx, "#turns", "check the phone layout", "count the files in cmd/")
-	fits := `(() => {
-		const w = document.documentElement.clientWidth;
-		const out = [...document.querySelectorAll('button, input, select, textarea')]
-			.filter((e) => e.offsetParent && e.getBoundingClientRect().right > w + 0.5);
-		return window.innerWidth === 390 && document.documentElement.scrollWidth <= w && out.length === 0;
-	})()`
-	if fit, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fits)); err != nil || !fit {
-		sizes, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.innerWidth + " wide, scrolls " + document.documentElement.scrollWidth`))
-		t.Fatalf("at 390 px the page does not fit (%v): %s", err, sizes)
-	}
+	fitsPhone(t, ctx)
 	typeRole(t, ctx, prow, "textbox", "Answer", "yes")
 	clickRole(t, ctx, prow, "button", "Answer")
 	if a := recvWithin(t, asked, 10*time.Second); a["answer"] != "yes" {
@@ -618,4 +626,101 @@ func TestDashboardActsInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitText(t, ctx, "#needlogin", "needs a login")
+}
+
+// TestDashboardMergesWorkInChromium brings up a fleet whose member alice
+// has a git work tree of its own, and goes through its work in a real
+// browser as the operator: its branch, the commits ahead, the files with
+// their line counts and what is uncommitted show, escaped; a merge
+// refused elsewhere refreshes the entry; the diff shows on request; a
+// merge waits for its confirmation, is refused by the fleet file's check
+// with its output and nothing changed, and once the work is fixed is
+// done, by the operator, of the commit the page showed: refused once
+// the member committed since, then merged, and the lead's branch is at
+// the commit the page shows.
+func TestDashboardMergesWorkInChromium(t *testing.T) {
+	ctx := browserTab(t)
+	project := newGitProject(t)
+	f, up := worktreeFleet(t, project, map[string]any{"check": "if test -e broken; then echo the build is broken; exit 1; fi"})
+	up()
+	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
+	commitFile(t, tree, "alice.txt", "alice's work\u200b\nsecond line\n")
+	commitFile(t, tree, "notes\u202etxt.exe", "x\n")
+	into := gitIn(t, project, "branch", "--show-current")
+	head := gitIn(t, project, "rev-parse", "HEAD")
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(webLogin(t, f.dir))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#conn", "live")
+	entry := `#work article[data-work="alice"]`
+	waitText(t, ctx, entry, "branch alice → "+into, "2 ahead, 0 behind", "alice.txt", "+2", `notes\u202etxt.exe`, "nothing uncommitted")
+
+	// The lead's merge, refused for the uncommitted file, is an event
+	// that refreshes the entry: the commit made since shows, and the file.
+	commitFile(t, tree, "broken", "")
+	if err := os.WriteFile(filepath.Join(tree, "scratch.txt"), []byte("draft\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fleetCLIFail(t, "merge", "alice", "--dir", f.dir)
+	waitText(t, ctx, entry, "3 ahead", "broken", "uncommitted: scratch.txt")
+	if err := os.Remove(filepath.Join(tree, "scratch.txt")); err != nil {
+		t.Fatal(err)
+	}
+	clickRole(t, ctx, entry, "button", "Refresh")
+	waitText(t, ctx, entry, "nothing uncommitted")
+
+	clickRole(t, ctx, entry, "button", "Show diff")
+	waitText(t, ctx, entry, "the diff, ", `+alice's work\u200b`, "+second line")
+	if s := textOf(ctx, entry); strings.ContainsAny(s, "\u200b\u202e") {
+		t.Errorf("alice's entry shows a hidden character raw:\n%s", s)
+	}
+
+	// Merge asks first; Not now leaves everything as it was.
+	clickRole(t, ctx, entry, "button", "Merge")
+	waitText(t, ctx, entry, "Merge alice at "+gitIn(t, tree, "rev-parse", "HEAD")[:12]+" (3 commits, 3 files) into "+into+" in the lead's checkout?")
+	clickRole(t, ctx, entry, "button", "Not now")
+	clickRole(t, ctx, entry, "button", "Merge")
+	clickRole(t, ctx, entry, "button", "Confirm merge")
+	waitText(t, ctx, entry, "refused, nothing changed: check_failed", "the check's output ends:", "the build is broken")
+	if now := gitIn(t, project, "rev-parse", "HEAD"); now != head {
+		t.Fatalf("a refused merge moved the lead to %s", now)
+	}
+
+	gitIn(t, tree, "rm", "--quiet", "broken")
+	gitIn(t, tree, "commit", "--quiet", "-m", "fixed")
+	clickRole(t, ctx, entry, "button", "Refresh")
+	waitText(t, ctx, entry, "4 ahead")
+	clickRole(t, ctx, entry, "button", "Merge")
+	waitText(t, ctx, entry, "(4 commits, 2 files)")
+	commitFile(t, tree, "late.txt", "after the question\n")
+	clickRole(t, ctx, entry, "button", "Confirm merge")
+	waitText(t, ctx, entry, "refused, nothing changed: branch_moved", "5 ahead", "late.txt")
+	if now := gitIn(t, project, "rev-parse", "HEAD"); now != head {
+		t.Fatalf("a merge of a commit the branch left moved the lead to %s", now)
+	}
+	clickRole(t, ctx, entry, "button", "Merge")
+	clickRole(t, ctx, entry, "button", "Confirm merge")
+	waitText(t, ctx, entry, "merged alice into "+into+", now at")
+	shown := textOf(ctx, entry+" code.commit")
+	if now := gitIn(t, project, "rev-parse", "HEAD"); now == head || now != shown {
+		t.Fatalf("the lead is at %s after the merge; the page says %q", now, shown)
+	}
+	if _, err := os.Stat(filepath.Join(project, "alice.txt")); err != nil {
+		t.Errorf("alice's work is not in the lead's checkout: %v", err)
+	}
+	waitText(t, ctx, entry, "0 ahead")
+	waitText(t, ctx, "#events", "merge_refused", "merged", "by "+mcpadapter.OperatorAgent)
+
+	// At a phone's width the entry, its files and its diff still fit.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#conn", "live")
+	waitText(t, ctx, entry, "0 ahead", "nothing uncommitted")
+	commitFile(t, tree, "wide.txt", strings.Repeat("a-long-line-without-a-break/", 20)+"\n")
+	clickRole(t, ctx, entry, "button", "Refresh")
+	clickRole(t, ctx, entry, "button", "Show diff")
+	waitText(t, ctx, entry, "wide.txt", "+a-long-line-without-a-break/")
+	fitsPhone(t, ctx)
 }

@@ -21,12 +21,16 @@ import (
 //	POST /dashboard/cancel {"ticket"}            → Rendezvous.Cancel
 //	POST /dashboard/send   {"to", "brief"}       → Rendezvous.SendDetached
 //	POST /dashboard/ack    {"ticket"}            → Rendezvous.Ack
+//	POST /dashboard/merge  {"member", "commit"}  → Work.Merge
 //	POST /dashboard/logout {}                    → ends the login
 //
 // The operator's login acts on every lead's tickets, as the lead that
-// sent each, and sends as [mcpadapter.OperatorAgent], as the operator
-// token does over MCP; a lead's login acts on its own tickets only, and
-// sends as that lead. Ack (the page's Dismiss) takes
+// sent each, and sends and merges as [mcpadapter.OperatorAgent], as the
+// operator token does over MCP; a lead's login acts on its own tickets
+// only, and sends and merges as that lead (the lead tools let any lead
+// merge a member's branch), of the commit the page showed. A merge
+// refused is answered as a result (merged false, with its reason), not
+// as an error. Ack (the page's Dismiss) takes
 // away a finished ticket of the login's own sending only: the tickets a
 // lead agent sent are its to collect, and the operator's sends would
 // otherwise pile up, held until acked. Each request must come from the
@@ -111,6 +115,9 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		ID       string `json:"id"`
 		Behavior string `json:"behavior"`
 		Message  string `json:"message"`
+		// merge
+		Member string `json:"member"`
+		Commit string `json:"commit"`
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
@@ -141,6 +148,8 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		o, err = d.ack(a, args.Ticket)
 	case "decide":
 		o, err = d.decide(a, args.ID, args.Behavior, args.Message)
+	case "merge":
+		o, err = d.merge(r.Context(), a, args.Member, args.Commit)
 	}
 	if err != nil {
 		door.WriteError(w, err)

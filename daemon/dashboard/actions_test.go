@@ -483,6 +483,7 @@ func TestDashboardActionTrailingBytes(t *testing.T) {
 		{"send", `{"to":"scout","brief":"b"}`},
 		{"ack", `{"ticket":"ticket-x"}`},
 		{"decide", `{"id":"perm-x","behavior":"allow"}`},
+		{"merge", `{"member":"scout"}`},
 		{"logout", `{}`},
 	} {
 		for _, tail := range []string{`{}`, `x`, ` 1`, `,`} {

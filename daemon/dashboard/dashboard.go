@@ -2,8 +2,9 @@
 // with a one-time code (printed by fleetstate web) for a cookie, sees the
 // fleet live from the event stream, and acts on it: answer a question,
 // cancel or send a turn, dismiss an outcome, allow or deny a permission
-// request. Every action checks the cookie, the Origin and a CSRF token.
-// The page and its assets are embedded.
+// request, merge a member's work tree into the lead's checkout. Every
+// action checks the cookie, the Origin and a CSRF token. The page and
+// its assets are embedded.
 package dashboard
 
 import (
@@ -42,12 +43,18 @@ import (
 // A code is good once, for DefaultLoginCodeTTL. A session lives in memory
 // only, for DefaultSessionTTL, or until its lead's token is
 // revoked; a restart of the daemon ends every session. The page itself
-// reads the fleet from /events (the browser sends the cookie) and the
-// transcripts of the turns from /dashboard/transcripts; it loads nothing
-// from elsewhere, which its Content-Security-Policy enforces. Its actions
-// (answer, cancel, send, ack, decide, logout) are POSTs that need the
-// cookie, the page's own origin and the login's CSRF token: see
-// dashboard_actions.go.
+// reads the fleet from /events (the browser sends the cookie), the
+// transcripts of the turns from /dashboard/transcripts, and what a
+// member's git work tree holds (its branch, commits ahead of and behind
+// the lead's branch, the files changed with their line counts, what is
+// uncommitted, the diff with ?diff=1) from
+//
+//	GET /dashboard/changes?member=NAME → Work.Changes, as fleet_changes
+//
+// which only reads; it loads nothing from elsewhere, which its
+// Content-Security-Policy enforces. Its actions (answer, cancel, send,
+// ack, decide, merge, logout) are POSTs that need the cookie, the page's
+// own origin and the login's CSRF token: see actions.go.
 
 // Path is where the daemon serves the dashboard: every path under
 // it.
@@ -108,6 +115,9 @@ type Options struct {
 	// members' permission requests, as the fleet file's approvals say;
 	// the operator's login always may.
 	LeadsDecide func() bool
+	// Work reads and merges the members' work trees; nil means no member
+	// has one, and the page shows no work trees.
+	Work Work
 }
 
 // Dashboard serves the fleet's web page and its login. Use [New];
@@ -218,8 +228,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.servePage(w, r)
 	case p == Path+"transcripts":
 		d.serveTranscripts(w, r)
+	case p == Path+"changes":
+		d.serveChanges(w, r)
 	case p == Path+"answer", p == Path+"cancel", p == Path+"send", p == Path+"ack", p == Path+"decide",
-		p == Path+"logout":
+		p == Path+"merge", p == Path+"logout":
 		d.serveAction(w, r, strings.TrimPrefix(p, Path))
 	case strings.HasPrefix(p, Path+"static/") && r.Method == http.MethodGet:
 		d.files.ServeHTTP(w, r)
@@ -466,7 +478,7 @@ func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	snap := d.rv.Snapshot()
 	d.page(w, http.StatusOK, "index", map[string]any{"Snapshot": snap, "Version": d.o.Version, "Now": d.now(),
-		"CSRF": s.csrf, "Lead": a.lead, "Sender": a.sender()})
+		"CSRF": s.csrf, "Lead": a.lead, "Sender": a.sender(), "Work": d.workMembers()})
 }
 
 // page renders the template name.html.

@@ -47,6 +47,12 @@ type dash struct {
 
 func newDash(t *testing.T) *dash {
 	t.Helper()
+	return newDashWith(t, nil)
+}
+
+// newDashWith is newDash with work as the dashboard's work trees.
+func newDashWith(t *testing.T, work dashboard.Work) *dash {
+	t.Helper()
 	st, err := fleetstate.Open(afero.NewMemMapFs(), "/state", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +76,7 @@ func newDash(t *testing.T) *dash {
 		t.Fatal(err)
 	}
 	x.d = dashboard.New(rv, &dashboard.Options{Operator: testOperator, Tokens: tokens, Version: "test",
-		LeadsDecide: x.leadsDecide.Load})
+		LeadsDecide: x.leadsDecide.Load, Work: work})
 	dashboard.SetClock(x.d, func() time.Time {
 		x.mu.Lock()
 		defer x.mu.Unlock()
@@ -262,7 +268,7 @@ func TestDashboardNothingWithoutCookie(t *testing.T) {
 	_, port, _ := strings.Cut(u.Host, ":")
 	forged.Jar.SetCookies(u, []*http.Cookie{{Name: "fleetstate_" + port, Value: "forged-session-value-of-the-right-length-0123456789"}})
 	paths := []string{dashboard.Path, dashboard.Path + "static/app.js", dashboard.Path + "static/app.css",
-		dashboard.Path + "transcripts", dashboard.Path + "nope", events.Path}
+		dashboard.Path + "transcripts", dashboard.Path + "changes?member=scout", dashboard.Path + "nope", events.Path}
 	for name, cl := range map[string]*http.Client{"no cookie": c, "forged cookie": forged} {
 		for _, p := range paths {
 			resp, body := get(t, cl, x.srv.URL+p)

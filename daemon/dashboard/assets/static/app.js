@@ -9,6 +9,11 @@
 // sent, and logging out, are POSTs to the daemon with the login's CSRF
 // token (from the page's csrf-token meta element) in a header. A lead's login gets the
 // controls on its own tickets only; the operator's, on every ticket.
+//
+// Where members have git work trees of their own, the page shows what
+// each holds (read from /dashboard/changes whenever a merge ends or the
+// member's turn does, and on demand), its diff on request, and merges it
+// into the lead's checkout once the person confirms.
 'use strict';
 (function () {
   // The same bounds as the daemon's transcripts.
@@ -28,6 +33,7 @@
   const perms = new Map();   // permission request ID -> request, pending only
   const ticketRows = new Map(); // ticket key -> {tr, tds, actKey}
   const drafts = new Map();  // turn ID -> answer being typed
+  const work = new Map();    // member -> its work tree's entry (see workEntry)
 
   const $ = (id) => document.getElementById(id);
   const meta = (name) => (document.querySelector('meta[name="' + name + '"]') || { content: '' }).content;
@@ -105,6 +111,7 @@
     events.sort((a, b) => b.seq - a.seq);
     if (events.length > MAX_EVENTS) events.length = MAX_EVENTS;
     setConn('live', 'live');
+    for (const name of work.keys()) readWork(name);
     pending = [];
     fetch('/dashboard/transcripts?after=' + snap.seq, { credentials: 'same-origin', cache: 'no-store' })
       .then((r) => { if (!r.ok) throw new Error(r.status); return r.json(); })
@@ -130,6 +137,7 @@
       return;
     }
     foldState(e);
+    workEvent(e);
     if (pending) pending.push(e);
     else if (e.seq > trSeq) foldTranscript(e);
     render();
@@ -431,26 +439,38 @@
     s.className = 'act-status ' + (cls || '');
   }
 
+  // post POSTs an action and returns the daemon's answer; it throws an
+  // Error with the daemon's message if the action failed.
+  async function post(path, body) {
+    const r = await fetch('/dashboard/' + path, {
+      method: 'POST', credentials: 'same-origin', cache: 'no-store',
+      headers: { 'Content-Type': 'application/json', 'X-Fleetstate-CSRF': csrf },
+      body: JSON.stringify(body),
+    });
+    return answer(r);
+  }
+
+  // answer returns the JSON of r, or throws an Error with its message if
+  // r is a failure.
+  async function answer(r) {
+    const text = await r.text();
+    if (!r.ok) {
+      let msg = text.trim();
+      try { msg = JSON.parse(text).message || msg; } catch (e) { /* plain text */ }
+      throw new Error(msg);
+    }
+    return JSON.parse(text);
+  }
+
   // act POSTs an action and says how it went; it reports success.
   async function act(path, body, button, done) {
     button.disabled = true;
     try {
-      const r = await fetch('/dashboard/' + path, {
-        method: 'POST', credentials: 'same-origin', cache: 'no-store',
-        headers: { 'Content-Type': 'application/json', 'X-Fleetstate-CSRF': csrf },
-        body: JSON.stringify(body),
-      });
-      const text = await r.text();
-      if (!r.ok) {
-        let msg = text.trim();
-        try { msg = JSON.parse(text).message || msg; } catch (e) { /* plain text */ }
-        status(path + ' failed: ' + msg, 'bad');
-        return false;
-      }
+      await post(path, body);
       status(done, 'good');
       return true;
     } catch (e) {
-      status(path + ' failed: ' + e, 'bad');
+      status(path + ' failed: ' + e.message, 'bad');
       return false;
     } finally {
       button.disabled = false;
@@ -478,6 +498,200 @@
       const b = $('send-button');
       if (await act('send', { to: to, brief: brief }, b, 'sent to ' + to)) $('send-brief').value = '';
     });
+  }
+
+  // The members' work trees. Each has an entry, made once and kept, so
+  // that a reading coming in leaves its buttons and their focus alone:
+  // what the daemon said of it (changes), whether its diff is shown, the
+  // last merge asked from this page. A reading is asked when the page
+  // gets a snapshot, when a merge of the member ends or its turn does
+  // (its branch may have moved), when any member's merge is done (the
+  // lead's branch moved), and on demand; one at a time for each member,
+  // the requests meanwhile folded into one more. Everything from the
+  // repository (branches, paths, the diff, the check's output) is text
+  // from agents, and is shown escaped.
+  const MAX_WORK_FILES = 200, MAX_UNCOMMITTED = 20;
+
+  function workEntry(box) {
+    const name = box.getAttribute('data-work');
+    const w = { name, box, changes: null, err: '', reading: false, again: false, diffShown: false, diffRead: false };
+    w.info = el('div', { class: 'work-info' }, el('p', { class: 'empty' }, 'reading…'));
+    const refresh = el('button', { type: 'button', class: 'refresh' }, 'Refresh');
+    refresh.addEventListener('click', () => readWork(name));
+    const diff = el('button', { type: 'button', class: 'diff', 'aria-expanded': 'false' }, 'Show diff');
+    diff.addEventListener('click', () => {
+      w.diffShown = !w.diffShown;
+      diff.textContent = w.diffShown ? 'Hide diff' : 'Show diff';
+      diff.setAttribute('aria-expanded', String(w.diffShown));
+      if (w.diffShown) readWork(name);
+      else { w.diffRead = false; if (w.changes) delete w.changes.diff; renderDiff(w); }
+    });
+    // Merge asks first: the merge moves the lead's branch.
+    const merge = el('button', { type: 'button', class: 'merge' }, 'Merge');
+    const question = el('span', { class: 'question' });
+    const confirm = el('button', { type: 'button', class: 'merge' }, 'Confirm merge');
+    const keep = el('button', { type: 'button' }, 'Not now');
+    const ask = el('span', { class: 'confirm' }, question, confirm, keep);
+    ask.hidden = true;
+    // The merge is of the commit the question named: refused if the
+    // member committed since.
+    let seen = '';
+    const asking = (on) => { ask.hidden = !on; merge.hidden = on; (on ? confirm : merge).focus(); };
+    merge.addEventListener('click', () => {
+      seen = w.changes ? w.changes.commit : '';
+      question.textContent = mergeQuestion(w);
+      asking(true);
+    });
+    keep.addEventListener('click', () => asking(false));
+    confirm.addEventListener('click', () => { asking(false); mergeWork(w, seen, merge); });
+    w.result = el('div', { class: 'work-result', role: 'status' });
+    w.diff = el('div', { class: 'work-diff' });
+    box.replaceChildren(el('h3', {}, name), w.info, el('div', { class: 'actions' }, refresh, diff, merge, ask), w.result, w.diff);
+    return w;
+  }
+
+  for (const box of document.querySelectorAll('#work [data-work]')) {
+    const w = workEntry(box);
+    work.set(w.name, w);
+  }
+
+  // workEvent asks for the readings that e calls for.
+  function workEvent(e) {
+    if (e.kind === 'merged') {
+      for (const name of work.keys()) readWork(name);
+    } else if ((e.kind === 'merge_refused' || e.kind === 'outcome') && work.has(e.member)) {
+      readWork(e.member);
+    }
+  }
+
+  // readWork reads what member's work tree holds, with its diff if shown.
+  async function readWork(name) {
+    const w = work.get(name);
+    if (!w) return;
+    if (w.reading) { w.again = true; return; }
+    w.reading = true;
+    const diff = w.diffShown;
+    try {
+      const r = await fetch('/dashboard/changes?member=' + encodeURIComponent(name) + (diff ? '&diff=1' : ''),
+        { credentials: 'same-origin', cache: 'no-store' });
+      w.changes = await answer(r);
+      w.diffRead = diff;
+      w.err = '';
+    } catch (e) {
+      w.err = e.message; // the last reading stays shown, marked
+    } finally {
+      w.reading = false;
+    }
+    renderWork(w);
+    if (w.again) { w.again = false; readWork(name); }
+  }
+
+  function renderWork(w) {
+    const c = w.changes, out = [];
+    if (c) {
+      out.push(el('p', { class: 'work-branch' }, 'branch ', el('code', {}, text.escape(c.branch)), ' → ',
+        el('code', {}, text.escape(c.into)), ': ' + c.ahead + ' ahead, ' + c.behind + ' behind, at ',
+        el('code', {}, text.cut(c.commit, 12).head)),
+        el('p', { class: 'work-path' }, 'work tree ', el('code', {}, text.escape(c.worktree))));
+      const u = c.uncommitted || [];
+      out.push(u.length ?
+        el('p', { class: 'work-dirty' }, 'uncommitted: ' + some(u.map(text.escape), MAX_UNCOMMITTED)) :
+        el('p', { class: 'work-clean' }, 'nothing uncommitted'));
+      out.push(c.files && c.files.length ? filesTable(c.files) : el('p', { class: 'empty' }, 'no files changed'));
+    }
+    if (w.err) out.push(el('p', { class: 'bad' }, (c ? 'the last reading failed: ' : 'could not read the work tree: ') + w.err));
+    if (!out.length) out.push(el('p', { class: 'empty' }, 'reading…'));
+    w.info.replaceChildren(...out);
+    renderDiff(w);
+  }
+
+  // some joins the first n of list, and says how many more there are.
+  function some(list, n) {
+    return list.slice(0, n).join(', ') + (list.length > n ? ' and ' + (list.length - n) + ' more' : '');
+  }
+
+  function filesTable(files) {
+    const rows = files.slice(0, MAX_WORK_FILES).map((f) => el('tr', {},
+      el('td', { 'data-label': 'file', class: 'mono' }, text.escape(f.path)),
+      el('td', { 'data-label': 'added', class: 'added' }, f.binary ? 'binary' : '+' + f.added),
+      el('td', { 'data-label': 'deleted', class: 'deleted' }, f.binary ? '' : '-' + f.deleted)));
+    if (files.length > MAX_WORK_FILES) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: 3 }, 'and ' + (files.length - MAX_WORK_FILES) + ' more files')));
+    return el('table', { class: 'work-files' },
+      el('thead', {}, el('tr', {}, el('th', {}, 'file'), el('th', {}, 'added'), el('th', {}, 'deleted'))),
+      el('tbody', {}, ...rows));
+  }
+
+  // renderDiff shows the diff, once read, each line escaped and marked
+  // as added or deleted; a clipped one says the size of the whole.
+  function renderDiff(w) {
+    const c = w.changes;
+    if (!w.diffShown) { w.diff.replaceChildren(); return; }
+    if (!w.diffRead || !c) { w.diff.replaceChildren(el('p', { class: 'empty' }, 'reading the diff…')); return; }
+    if (!c.diff) { w.diff.replaceChildren(el('p', { class: 'empty' }, 'no diff')); return; }
+    const lines = text.escapeText(c.diff).split('\n').map((l) => {
+      const cls = l.startsWith('+') && !l.startsWith('+++') ? 'diff-add' : l.startsWith('-') && !l.startsWith('---') ? 'diff-del' : '';
+      return el('span', { class: cls }, l + '\n');
+    });
+    const said = c.diff_clipped ?
+      'the first ' + size(new TextEncoder().encode(c.diff).length) + ' of the diff\'s ' + size(c.diff_bytes) +
+        ': git diff ' + text.escape(c.into) + '...' + text.escape(c.branch) + ' in the lead\'s checkout shows it whole' :
+      'the diff, ' + size(c.diff_bytes);
+    w.diff.replaceChildren(el('p', { class: c.diff_clipped ? 'work-clipped' : 'empty' }, said),
+      el('pre', { class: 'diff', 'aria-label': 'Diff of ' + w.name }, ...lines));
+  }
+
+  function size(n) {
+    if (n < 1024) return n + ' bytes';
+    if (n < 1 << 20) return (n / 1024).toFixed(1) + ' KiB';
+    return (n / (1 << 20)).toFixed(1) + ' MiB';
+  }
+
+  // mergeQuestion asks the person to confirm what the merge does.
+  function mergeQuestion(w) {
+    const c = w.changes;
+    if (!c) return 'Merge ' + w.name + '\'s branch into the lead\'s checkout?';
+    return 'Merge ' + text.escape(c.branch) + ' at ' + text.cut(c.commit, 12).head + ' (' + c.ahead + ' commits, ' +
+      (c.files || []).length + ' files) into ' + text.escape(c.into) + ' in the lead\'s checkout?';
+  }
+
+  // mergeWork asks the daemon to merge commit of w's branch, and shows
+  // how it ended: merged and the lead's commit now, or refused and why,
+  // with the files in conflict or the end of the check's output.
+  async function mergeWork(w, commit, button) {
+    button.disabled = true;
+    w.result.className = 'work-result';
+    w.result.replaceChildren(el('p', {}, 'merging… (the fleet file\'s check, or a person\'s approval, may take a while)'));
+    let m;
+    try {
+      m = await post('merge', { member: w.name, commit: commit });
+    } catch (e) {
+      w.result.className = 'work-result bad';
+      w.result.replaceChildren(el('p', {}, 'the merge failed: ' + e.message));
+      status('merge of ' + w.name + ' failed: ' + e.message, 'bad');
+      return;
+    } finally {
+      button.disabled = false;
+    }
+    const out = [];
+    if (m.merged && m.up_to_date) {
+      out.push(el('p', {}, 'merged: ' + text.escape(m.into) + ' holds ' + text.escape(m.branch) + ' already'));
+      status('merged ' + w.name, 'good');
+    } else if (m.merged) {
+      out.push(el('p', {}, 'merged ' + text.escape(m.branch) + ' into ' + text.escape(m.into) + ', now at ',
+        el('code', { class: 'commit' }, text.escape(m.commit))));
+      status('merged ' + w.name, 'good');
+    } else {
+      const why = m.reason === 'check_failed' || m.reason === 'conflict' ? '' : ': ' + text.clip(m.message, 300);
+      out.push(el('p', {}, 'refused, nothing changed: ' + text.escape(m.reason) + why));
+      if (m.files && m.files.length) out.push(el('p', {}, 'in conflict: ' + some(m.files.map(text.escape), MAX_WORK_FILES)));
+      if (m.reason === 'check_failed') {
+        out.push(el('p', {}, 'the check\'s output ends:'), el('pre', { class: 'check-output' }, text.escapeText(m.check_output)));
+      }
+      status('merge of ' + w.name + ' refused: ' + text.escape(m.reason), 'bad');
+    }
+    w.result.className = 'work-result ' + (m.merged ? 'good' : 'bad');
+    w.result.replaceChildren(...out);
+    readWork(w.name);
   }
 
   const who = { brief: 'brief', question: 'question', answer: 'answer', withdrawn: 'no answer', cancelled: 'cancelled', outcome: 'outcome' };

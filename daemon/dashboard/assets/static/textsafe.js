@@ -12,14 +12,22 @@ window.fleetstateText = (function () {
   function hex(n, width) { return n.toString(16).padStart(width, '0'); }
 
   // escape is textsafe.Escape: reversible, one line, nothing hidden.
-  function escape(s) {
+  function escape(s) { return escapeAs(s, false); }
+
+  // escapeText is textsafe.EscapeText, for prose and for a diff: line
+  // breaks and tabs stay, backslashes are not doubled, every other hidden
+  // character is escaped.
+  function escapeText(s) { return escapeAs(s, true); }
+
+  function escapeAs(s, prose) {
     let out = '';
     for (const ch of s || '') {
       const c = ch.codePointAt(0);
-      if (ch === '\\') out += '\\\\';
-      else if (ch === '\n') out += '\\n';
-      else if (ch === '\t') out += '\\t';
-      else if (ch === '\r') out += '\\r';
+      if (prose && (ch === '\n' || ch === '\t')) out += ch;
+      else if (ch === '\\') out += prose ? '\\' : '\\\\';
+      else if (!prose && ch === '\n') out += '\\n';
+      else if (!prose && ch === '\t') out += '\\t';
+      else if (!prose && ch === '\r') out += '\\r';
       else if (ch !== ' ' && hidden.test(ch)) out += c > 0xffff ? '\\U' + hex(c, 8) : '\\u' + hex(c, 4);
       else out += ch;
     }
@@ -58,5 +66,5 @@ window.fleetstateText = (function () {
     return '"' + c.head + '"' + (c.rest ? mark(c.rest) : '');
   }
 
-  return { escape, cut, mark, clip, quote };
+  return { escape, escapeText, cut, mark, clip, quote };
 })();
