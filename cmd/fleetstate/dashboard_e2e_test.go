@@ -640,10 +640,8 @@ func TestDashboardActsInChromium(t *testing.T) {
 // the commit the page shows.
 func TestDashboardMergesWorkInChromium(t *testing.T) {
 	ctx := browserTab(t)
-	project := newGitProject(t)
-	f, up := worktreeFleet(t, project, map[string]any{"check": "if test -e broken; then echo the build is broken; exit 1; fi"})
+	f, project, tree, up := worktreeFleet(t, map[string]any{"check": "if test -e broken; then echo the build is broken; exit 1; fi"})
 	up()
-	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
 	commitFile(t, tree, "alice.txt", "alice's work\u200b\nsecond line\n")
 	commitFile(t, tree, "notes\u202etxt.exe", "x\n")
 	into := gitIn(t, project, "branch", "--show-current")

@@ -360,10 +360,8 @@ func TestWatchDecidesPermissionsInTmux(t *testing.T) {
 // lead's checkout unchanged, then, once alice fixed it and w read her
 // work again, merged, and the lead's checkout holds her work.
 func TestWatchMergesAMembersWorkInTmux(t *testing.T) {
-	project := newGitProject(t)
-	f, up := worktreeFleet(t, project, map[string]any{"check": "test ! -e broken"})
+	f, project, tree, up := worktreeFleet(t, map[string]any{"check": "test ! -e broken"})
 	up()
-	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
 	commitFile(t, tree, "alice.txt", "alice's work\n")
 	commitFile(t, tree, "broken", "x\n")
 	head := gitIn(t, project, "rev-parse", "HEAD")

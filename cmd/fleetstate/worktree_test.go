@@ -66,11 +66,14 @@ func fleetCLIFail(t *testing.T, args ...string) (string, string) {
 	return stdout.String(), stderr.String()
 }
 
-// worktreeFleet writes, in project, the fleet file of a lead and of alice
-// with a work tree, both stand-ins, with merge as its "merge"; the
-// returned up brings it up and returns what up said on standard error.
-func worktreeFleet(t *testing.T, project string, merge map[string]any) (*upFleet, func() string) {
+// worktreeFleet writes, in a new git project, the fleet file of a lead
+// and of alice with a work tree, both stand-ins, with merge as its
+// "merge"; it returns the fleet, the project, alice's work tree (made by
+// up), and up, which brings the fleet up and returns what up said on
+// standard error.
+func worktreeFleet(t *testing.T, merge map[string]any) (f *upFleet, project, tree string, up func() string) {
 	t.Helper()
+	project = newGitProject(t)
 	socket := fleettest.TmuxSocket(t)
 	agentBin := buildFakeAgent(t)
 	fleet := map[string]any{
@@ -82,7 +85,8 @@ func worktreeFleet(t *testing.T, project string, merge map[string]any) (*upFleet
 			map[string]any{"name": "alice", "role": "member", "command": []string{agentBin, "--fleetstate", binary}, "worktree": true},
 		},
 	}
-	f := &upFleet{file: filepath.Join(project, "fleet.json"), dir: filepath.Join(project, ".ai-fleet-state"), socket: socket}
+	f = &upFleet{file: filepath.Join(project, "fleet.json"), dir: filepath.Join(project, ".ai-fleet-state"), socket: socket}
+	tree = filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
 	data, _ := json.MarshalIndent(fleet, "", "  ")
 	if err := os.WriteFile(f.file, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -96,7 +100,7 @@ func worktreeFleet(t *testing.T, project string, merge map[string]any) (*upFleet
 			fleetup.SignalTree(rec.PID, 9)
 		}
 	})
-	return f, func() string {
+	return f, project, tree, func() string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(binary, "up", f.file, "--dir", f.dir)
@@ -113,10 +117,8 @@ func worktreeFleet(t *testing.T, project string, merge map[string]any) (*upFleet
 // tool Merge: denied, it is refused with the person's message and
 // nothing changes; asked again and allowed, it is done.
 func TestMergeWaitsForAPersonsApproval(t *testing.T) {
-	project := newGitProject(t)
-	f, up := worktreeFleet(t, project, map[string]any{"approval": true})
+	f, project, tree, up := worktreeFleet(t, map[string]any{"approval": true})
 	up()
-	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
 	commitFile(t, tree, "alice.txt", "alice's work\n")
 	head := gitIn(t, project, "rev-parse", "HEAD")
 
@@ -189,10 +191,8 @@ func TestMergeWaitsForAPersonsApproval(t *testing.T) {
 // turn, a failing check, a conflict) with nothing changed, and a clean
 // merge. The member's edits are made by the test, in its work tree.
 func TestUpMakesWorkTreesAndTheLeadMergesThem(t *testing.T) {
-	project := newGitProject(t)
-	f, up := worktreeFleet(t, project, map[string]any{"check": "test ! -e broken"})
+	f, project, tree, up := worktreeFleet(t, map[string]any{"check": "test ! -e broken"})
 	socket := f.socket
-	tree := filepath.Join(f.dir, ".fleetstate", "worktrees", "alice")
 	if says := up(); !strings.Contains(says, "alice: made a work tree at "+tree+" on branch alice") {
 		t.Errorf("up said:\n%s\nwant the work tree it made", says)
 	}
