@@ -794,7 +794,11 @@ func TestFaultStuckHTTPClients(t *testing.T) {
 	// read the end of.
 	stuck = append(stuck, stuckConn(t, f.d.url, f.tokens["m2"], 1, "tools/call", map[string]any{"name": "fleet_next", "arguments": map[string]any{"wait_s": 1}}))
 
-	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	// A bound on the whole, not a speed: the stuck calls encode 24 copies
+	// of 4 MiB at once, which under -race on a loaded machine of two
+	// cores took the healthy calls past 20 s (both suites of a run under
+	// load, at once); alone they take 5 to 7 s.
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
 	for i := range 5 {
 		sent := async(ctx, t, f.lead, "fleet_send", map[string]any{"to": "m1", "content": fmt.Sprintf("job %d", i)})
