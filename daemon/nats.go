@@ -372,6 +372,11 @@ func (d *natsDaemon) localPanes() (map[string]*tmux.Pane, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i, a := range ro.Agents {
+		if a.Worktree != nil {
+			return nil, fmt.Errorf("fleet file %s: agents[%d].worktree: %w", d.d.cfg.Roster, i, ErrWorktreeOnNATS)
+		}
+	}
 	return ro.panes()
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -386,5 +387,25 @@ func TestChangesWithoutWorktrees(t *testing.T) {
 		if _, stderr := fleetCLIFail(t, cmd, "alice", "--dir", dir); !strings.Contains(stderr, "the daemon serves no work trees") {
 			t.Errorf("%s on a daemon without work trees: %s", cmd, stderr)
 		}
+	}
+}
+
+// TestWorktreesOnNATSAreRefused: a fleet kept in NATS may be served from
+// machines other than the lead's checkout, and no git remote carries a
+// member's branch there yet: a daemon on NATS refuses a fleet file that
+// gives a member a work tree, and says what is missing.
+func TestWorktreesOnNATSAreRefused(t *testing.T) {
+	project := newGitProject(t)
+	urls := natsURLs(startNATSNode(t, "n1", "--addr", "127.0.0.1:0"))
+	file := filepath.Join(project, "fleet.json")
+	fleet := `{"agents":[{"name":"lead","role":"lead"},{"name":"alice","role":"member","command":["sh"],"worktree":true}]}`
+	if err := os.WriteFile(file, []byte(fleet), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "serve", "--addr", "127.0.0.1:0", "--nats", urls, "--lease", natsLease, "--roster", file).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "agents[1].worktree: work trees need the lead's checkout on this machine") || !strings.Contains(string(out), "git remote") {
+		t.Errorf("serve --nats with a work tree: %v\n%s", err, out)
 	}
 }
