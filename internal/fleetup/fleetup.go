@@ -266,7 +266,7 @@ func StartPanes(ctx context.Context, ro *daemon.Roster, envPaths map[string]stri
 	var dead []string
 	for _, name := range started {
 		if p, ok := panes[name]; !ok || p.Dead {
-			screen, _ := srv.Run(ctx, "", "capture-pane", "-p", "-J", "-S", "-", "-E", "-", "-t", ids[name])
+			screen := deadScreen(ctx, srv, ids[name])
 			dead = append(dead, fmt.Sprintf("%s: its command ended at once; its pane shows:\n%s", name, lastLines(screen, PaneOutputLines)))
 		}
 	}
@@ -277,6 +277,23 @@ func StartPanes(ctx context.Context, ro *daemon.Roster, envPaths map[string]stri
 		_, _ = srv.Run(ctx, "", "pipe-pane", "-t", ids[name]) // startPane's pipe, no longer needed
 	}
 	return started, nil
+}
+
+// deadScreen captures the dead pane id, whole, and again for a moment
+// while it shows nothing but tmux's "Pane is dead" line: under load tmux
+// may mark a pane dead before it has read its command's last output.
+func deadScreen(ctx context.Context, srv *tmux.Server, id string) string {
+	var screen string
+	for try := 0; try < 20; try++ {
+		screen, _ = srv.Run(ctx, "", "capture-pane", "-p", "-J", "-S", "-", "-E", "-", "-t", id)
+		for _, l := range strings.Split(screen, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "Pane is dead") {
+				return screen
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return screen
 }
 
 // startPane starts argv, agent a's launcher, in a pane of session on srv
