@@ -1,8 +1,8 @@
 package mcpadapter
 
 // What the fast paths of both transports share (ServeStdio in stdio.go,
-// the fast calls of an HTTP handler in fastcalls.go): running a call whose request
-// parseCall read, and writing its response once, in the bytes mcp-go
+// the HTTP fast path of daemon/mcphttp, through Wire): running a call whose
+// request parseCall read, and writing its response once, in the bytes mcp-go
 // writes for it (see internal/mcpwire).
 
 import (
@@ -117,19 +117,59 @@ var rawReplacement = func() bool {
 // on this release.
 func appendable(s string) bool { return rawReplacement || utf8.ValidString(s) }
 
-// callRequest is a tools/call the fast path read, and the tool it names.
-type callRequest struct {
+// Wire reads and answers, without mcp-go, the plain tools/call requests
+// of one server that a transport serves itself (ServeStdio, and the HTTP
+// fast path of daemon/mcphttp), in the bytes mcp-go would write. It is
+// safe for concurrent use.
+type Wire struct {
+	a     *Adapter
+	srv   *server.MCPServer
+	tools map[string]*tool
+}
+
+// Wire returns the wire of srv, a's server (see [Adapter.NewServer]) with
+// more tools perhaps: it serves those of a's tools that srv has when it is
+// made, and leaves the others to mcp-go, which answers that it does not
+// know them.
+func (a *Adapter) Wire(srv *server.MCPServer) *Wire {
+	tools := make(map[string]*tool, len(a.byName))
+	for name, t := range a.byName {
+		if srv.GetTool(name) != nil {
+			tools[name] = t
+		}
+	}
+	return &Wire{a: a, srv: srv, tools: tools}
+}
+
+// Read reads msg, one JSON-RPC message, as a tools/call of one of w's
+// tools whose arguments decode completely (modern: with the _meta of
+// protocol 2026-07-28), and reports whether it is one. What it does not
+// take is mcp-go's to serve, unchanged.
+func (w *Wire) Read(msg []byte, modern bool) (Call, bool) { return parseCall(msg, w.tools, modern) }
+
+// Respond runs c in ctx and returns its JSON-RPC response, newline
+// included; done, called once resp is written, recycles it. meta is the
+// result's _meta under protocol 2026-07-28, nil before; while the call
+// blocks, progress notifications go to token if it is not nil.
+func (w *Wire) Respond(ctx context.Context, c Call, meta []byte, token mcp.ProgressToken) (resp []byte, done func()) {
+	b := w.a.respond(ctx, w.srv, c.tool, c.ID, meta, c.Args, token)
+	return *b, func() { mcpwire.PutBuf(b) }
+}
+
+// Call is a tools/call that [Wire.Read] read: the request as
+// internal/mcpwire reads it, and the tool it names.
+type Call struct {
 	mcpwire.Call
 	tool *tool
 }
 
 // parseCall reads line with [mcpwire.ParseCall] as a call of one of tools.
-func parseCall(line []byte, tools map[string]*tool, modern bool) (callRequest, bool) {
+func parseCall(line []byte, tools map[string]*tool, modern bool) (Call, bool) {
 	c, ok := mcpwire.ParseCall(line, func(name string) *mcpwire.Tool {
 		if t := tools[name]; t != nil {
 			return &t.wire
 		}
 		return nil
 	}, modern)
-	return callRequest{Call: c, tool: tools[c.Name]}, ok
+	return Call{Call: c, tool: tools[c.Name]}, ok
 }

@@ -62,7 +62,7 @@ func (a *Adapter) ServeStdio(ctx context.Context, srv *server.MCPServer, id Iden
 	if o.ErrorLog == nil {
 		o.ErrorLog = log.Default()
 	}
-	c := &stdioConn{a: a, srv: srv, tools: a.fastTools(srv), out: &lockedWriter{w: out}, log: o.ErrorLog,
+	c := &stdioConn{wire: a.Wire(srv), out: &lockedWriter{w: out}, log: o.ErrorLog,
 		slots: make(chan struct{}, stdioDirect)}
 
 	// mcp-go's server reads what the fast path does not take from a pipe.
@@ -125,9 +125,7 @@ func stdioErr(err error) error {
 
 // stdioConn is one stdio connection of ServeStdio.
 type stdioConn struct {
-	a     *Adapter
-	srv   *server.MCPServer
-	tools map[string]*tool // those the fast path serves: see fastTools
+	wire  *Wire
 	out   *lockedWriter
 	log   *log.Logger
 	base  context.Context       // the session's and the caller's, set before read starts
@@ -189,11 +187,10 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	if !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
-	req, ok := parseCall(line, c.tools, false)
+	req, ok := c.wire.Read(line, false)
 	if !ok {
 		return false
 	}
-	t, args := req.tool, req.Args
 	var token mcp.ProgressToken
 	if req.Progress != nil {
 		if err := json.Unmarshal(req.Progress, &token); err != nil {
@@ -205,7 +202,7 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	default:
 		return false // mcp-go's queue takes it
 	}
-	id := slices.Clone(req.ID)
+	req.ID = slices.Clone(req.ID)
 	ctx, cancel := context.WithCancel(c.base)
 	done, ok := c.calls.Start(string(req.ID), cancel)
 	if !ok {
@@ -217,11 +214,11 @@ func (c *stdioConn) serve(line []byte, bp *[]byte) bool {
 	go func() {
 		defer done()
 		defer func() { <-c.slots }()
-		resp := c.a.respond(ctx, c.srv, t, id, nil, args, token)
-		if _, err := c.out.Write(*resp); err != nil {
+		resp, release := c.wire.Respond(ctx, req, nil, token)
+		defer release()
+		if _, err := c.out.Write(resp); err != nil {
 			c.log.Printf("Error writing tool response: %v", err)
 		}
-		mcpwire.PutBuf(resp)
 	}()
 	return true
 }
@@ -245,17 +242,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// fastTools returns those of a's tools that srv has: the fast path serves
-// them, and leaves the others to mcp-go, which answers that it does not
-// know a tool srv lacks.
-func (a *Adapter) fastTools(srv *server.MCPServer) map[string]*tool {
-	tools := make(map[string]*tool, len(a.byName))
-	for name, t := range a.byName {
-		if srv.GetTool(name) != nil {
-			tools[name] = t
-		}
-	}
-	return tools
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/afero"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/internal/mcpwire"
 )
 
 var (
@@ -20,13 +19,13 @@ var (
 	timeText = regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+Z`)
 )
 
-// FuzzStdioSameAsMCPGo holds ServeStdio's fast path to mcp-go: whatever
-// line parseCall takes, respond answers with what mcp-go's stdio server
+// FuzzStdioSameAsMCPGo holds the fast paths' Wire to mcp-go: whatever
+// line Wire.Read takes, Wire.Respond answers with what mcp-go's stdio server
 // writes for it (its HandleMessage's response, encoded, and a newline),
 // byte for byte, session IDs and times aside, on every Go release: a
 // result with invalid UTF-8, which encoding/json writes differently by
 // release, included (see appendValue). Two adapters, each on a store of its own, see
-// the same lines, so that their stores stay alike; a line parseCall does
+// the same lines, so that their stores stay alike; a line Read does
 // not take goes to mcp-go on both. Each store starts with a session and a
 // file of invalid UTF-8, which a get returns as it is.
 func FuzzStdioSameAsMCPGo(f *testing.F) {
@@ -72,7 +71,7 @@ func FuzzStdioSameAsMCPGo(f *testing.F) {
 		a[i] = New(st, nil, nil)
 		srv[i] = a[i].NewServer("fuzz", "0")
 	}
-	tools := a[1].fastTools(srv[1])
+	wire := a[1].Wire(srv[1])
 	ctx := ContextWithIdentity(context.Background(), Identity{})
 	call := func(id, name, args string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `}}` + "\n"
@@ -101,7 +100,7 @@ func FuzzStdioSameAsMCPGo(f *testing.F) {
 		f.Add([]byte(line))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		c, ok := parseCall(line, tools, false)
+		c, ok := wire.Read(line, false)
 		want, err := json.Marshal(srv[0].HandleMessage(ctx, line))
 		if !ok {
 			srv[1].HandleMessage(ctx, line)
@@ -116,9 +115,9 @@ func FuzzStdioSameAsMCPGo(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		resp := a[1].respond(ctx, srv[1], c.tool, c.ID, nil, c.Args, token)
-		got := bytes.Clone(*resp)
-		mcpwire.PutBuf(resp)
+		resp, release := wire.Respond(ctx, c, nil, token)
+		got := bytes.Clone(resp)
+		release()
 		norm := func(b []byte) []byte {
 			return timeText.ReplaceAll(uuidText.ReplaceAll(b, []byte("UUID")), []byte("TIME"))
 		}

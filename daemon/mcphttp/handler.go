@@ -114,7 +114,7 @@ type Options struct {
 // A tools/call of one of the adapter's tools under protocol version
 // 2026-07-28, which has no sessions, takes a fast path: its body is read
 // once, decoded once into the tool's arguments, and its result encoded
-// once, in the bytes mcp-go would write (see [mcpadapter.FastCalls]). Every other
+// once, in the bytes mcp-go would write (see [FastCalls]). Every other
 // request (other methods, older protocols, whose sessions mcp-go keeps,
 // calls with a progress token, and anything not understood completely)
 // goes to mcp-go's streamable-HTTP server as it was sent.
@@ -166,7 +166,7 @@ func New(a *mcpadapter.Adapter, srv *server.MCPServer, opts Options) *Handler {
 		return opts.Tokens.Lookup(token)
 	}
 	if !opts.NoFastPath {
-		h.fast = a.FastCalls(srv)
+		h.fast = newFastCalls(a, srv)
 	}
 	if opts.Membership != nil {
 		h.unwatch = opts.Membership.OnRevoke(h.revoke)
@@ -265,7 +265,7 @@ func New(a *mcpadapter.Adapter, srv *server.MCPServer, opts Options) *Handler {
 			conns.callStarted(id.Agent)
 			defer conns.callEnded(id.Agent)
 		}
-		if read && h.fast != nil && serveFast(h.fast, w, r, id, body) {
+		if read && h.fast != nil && h.fast.serve(w, r, id, body) {
 			return
 		}
 		if acceptBareCancel(w, r) {
@@ -311,15 +311,15 @@ type Handler struct {
 	path    string
 	caps    *sessionCaps
 	live    *liveRequests
-	unwatch func()                // nil without a auth.Membership
-	fast    *mcpadapter.FastCalls // nil: every request goes to mcp-go
-	conns   *Connections          // nil without a rendezvous
+	unwatch func()       // nil without a auth.Membership
+	fast    *FastCalls   // nil: every request goes to mcp-go
+	conns   *Connections // nil without a rendezvous
 
 	closeOnce sync.Once
 }
 
 // FastCalls returns the handler's fast path, nil when it has none.
-func (h *Handler) FastCalls() *mcpadapter.FastCalls { return h.fast }
+func (h *Handler) FastCalls() *FastCalls { return h.fast }
 
 // ServeHTTP serves one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r) }

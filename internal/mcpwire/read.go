@@ -4,7 +4,7 @@
 // strings, booleans and numbers), a writer of the one response shape they
 // answer, and the bookkeeping of calls in flight. Both transports use it:
 // stdio (mcpadapter.Adapter.ServeStdio) and streamable HTTP under protocol
-// version 2026-07-28 (mcpadapter.FastCalls, served by daemon/mcphttp),
+// version 2026-07-28 (daemon/mcphttp's fast path, through mcpadapter.Wire),
 // whose requests carry the protocol version and the client's capabilities
 // in _meta and whose results carry the server's identity and a
 // resultType.

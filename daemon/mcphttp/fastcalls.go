@@ -1,11 +1,12 @@
-package mcpadapter
+package mcphttp
 
-// The fast path of an HTTP handler: a POST of a tools/call under
-// protocol version 2026-07-28, served without mcp-go's streamable-HTTP
-// server, which decodes such a request, in part or whole, some nine times
-// (mcp-go v1.2.1: the envelope twice, the _meta three times, the params
-// twice for the header checks, the whole call) and encodes its result
-// twice.
+// The fast path of the handler: a POST of a tools/call under protocol
+// version 2026-07-28, served without mcp-go's streamable-HTTP server,
+// which decodes such a request, in part or whole, some nine times (mcp-go
+// v1.2.1: the envelope twice, the _meta three times, the params twice for
+// the header checks, the whole call) and encodes its result twice. The
+// call is read and answered by the adapter's [mcpadapter.Wire]; this file
+// decides which requests it takes.
 //
 // Why only that protocol: it has no sessions. mcp-go serves each of its
 // requests on a session of its own that nothing else sees, ignores
@@ -18,7 +19,7 @@ package mcpadapter
 // checks below are the ones mcp-go makes of such a request (content type,
 // protocol version in the header and in _meta, the Mcp-Method and Mcp-Name
 // headers, no Last-Event-ID, client capabilities that decode), made as
-// a filter. Anything they do not pass, and anything parseCall does not
+// a filter. Anything they do not pass, and anything Wire.Read does not
 // understand completely, goes to mcp-go with its body unchanged, so that
 // every refusal is mcp-go's own, byte for byte. So does a call with a
 // progress token: its notifications make mcp-go answer with an event
@@ -30,51 +31,45 @@ import (
 	"context"
 	"encoding/json"
 	"mime"
+	"net/http"
 
-	"github.com/fleetstate/fleetstate/internal/mcpwire"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/fleetstate/fleetstate/internal/mcpwire"
+	"github.com/fleetstate/fleetstate/mcpadapter"
 )
 
-// modernVersion is the protocol version whose requests the HTTP fast path
+// modernVersion is the protocol version whose requests the fast path
 // takes: the first without sessions, and the newest mcp-go speaks.
 const modernVersion = mcp.ProtocolVersion20260728
 
-// FastCalls is the fast path of one HTTP handler of a server: it answers
-// itself the calls described above, and leaves every other request to
-// mcp-go's streamable-HTTP server. It knows nothing of HTTP but the
-// request's header fields and body. It is safe for concurrent use.
+// FastCalls is the fast path of one handler: it answers itself the calls
+// described above, and leaves every other request to mcp-go's
+// streamable-HTTP server. It is safe for concurrent use.
 type FastCalls struct {
-	a     *Adapter
-	srv   *server.MCPServer
+	wire  *mcpadapter.Wire
 	meta  []byte // the _meta of srv's 2026-07-28 results, as mcp-go writes it
-	tools map[string]*tool
 	calls mcpwire.Calls[fastCall]
 }
 
 // fastCall names a call in flight: its caller and its request's id, as
 // JSON text.
 type fastCall struct {
-	id  Identity
+	id  mcpadapter.Identity
 	req string
 }
 
-// FastCalls returns the fast path of srv, or nil if srv's results cannot
-// be told in advance. srv is a's server (see [Adapter.NewServer]), with
-// more tools perhaps: the fast path serves those of a's tools that srv
-// has when it is made, and leaves the others to mcp-go, which answers
-// that it does not know them.
-func (a *Adapter) FastCalls(srv *server.MCPServer) *FastCalls {
+// newFastCalls returns the fast path of srv, a's server with more tools
+// perhaps (see [mcpadapter.Adapter.Wire]), or nil if srv's results cannot
+// be told in advance.
+func newFastCalls(a *mcpadapter.Adapter, srv *server.MCPServer) *FastCalls {
 	meta := resultMeta(srv)
 	if meta == nil {
 		return nil
 	}
-	return &FastCalls{a: a, srv: srv, meta: meta, tools: a.fastTools(srv)}
+	return &FastCalls{wire: a.Wire(srv), meta: meta}
 }
-
-// Header is what the fast path reads of a request's header fields
-// (an http.Header has it).
-type Header interface{ Get(key string) string }
 
 // discoverProbe is the smallest server/discover of protocol 2026-07-28.
 const discoverProbe = `{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"` +
@@ -104,35 +99,47 @@ func resultMeta(srv *server.MCPServer) []byte {
 	return append([]byte(`{"`+mcp.MetaKeyServerInfo+`":`), append(info, '}')...)
 }
 
-// Serve answers body, the whole (and bounded) body of a POST of the
-// caller id with the header fields h, if it is a call the fast path
-// takes: resp is the response to write, 200 and application/json, in one
-// write, unless ctx ended meanwhile (the client is gone: mcp-go writes
-// nothing either); done, called after, recycles resp. Otherwise served is
-// false and the request goes to mcp-go as it came. A
-// notifications/cancelled of id cancels id's fast call of that request
-// id, and goes on to mcp-go. Only 2026-07-28 calls and cancellations are
-// looked at: that protocol names a request's method in a header, and its
-// clients are the only ones with fast calls.
-func (f *FastCalls) Serve(ctx context.Context, h Header, id Identity, body []byte) (resp []byte, done func(), served bool) {
+// serve serves r, a POST of the caller id whose body the handler read
+// whole (and bounded), if it is a call the fast path takes, and reports
+// whether it did: its answer is 200 and application/json in one write,
+// unless the client is gone meanwhile (mcp-go writes nothing either).
+// Otherwise the caller passes r, whose Body still reads body, on to
+// mcp-go. A notifications/cancelled of id cancels id's fast call of that
+// request id, and goes on to mcp-go. Only 2026-07-28 calls and
+// cancellations are looked at: that protocol names a request's method in a
+// header, and its clients are the only ones with fast calls.
+func (f *FastCalls) serve(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity, body []byte) bool {
+	h := r.Header
 	method := h.Get(mcp.HeaderMethod)
 	cancelled := method == string(mcp.MethodNotificationCancelled)
 	if h.Get(mcp.HeaderProtocolVersion) != modernVersion || method != string(mcp.MethodToolsCall) && !cancelled {
-		return nil, nil, false
+		return false
 	}
 	if cancelled {
-		f.cancel(id, body)
-		return nil, nil, false
+		if req, ok := mcpwire.CancelledRequest(body); ok {
+			// Only the caller's own calls: mcp-go keys the calls of
+			// protocol 2026-07-28 by their request id alone, across
+			// callers.
+			f.calls.Cancel(fastCall{id: id, req: req})
+		}
+		return false
 	}
 	req, ok := f.take(h, body)
 	if !ok {
-		return nil, nil, false
+		return false
 	}
-	ctx, cancel := context.WithCancel(ContextWithIdentity(ctx, id))
+	ctx, cancel := context.WithCancel(mcpadapter.ContextWithIdentity(r.Context(), id))
 	end, _ := f.calls.Start(fastCall{id: id, req: string(req.ID)}, cancel) // never closed
-	defer end()
-	buf := f.a.respond(ctx, f.srv, req.tool, req.ID, f.meta, req.Args, nil)
-	return *buf, func() { mcpwire.PutBuf(buf) }, true
+	resp, done := f.wire.Respond(ctx, req, f.meta, nil)
+	end()
+	defer done()
+	if r.Context().Err() != nil {
+		return true // the client is gone: mcp-go writes nothing either
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(resp) // one write, as mcp-go's encoder makes: net/http frames it alike
+	return true
 }
 
 // InFlight returns how many calls the fast path has in flight; a nil
@@ -147,13 +154,13 @@ func (f *FastCalls) InFlight() int {
 // take reads body, with the request's header h (that of a 2026-07-28
 // tools/call: see serve), as a call the fast path takes, and reports
 // whether it is one.
-func (f *FastCalls) take(h Header, body []byte) (callRequest, bool) {
+func (f *FastCalls) take(h http.Header, body []byte) (mcpadapter.Call, bool) {
 	if ct := h.Get("Content-Type"); ct != "application/json" && !isJSON(ct) || h.Get(mcp.HeaderLastEventID) != "" {
-		return callRequest{}, false
+		return mcpadapter.Call{}, false
 	}
-	req, ok := parseCall(body, f.tools, true)
-	if !ok || req.Version != modernVersion || !req.Caps || req.Progress != nil || h.Get(mcp.HeaderName) != req.tool.name {
-		return callRequest{}, false
+	req, ok := f.wire.Read(body, true)
+	if !ok || req.Version != modernVersion || !req.Caps || req.Progress != nil || h.Get(mcp.HeaderName) != req.Name {
+		return mcpadapter.Call{}, false
 	}
 	return req, true
 }
@@ -162,13 +169,4 @@ func (f *FastCalls) take(h Header, body []byte) (callRequest, bool) {
 func isJSON(ct string) bool {
 	mediaType, _, err := mime.ParseMediaType(ct)
 	return err == nil && mediaType == "application/json"
-}
-
-// cancel cancels the fast call of id that msg, a notifications/cancelled,
-// names. Only the caller's own calls: mcp-go keys the calls of protocol
-// 2026-07-28 by their request id alone, across callers.
-func (f *FastCalls) cancel(id Identity, msg []byte) {
-	if req, ok := mcpwire.CancelledRequest(msg); ok {
-		f.calls.Cancel(fastCall{id: id, req: req})
-	}
 }
