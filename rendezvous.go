@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/internal/permit"
+	"github.com/fleetstate/fleetstate/internal/usage"
 )
 
 // Defaults of the rendezvous bounds. A blocking send answers before the
@@ -176,6 +177,7 @@ type member struct {
 	rejoin     *time.Timer   // after a restart: ends the open turn if the member does not come back
 	cancelled  string        // the last open turn the lead cancelled, until the member takes another
 	takers     []*taker      // Next calls parked on an empty FIFO, oldest first; see newTurn
+	usage      usage.Ledger  // see ReportUsage
 }
 
 // taker is a member's Next parked on an empty FIFO. Whoever takes it off
@@ -355,6 +357,10 @@ type Outcome struct {
 	// Returned is set by Poll on a finished ticket whose outcome a call of the
 	// lead already returned: it is held only in case that response was lost.
 	Returned bool `json:"returned,omitempty"`
+	// Usage, on the outcome that ends a turn, is what the member reported
+	// using while the turn was open (see [Rendezvous.ReportUsage]); nil if
+	// nothing.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // terminal reports whether o ends its turn.
@@ -369,6 +375,11 @@ type Message struct {
 	Content string `json:"content"`
 }
 
+// Usage counts the tokens of a member's model calls: input not read from
+// the cache (Claude Code) or all of it (Codex), output, and the input read
+// from and written to the cache.
+type Usage = usage.Tokens
+
 // MemberInfo describes a member for a lead.
 type MemberInfo struct {
 	Name   string `json:"name"`
@@ -380,6 +391,9 @@ type MemberInfo struct {
 	OpenTurn  string    `json:"open_turn,omitempty"`
 	OpenSince time.Time `json:"open_since,omitzero"`
 	Question  string    `json:"question,omitempty"` // what a BLOCKED member is asked; see [Questioner]
+	// Usage is what the member reported using over the fleet's life (see
+	// [Rendezvous.ReportUsage]).
+	Usage Usage `json:"usage"`
 }
 
 // NewRendezvous returns a rendezvous whose state lives in store's state
@@ -452,7 +466,7 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 // outcome a call of the lead returned keeps what is left of its hold, at
 // least RejoinTimeout; any other finished turn is held until acked.
 func (r *Rendezvous) restore() error {
-	loaded, perms, err := r.j.load()
+	loaded, perms, usages, err := r.j.load()
 	if err != nil {
 		return err
 	}
@@ -490,6 +504,7 @@ func (r *Rendezvous) restore() error {
 			}
 		}
 	}
+	r.restoreUsage(usages)
 	for _, m := range r.members {
 		if m.open != nil {
 			m.ready = true
@@ -701,7 +716,7 @@ func (r *Rendezvous) memberInfos() []MemberInfo {
 		if m.port != nil {
 			st = m.status.String()
 		}
-		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue), Question: m.question}
+		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue), Question: m.question, Usage: m.usage.Total()}
 		if t := m.open; t != nil {
 			info.OpenTurn = t.ID
 			if t.Opened != nil {

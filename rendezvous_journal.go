@@ -10,6 +10,7 @@ import (
 	"github.com/fleetstate/fleetstate/internal/permit"
 	"github.com/fleetstate/fleetstate/internal/record"
 	"github.com/fleetstate/fleetstate/internal/turnlog"
+	"github.com/fleetstate/fleetstate/internal/usage"
 )
 
 // journal is the rendezvous's side of its [Journal]: a [turnlog.Log] that also
@@ -70,7 +71,7 @@ func (j *journal) persistRecord(t *turn, rec *turnRecord) error {
 func appendRecord(b []byte, rec *turnRecord) []byte {
 	r := record.Turn{ID: rec.ID, Ticket: rec.Ticket, Lead: rec.Lead, Member: rec.Member, Brief: rec.Brief,
 		Seq: rec.Seq, Created: rec.Created, State: string(rec.State), Question: rec.Question, Asked: rec.Asked,
-		Answer: rec.Answer, Opened: rec.Opened, HeldUntil: rec.HeldUntil}
+		Answer: rec.Answer, Opened: rec.Opened, HeldUntil: rec.HeldUntil, Usage: rec.Usage}
 	var held record.Outcome
 	if o := rec.Held; o != nil {
 		held = record.Outcome{Kind: string(o.Kind), TurnID: o.TurnID, Ticket: o.Ticket, From: o.From, Content: o.Content,
@@ -100,18 +101,27 @@ func (j *journal) retire(t *turn, saved bool) {
 	j.Hold(t.ID, j.buf, saved)
 }
 
-// load reads the turns an earlier owner left, oldest first, and its
-// permission requests.
-func (j *journal) load() ([]*turn, []PermissionRequest, error) {
+// load reads the turns an earlier owner left, oldest first, its
+// permission requests and the members' usage.
+func (j *journal) load() ([]*turn, []PermissionRequest, []usage.Record, error) {
 	const op = "restore rendezvous"
 	recs, err := j.Load()
 	if err != nil {
-		return nil, nil, withOp(op, err)
+		return nil, nil, nil, withOp(op, err)
 	}
 	var loaded []*turn
 	var perms []PermissionRequest
+	var usages []usage.Record
 	seen := map[string]bool{}
 	for _, data := range recs {
+		if u, isUsage, valid := usage.Decode(data); isUsage {
+			if valid {
+				usages = append(usages, u)
+			} else {
+				j.log("fleetstate: skip unreadable usage record", "bytes", len(data))
+			}
+			continue
+		}
 		if req, isPerm, valid := permit.Decode(data); isPerm {
 			if valid && names.Agent(req.Member) == nil {
 				perms = append(perms, req)
@@ -132,7 +142,7 @@ func (j *journal) load() ([]*turn, []PermissionRequest, error) {
 		loaded = append(loaded, &turn{turnRecord: rec})
 	}
 	sort.Slice(loaded, func(i, k int) bool { return loaded[i].Seq < loaded[k].Seq })
-	return loaded, perms, nil
+	return loaded, perms, usages, nil
 }
 
 // valid reports whether a record read back could have been written by a

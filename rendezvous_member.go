@@ -1,8 +1,11 @@
 package fleetstate
 
 import (
+	"cmp"
 	"context"
 	"time"
+
+	"github.com/fleetstate/fleetstate/internal/usage"
 )
 
 // Next returns the next message for a member that pulls its messages (one
@@ -468,4 +471,64 @@ func (r *Rendezvous) Drop(member string) error {
 // dropTurn ends m's open turn t as member_gone. r.mu must be held.
 func (r *Rendezvous) dropTurn(m *member, t *turn, why string) error {
 	return r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone, Content: why}, saveNow)
+}
+
+// ReportUsage takes total, what member's model calls have used so far as
+// source counts them (a transcript's path, a process: any name of at most
+// 1 KiB), and adds what it adds over the highest total of source reported
+// before, field by field, to the member's usage and to its open turn's.
+// A total reported twice, or after a later one, counts once, so a report
+// may be sent again. The rendezvous remembers the 64 sources reported
+// last of each member; a source forgotten counts whole when reported
+// again. The member's usage is written before ReportUsage returns nil.
+func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
+	const op = "report usage"
+	if err := usage.Check(source, total); err != nil {
+		return &Error{Code: CodeInvalidArgument, Op: op, Err: err}
+	}
+	r.lockW()
+	defer r.unlockW()
+	m, err := r.registered(op, member)
+	if err != nil {
+		return err
+	}
+	if r.j.Closed() {
+		return &Error{Code: CodeClosed, Op: op}
+	}
+	if d := m.usage.Report(source, total); !d.IsZero() && m.open != nil {
+		u := d.Add(*cmp.Or(m.open.Usage, &Usage{}))
+		m.open.Usage = &u
+	}
+	var turn string
+	var turnUsage *Usage
+	if t := m.open; t != nil {
+		turn, turnUsage = t.ID, t.Usage
+	}
+	id, rec, err := usage.Encode(m.name, &m.usage, turn, turnUsage)
+	if err != nil {
+		return &Error{Code: CodeInternal, Op: op, Err: err}
+	}
+	return withOp(op, r.write(func() error { return r.j.Save(id, rec) }))
+}
+
+// restoreUsage takes up the members' usage records, and their open turns'
+// usage where the record is newer than the turn's (usage only grows). A
+// finished turn's outcome gets the usage its record holds. r.mu must be
+// held.
+func (r *Rendezvous) restoreUsage(recs []usage.Record) {
+	for _, rec := range recs {
+		r.member(rec.Member).usage = *rec.Ledger
+		t := r.turns[rec.Turn]
+		if t == nil || t.Member != rec.Member || rec.TurnUsage == nil {
+			continue
+		}
+		u := rec.TurnUsage.Max(*cmp.Or(t.Usage, &Usage{}))
+		t.Usage = &u
+	}
+	for _, t := range r.turns {
+		if t.Held != nil && t.Usage != nil {
+			u := *t.Usage
+			t.Held.Usage = &u
+		}
+	}
 }

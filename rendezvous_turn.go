@@ -26,6 +26,7 @@ type turnRecord struct {
 	// returned ends (RendezvousOptions.HoldReturned), so that a restart
 	// ends it too rather than hold it until acked.
 	HeldUntil *time.Time `json:"held_until,omitempty"`
+	Usage     *Usage     `json:"usage,omitempty"` // reported while the turn was open
 }
 
 // turn is one message to a member and everything that follows from it until
@@ -267,6 +268,10 @@ func (t *turn) recorded(o Outcome) (turnRecord, Outcome) {
 	o.TurnID, o.From = t.ID, t.Member
 	next := t.turnRecord
 	if o.terminal() {
+		if t.Usage != nil {
+			u := *t.Usage
+			o.Usage = &u
+		}
 		held := o
 		next.State, next.Held, next.Question = TicketDone, &held, ""
 	}

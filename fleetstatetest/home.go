@@ -150,6 +150,10 @@ var rendezvousSuite = []struct {
 	{"TestPermissionBadDecisions", testPermissionBadDecisions},
 	{"TestPermissionContextCancel", testPermissionContextCancel},
 	{"TestPermissionPolicy", testPermissionPolicy},
+	// rendezvous_usage.go
+	{"TestUsagePerMemberAndTurn", testUsagePerMemberAndTurn},
+	{"TestUsageSurvivesRestart", testUsageSurvivesRestart},
+	{"TestUsageBadReports", testUsageBadReports},
 	// events.go
 	{"TestEventsOfAFlow", testEventsOfAFlow},
 	{"TestEventsOfTicketsAndMembers", testEventsOfTicketsAndMembers},

@@ -1059,11 +1059,12 @@ var successExample = map[string]any{
 	"fleet_ack":     map[string]any{"ok": true},
 	"fleet_approve": map[string]any{"ok": true},
 	"fleet_cancel":  map[string]any{"outcome": "failed", "reason": "cancelled", "ticket": "ticket-1", "turn_id": "turn-1", "state": "done"},
-	"fleet_members": map[string]any{"members": []any{map[string]any{"name": "m", "ready": true, "status": "PULL", "queued": 0}}},
+	"fleet_members": map[string]any{"members": []any{map[string]any{"name": "m", "ready": true, "status": "PULL", "queued": 0,
+		"usage": map[string]any{"input_tokens": 10, "output_tokens": 2}}}},
 }
 
-// TestMembersShape: fleet_members lists every member with its readiness
-// and queue.
+// TestMembersShape: fleet_members lists every member with its readiness,
+// its queue and its usage.
 func TestMembersShape(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.Ok(scout, "fleet_next", adaptertest.WaitArgs(0)) // scout mounts: ready
@@ -1074,9 +1075,10 @@ func TestMembersShape(t *testing.T) {
 	if len(ms) != 2 {
 		t.Fatalf("members %v; want miner and scout", m)
 	}
+	none := map[string]any{"input_tokens": 0.0, "output_tokens": 0.0}
 	want := []map[string]any{
-		{"name": "miner", "ready": false, "status": "PULL", "queued": 1.0},
-		{"name": "scout", "ready": true, "status": "PULL", "queued": 0.0},
+		{"name": "miner", "ready": false, "status": "PULL", "queued": 1.0, "usage": none},
+		{"name": "scout", "ready": true, "status": "PULL", "queued": 0.0, "usage": none},
 	}
 	for i, w := range want {
 		got, _ := ms[i].(map[string]any)

@@ -13,25 +13,27 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/jsonstr"
+	"github.com/fleetstate/fleetstate/internal/usage"
 )
 
 // Turn is a turn's record, its fields those of the rendezvous's record
 // with their kinds as plain strings.
 type Turn struct {
-	ID        string     `json:"id"`
-	Ticket    string     `json:"ticket"`
-	Lead      string     `json:"lead"`
-	Member    string     `json:"member"`
-	Brief     string     `json:"brief"`
-	Seq       int64      `json:"seq"`
-	Created   time.Time  `json:"created"`
-	State     string     `json:"state"`
-	Question  string     `json:"question,omitempty"`
-	Asked     *time.Time `json:"asked,omitempty"`
-	Answer    *string    `json:"answer,omitempty"`
-	Held      *Outcome   `json:"held,omitempty"`
-	Opened    *time.Time `json:"opened,omitempty"`
-	HeldUntil *time.Time `json:"held_until,omitempty"`
+	ID        string        `json:"id"`
+	Ticket    string        `json:"ticket"`
+	Lead      string        `json:"lead"`
+	Member    string        `json:"member"`
+	Brief     string        `json:"brief"`
+	Seq       int64         `json:"seq"`
+	Created   time.Time     `json:"created"`
+	State     string        `json:"state"`
+	Question  string        `json:"question,omitempty"`
+	Asked     *time.Time    `json:"asked,omitempty"`
+	Answer    *string       `json:"answer,omitempty"`
+	Held      *Outcome      `json:"held,omitempty"`
+	Opened    *time.Time    `json:"opened,omitempty"`
+	HeldUntil *time.Time    `json:"held_until,omitempty"`
+	Usage     *usage.Tokens `json:"usage,omitempty"`
 }
 
 // Outcome is the outcome a finished turn holds.
@@ -112,6 +114,21 @@ func Append(b []byte, rec *Turn) []byte {
 	if rec.HeldUntil != nil {
 		b = append(b, `,"held_until":`...)
 		b = appendJSONTime(b, *rec.HeldUntil)
+	}
+	if u := rec.Usage; u != nil {
+		b = append(b, `,"usage":{"input_tokens":`...)
+		b = strconv.AppendInt(b, u.Input, 10)
+		b = append(b, `,"output_tokens":`...)
+		b = strconv.AppendInt(b, u.Output, 10)
+		if u.CacheRead != 0 {
+			b = append(b, `,"cache_read_tokens":`...)
+			b = strconv.AppendInt(b, u.CacheRead, 10)
+		}
+		if u.CacheWrite != 0 {
+			b = append(b, `,"cache_write_tokens":`...)
+			b = strconv.AppendInt(b, u.CacheWrite, 10)
+		}
+		b = append(b, '}')
 	}
 	return append(b, '}')
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/fleetstate/fleetstate/internal/usage"
 )
 
 // marshal returns rec's JSON as encoding/json writes it without HTML
@@ -96,6 +98,10 @@ func drawTurn(t *rapid.T) Turn {
 		rec.Held = &Outcome{Kind: str("kind"), TurnID: str("turn"), Ticket: str("held ticket"), From: str("from"),
 			Content: str("content"), Partial: rapid.Bool().Draw(t, "partial"), Reason: str("reason"),
 			State: str("held state"), Returned: rapid.Bool().Draw(t, "returned")}
+	}
+	if rapid.Bool().Draw(t, "usage") {
+		n := func(label string) int64 { return rapid.Int64Range(0, 1<<40).Draw(t, label) }
+		rec.Usage = &usage.Tokens{Input: n("input"), Output: n("output"), CacheRead: n("cache read"), CacheWrite: n("cache write")}
 	}
 	return rec
 }

@@ -41,6 +41,11 @@ func (t Tokens) Sub(u Tokens) Tokens {
 	return Tokens{t.Input - u.Input, t.Output - u.Output, t.CacheRead - u.CacheRead, t.CacheWrite - u.CacheWrite}
 }
 
+// Max returns the higher of t and u, field by field.
+func (t Tokens) Max(u Tokens) Tokens {
+	return Tokens{max(t.Input, u.Input), max(t.Output, u.Output), max(t.CacheRead, u.CacheRead), max(t.CacheWrite, u.CacheWrite)}
+}
+
 // IsZero reports whether t counts nothing.
 func (t Tokens) IsZero() bool { return t == Tokens{} }
 
@@ -162,8 +167,8 @@ func (f *file) line(b []byte) Tokens {
 			} `json:"info"`
 		} `json:"payload"`
 	}
-	if json.Unmarshal(b, &l) != nil {
-		return Tokens{}
+	if !bytes.Contains(b, []byte(`usage"`)) || json.Unmarshal(b, &l) != nil {
+		return Tokens{} // both kinds name a usage: most lines are not read
 	}
 	switch {
 	case l.Type == "assistant" && l.Message != nil && l.Message.Usage != nil:
