@@ -376,7 +376,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		srv.AddTools(st.worktrees.tools()...)
 	}
 	handler := mcphttp.New(st.adapter, srv, mcphttp.Options{Tokens: st.tokens, Anonymous: d.cfg.Anonymous, Connections: st.conns,
-		OnStatus: onStatus, SessionIdleTTL: d.cfg.SessionTTL,
+		OnStatus: onStatus, OnUsage: reportUsage(st.rv), SessionIdleTTL: d.cfg.SessionTTL,
 		MaxSessionsPerToken: d.cfg.MaxSessionsPerToken, MaxSessions: d.cfg.MaxSessions, Membership: members,
 		Operator: operator})
 	// What happens in the fleet: one structured log line per event, the
@@ -415,4 +415,16 @@ func (fh *fleetHTTP) close() {
 	fh.handler.Close()
 	fh.dash.Close()
 	fh.readers.Wait()
+}
+
+// reportUsage returns the OnUsage hook of the HTTP handler: a member's
+// usage goes to the rendezvous; a lead's is not counted (the fleet counts
+// what its members spend).
+func reportUsage(rv *fleetstate.Rendezvous) func(mcpadapter.Identity, string, fleetstate.Usage) error {
+	return func(id mcpadapter.Identity, source string, total fleetstate.Usage) error {
+		if id.Role != mcpadapter.RoleMember {
+			return nil
+		}
+		return rv.ReportUsage(id.Agent, source, total)
+	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/fleetstate/fleetstate/daemon/mcphttp"
 	"github.com/fleetstate/fleetstate/internal/agent"
+	"github.com/fleetstate/fleetstate/internal/usage"
 
 	"github.com/fleetstate/fleetstate"
 )
@@ -33,6 +36,7 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return errors.New("status: $FLEET_TOKEN is not set: set it to the agent's token (fleetstate token add, or the agent's environment from fleetstate up)")
 	}
 	var st fleetstate.Status
+	var used *mcphttp.UsageReport
 	switch fs.NArg() {
 	case 1:
 		s, err := fleetstate.ParseStatus(fs.Arg(0))
@@ -50,10 +54,24 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			return nil // an event that says nothing of the status
 		}
 		st, _ = fleetstate.ParseStatus(name)
+		if ev.Transcript != "" && agent.UsageMayHaveGrown(ev) {
+			// The whole transcript's total, each time: the daemon counts
+			// what it adds, so nothing is counted twice.
+			var rd usage.Reader
+			if total, err := rd.Read(ev.Transcript); err != nil {
+				fmt.Fprintf(stderr, "fleetstate status: usage not reported: %v\n", err)
+			} else {
+				used = &mcphttp.UsageReport{Source: ev.Transcript, Usage: total}
+				if len(used.Source) > usage.MaxSource {
+					sum := sha256.Sum256([]byte(used.Source))
+					used.Source = "sha256:" + hex.EncodeToString(sum[:])
+				}
+			}
+		}
 	default:
 		return errors.New("status: want one status: idle, working or blocked")
 	}
-	body, _ := json.Marshal(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String())})
+	body, _ := json.Marshal(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String()), Usage: used})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(strings.TrimSuffix(*url, "/mcp"), "/")+mcphttp.StatusPath, bytes.NewReader(body))

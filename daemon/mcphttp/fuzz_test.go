@@ -163,6 +163,7 @@ func FuzzStatusReport(f *testing.F) {
 		f.Fatal(err)
 	}
 	var got []fleetstate.Status
+	var used []fleetstate.Usage
 	a := mcpadapter.New(st, nil, nil)
 	h := mcphttp.New(a, a.NewServer("fuzz", "0"), mcphttp.Options{Tokens: tokens,
 		OnStatus: func(id mcpadapter.Identity, s fleetstate.Status) error {
@@ -171,6 +172,13 @@ func FuzzStatusReport(f *testing.F) {
 			}
 			got = append(got, s)
 			return nil
+		},
+		OnUsage: func(id mcpadapter.Identity, source string, u fleetstate.Usage) error {
+			if id != adaptertest.Scout || source == "" || u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 {
+				return errorf("usage of %v from %q: %+v", id, source, u)
+			}
+			used = append(used, u)
+			return nil
 		}})
 	f.Cleanup(func() { h.Close() })
 	f.Add([]byte(`{"status":"working"}`))
@@ -178,19 +186,22 @@ func FuzzStatusReport(f *testing.F) {
 	f.Add([]byte(`{"status":"UNKNOWN"}`))
 	f.Add([]byte(`{"status":1}`))
 	f.Add([]byte(`{"hook_event_name":"Stop"}`))
+	f.Add([]byte(`{"status":"idle","usage":{"source":"t.jsonl","input_tokens":5,"output_tokens":2}}`))
+	f.Add([]byte(`{"usage":{"source":"t.jsonl","input_tokens":5,"output_tokens":-2}}`))
+	f.Add([]byte(`{"usage":{"source":"","input_tokens":5}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got = got[:0]
+		got, used = got[:0], used[:0]
 		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+mcphttp.StatusPath, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tok)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		switch rec.Code {
 		case http.StatusNoContent:
-			if len(got) != 1 {
-				t.Fatalf("204 but %d reports", len(got))
+			if len(got) > 1 || len(used) > 1 || len(got)+len(used) == 0 {
+				t.Fatalf("204 but %d status and %d usage reports", len(got), len(used))
 			}
 		case http.StatusBadRequest, http.StatusForbidden:
-			if len(got) != 0 {
+			if len(got)+len(used) != 0 {
 				t.Fatalf("status %d but the report went through", rec.Code)
 			}
 		default:

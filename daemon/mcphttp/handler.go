@@ -56,6 +56,9 @@ type Options struct {
 	// StatusPath with their token. Nil means reports are accepted and
 	// dropped.
 	OnStatus func(mcpadapter.Identity, fleetstate.Status) error
+	// OnUsage receives the usage that a status report carries (see
+	// [UsageReport]). Nil means usage is dropped.
+	OnUsage func(id mcpadapter.Identity, source string, total fleetstate.Usage) error
 	// SessionIdleTTL, if positive, makes the server forget MCP sessions
 	// (of the protocol versions that have them) idle that long: a client
 	// killed without closing its session would otherwise be remembered
@@ -143,7 +146,7 @@ func New(a *mcpadapter.Adapter, srv *server.MCPServer, opts Options) *Handler {
 			server.WithHeartbeatInterval(opts.SessionIdleTTL/3))
 	}
 	mcpHTTP := server.NewStreamableHTTPServer(srv, httpOpts...)
-	status := statusHandler(opts.OnStatus)
+	status := statusHandler(opts.OnStatus, opts.OnUsage)
 	budget := opts.MaxBodyBytesPerToken
 	if budget == 0 {
 		budget = DefaultMaxBodyBytesPerToken

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/fleetstate/fleetstate/internal/usage"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 
 	"github.com/fleetstate/fleetstate"
@@ -17,14 +18,24 @@ import (
 const StatusPath = "/status"
 
 // StatusReport is the body of a status report: the agent (which must be
-// the token's) and its status.
+// the token's), its status, and what its model calls used so far, as one
+// source counts it; a report may carry usage alone.
 type StatusReport struct {
-	Agent  string `json:"agent,omitempty"`
-	Status string `json:"status"`
+	Agent  string       `json:"agent,omitempty"`
+	Status string       `json:"status,omitempty"`
+	Usage  *UsageReport `json:"usage,omitempty"`
+}
+
+// UsageReport is a running total of tokens (input_tokens, output_tokens,
+// cache_read_tokens, cache_write_tokens) and its source, a transcript's
+// path say (see [fleetstate.Rendezvous.ReportUsage]).
+type UsageReport struct {
+	Source string `json:"source"`
+	fleetstate.Usage
 }
 
 // statusHandler takes status reports of authenticated agents.
-func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error) func(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity) {
+func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error, onUsage func(mcpadapter.Identity, string, fleetstate.Usage) error) func(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity) {
 		if r.Method != http.MethodPost && r.Method != http.MethodGet {
 			w.Header().Set("Allow", "GET, POST")
@@ -41,8 +52,8 @@ func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error) 
 			return
 		}
 		var rep StatusReport
-		if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&rep); err != nil {
-			http.Error(w, "body: want {\"status\": \"idle|working|blocked\"}", http.StatusBadRequest)
+		if err := json.NewDecoder(io.LimitReader(r.Body, 8192)).Decode(&rep); err != nil || rep.Status == "" && rep.Usage == nil {
+			http.Error(w, "body: want {\"status\": \"idle|working|blocked\"}, with \"usage\" or without", http.StatusBadRequest)
 			return
 		}
 		if rep.Agent != "" && rep.Agent != id.Agent {
@@ -50,15 +61,37 @@ func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error) 
 			return
 		}
 		st, err := fleetstate.ParseStatus(rep.Status)
-		if err != nil {
+		if err != nil && rep.Status != "" {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if onStatus != nil {
+		if u := rep.Usage; u != nil {
+			if err := usage.Check(u.Source, u.Usage); err != nil {
+				http.Error(w, "usage: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		// Usage first: a stop's report of the turn's last model call
+		// lands before the status that may end the turn. Not counted (the
+		// journal could not write it, say), it does not hold the status
+		// up: the next report's total counts what this one's did not.
+		var usageErr error
+		if u := rep.Usage; u != nil && onUsage != nil {
+			usageErr = onUsage(id, u.Source, u.Usage)
+		}
+		if usageErr != nil && rep.Status == "" {
+			http.Error(w, usageErr.Error(), http.StatusConflict)
+			return
+		}
+		if onStatus != nil && rep.Status != "" {
 			if err := onStatus(id, st); err != nil {
 				http.Error(w, err.Error(), http.StatusConflict)
 				return
 			}
+		}
+		if usageErr != nil {
+			http.Error(w, "status taken; usage not counted: "+usageErr.Error(), http.StatusConflict)
+			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}

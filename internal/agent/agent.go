@@ -20,7 +20,15 @@ import (
 type HookEvent struct {
 	Name    string `json:"hook_event_name"`
 	Message string `json:"message"`
+	// Transcript is the path of the session's transcript, where the CLI
+	// records each model call's usage (see internal/usage).
+	Transcript string `json:"transcript_path"`
 }
+
+// UsageMayHaveGrown reports whether a model call may have been recorded
+// in the transcript since the hook event before ev: before a tool runs
+// (the call that asked for it) and at a stop (the turn's last call).
+func UsageMayHaveGrown(ev HookEvent) bool { return ev.Name == "PreToolUse" || ev.Name == "Stop" }
 
 // Status names, as fleetstate.ParseStatus reads them.
 const (
