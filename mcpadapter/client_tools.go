@@ -218,9 +218,21 @@ func (c *Client) Reply(ctx context.Context, content string) error {
 // ReplyTurn is Reply bound to turn turnID (fleet_reply with turn_id); an
 // empty turnID means the current turn.
 func (c *Client) ReplyTurn(ctx context.Context, turnID, content string) error {
+	return c.ReplyUsage(ctx, turnID, content, "", fleetstate.Usage{})
+}
+
+// ReplyUsage is ReplyTurn that also reports, before the turn ends, what
+// the member's model calls used so far as source counts them (see
+// [fleetstate.Rendezvous.ReportUsage]); an empty source reports nothing.
+func (c *Client) ReplyUsage(ctx context.Context, turnID, content, source string, total fleetstate.Usage) error {
 	args := map[string]any{"content": content}
 	if turnID != "" {
 		args["turn_id"] = turnID
+	}
+	if source != "" {
+		args["usage_source"] = source
+		args["input_tokens"], args["output_tokens"] = total.Input, total.Output
+		args["cache_read_tokens"], args["cache_write_tokens"] = total.CacheRead, total.CacheWrite
 	}
 	return c.Call(ctx, "fleet_reply", args, nil)
 }

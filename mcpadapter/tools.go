@@ -2,6 +2,7 @@ package mcpadapter
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"time"
 
@@ -71,8 +72,13 @@ type (
 		TurnID   *string `json:"turn_id"`
 	}
 	replyArgs struct {
-		Content *string `json:"content"`
-		TurnID  *string `json:"turn_id"`
+		Content     *string  `json:"content"`
+		TurnID      *string  `json:"turn_id"`
+		UsageSource *string  `json:"usage_source"`
+		Input       *float64 `json:"input_tokens"`
+		Output      *float64 `json:"output_tokens"`
+		CacheRead   *float64 `json:"cache_read_tokens"`
+		CacheWrite  *float64 `json:"cache_write_tokens"`
 	}
 	pollArgs struct {
 		Ticket *string  `json:"ticket"`
@@ -364,12 +370,20 @@ func (a *Adapter) fleetTools() []tool {
 			input: []field{
 				{name: "content", kind: "string", desc: "your reply: the report the lead asked for", required: true},
 				{name: "turn_id", kind: "string", desc: "the turn_id fleet_next gave you"},
+				{name: "usage_source", kind: "string", desc: "if your host does not report your model's usage itself: what counts the tokens below (your process, say); they are its running totals, and a total sent twice counts once"},
+				{name: "input_tokens", kind: "number", desc: "with usage_source: input tokens used so far", min: zero()},
+				{name: "output_tokens", kind: "number", desc: "with usage_source: output tokens used so far", min: zero()},
+				{name: "cache_read_tokens", kind: "number", desc: "with usage_source: input tokens read from a cache so far", min: zero()},
+				{name: "cache_write_tokens", kind: "number", desc: "with usage_source: input tokens written to a cache so far", min: zero()},
 			},
 			output:      okOut(),
 			annotations: ann("Reply to the lead", false, false, false),
 			newArgs:     func() any { return new(replyArgs) },
 			call: func(_ context.Context, id Identity, args any) (any, error) {
 				a := args.(*replyArgs)
+				if err := a.reportUsage(rv, id.Agent); err != nil {
+					return nil, err
+				}
 				return okResult(rv.ReplyTurn(id.Agent, deref(a.TurnID), *a.Content))
 			},
 		},
@@ -495,4 +509,28 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// reportUsage reports the usage a reply carries, if any, before the reply
+// ends the turn: counts are whole numbers, and need their source.
+func (a *replyArgs) reportUsage(rv *fleetstate.Rendezvous, member string) error {
+	var u fleetstate.Usage
+	for _, c := range []struct {
+		v   *float64
+		dst *int64
+	}{{a.Input, &u.Input}, {a.Output, &u.Output}, {a.CacheRead, &u.CacheRead}, {a.CacheWrite, &u.CacheWrite}} {
+		switch {
+		case c.v == nil:
+		case a.UsageSource == nil:
+			return invalid("token counts need usage_source")
+		case *c.v != math.Trunc(*c.v) || *c.v > 1<<53:
+			return invalid("token counts are whole numbers up to 2^53")
+		default:
+			*c.dst = int64(*c.v)
+		}
+	}
+	if a.UsageSource == nil {
+		return nil
+	}
+	return rv.ReportUsage(member, *a.UsageSource, u)
 }
