@@ -230,3 +230,48 @@ func (l *pausableLink) close() {
 	l.mu.Unlock()
 	l.wg.Wait()
 }
+
+// TestLossEndsTheWriteInFlight: a write of the turns waiting on a server
+// that stopped answering (paused, as by SIGSTOP) does not hold the loss of
+// the ownership up: the lease's renewals fail, the ownership is lost
+// within its TTL, and the write ends then, unavailable, rather than at its
+// own bound, a minute on. Before, the loss waited for the write, and the
+// writes queued behind it each waited their own bound: a daemon whose
+// server was paused kept its callers waiting past any client's patience.
+func TestLossEndsTheWriteInFlight(t *testing.T) {
+	srv := natstest.Run(t)
+	link := newPausableLink(t, strings.TrimPrefix(srv.URL(), "nats://"))
+	f := connect(t, "nats://"+link.addr(), "lossy", callTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	own, err := f.Own(ctx, fleetnats.OwnOptions{LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if err := own.Save(ctx, "t1", []byte(`{"id":"t1"}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	link.pause()
+	defer link.resume()
+	wrote := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		wrote <- own.Save(ctx, "t2", []byte(`{"id":"t2"}`))
+	}()
+	select {
+	case <-own.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the ownership was not lost within 20 s of its server's pause (lease 2 s)")
+	}
+	select {
+	case err := <-wrote:
+		if fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
+			t.Fatalf("the write in flight at the loss: %v; want %s", err, fleetstate.CodeUnavailable)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write in flight still waits 5 s after the ownership was lost")
+	}
+}

@@ -54,6 +54,11 @@ type turnLog struct {
 	// deletion not waited for (see release), else empty.
 	lastID string
 	why    error // set when the ownership is lost: every write fails
+	// lost ends when the ownership is lost, with why as its cause: a
+	// write waiting on the server (one that was paused) stops waiting
+	// then, rather than hold mu, and the loss, up for its whole bound.
+	lost     context.Context
+	loseWith context.CancelCauseFunc
 	// fenced, if set, is told (on a goroutine of its own) when a write
 	// finds that another daemon took the fleet over: the ownership whose
 	// log this is ends then, not at its lease's next renewal.
@@ -82,7 +87,9 @@ func (f *Fleet) openTurnLog(ctx context.Context, owner string) (*turnLog, error)
 	if err != nil {
 		return nil, unavailable("open the turns", err)
 	}
-	return &turnLog{f: f, kv: kv, stream: stream, subject: kvSubject(name, ""), owner: owner, ownerVal: []string{owner}}, nil
+	lost, loseWith := context.WithCancelCause(context.Background())
+	return &turnLog{f: f, kv: kv, stream: stream, subject: kvSubject(name, ""), owner: owner, ownerVal: []string{owner},
+		lost: lost, loseWith: loseWith}, nil
 }
 
 // fence writes this owner's epoch record, expecting the stream's last
@@ -213,8 +220,9 @@ func (l *turnLog) stepDown(ctx context.Context, stream, preferred string) error 
 	return nil
 }
 
-// lose makes every later write fail with why.
+// lose makes every later write fail with why, and ends the one in flight.
 func (l *turnLog) lose(why error) {
+	l.loseWith(why)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.why == nil {
@@ -233,6 +241,9 @@ func (l *turnLog) publish(ctx context.Context, key string, data []byte, op strin
 		return l.why
 	}
 	l.checkReleased()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.lost, cancel)()
 	msg := l.message(key, data, op)
 	seq, err := l.request(ctx, msg)
 	if err == nil {
