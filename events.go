@@ -42,6 +42,9 @@ const (
 	EventMergeRequested EventKind = "merge_requested" // By asked to merge Member's branch
 	EventMerged         EventKind = "merged"          // it was merged: Content names the commit
 	EventMergeRefused   EventKind = "merge_refused"   // it was refused, changing nothing: Content says why
+	// EventUsage: the member's usage grew (see [Rendezvous.ReportUsage]);
+	// Usage is its total now, TurnID its open turn, if any.
+	EventUsage EventKind = "usage"
 )
 
 // Event is one thing that happened in the fleet. Fields that do not apply
@@ -67,6 +70,8 @@ type Event struct {
 	Permission *PermissionRequest `json:"permission,omitempty"`
 	// By names who or what ended a permission request: "operator", a lead, "rule …", "timeout" or "clean".
 	By string `json:"by,omitempty"`
+	// Usage is the member's usage of a usage event.
+	Usage *Usage `json:"usage,omitempty"`
 	// Gap counts the events this subscriber missed just before this one,
 	// because its buffer was full.
 	Gap uint64 `json:"gap,omitempty"`

@@ -495,7 +495,8 @@ func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
 	if r.j.Closed() {
 		return &Error{Code: CodeClosed, Op: op}
 	}
-	if d := m.usage.Report(source, total); !d.IsZero() && m.open != nil {
+	d := m.usage.Report(source, total)
+	if !d.IsZero() && m.open != nil {
 		u := d.Add(*cmp.Or(m.open.Usage, &Usage{}))
 		m.open.Usage = &u
 	}
@@ -508,7 +509,12 @@ func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
 	if err != nil {
 		return &Error{Code: CodeInternal, Op: op, Err: err}
 	}
-	return withOp(op, r.write(func() error { return r.j.Save(id, rec) }))
+	err = r.write(func() error { return r.j.Save(id, rec) })
+	if err == nil && !d.IsZero() {
+		now := m.usage.Total()
+		r.publish(Event{Kind: EventUsage, Member: m.name, TurnID: turn, Usage: &now})
+	}
+	return withOp(op, err)
 }
 
 // restoreUsage takes up the members' usage records, and their open turns'

@@ -63,10 +63,23 @@ func testUsagePerMemberAndTurn(t *testing.T, s suite) {
 		f.report("scout", "a.jsonl", 10, 1) // before any turn: the member's alone
 		a := f.send("scout", "first")
 		msg := f.next("scout")
+		sub, _ := f.r.Subscribe(0)
+		defer sub.Close()
 		f.report("scout", "a.jsonl", 30, 5)
 		f.report("scout", "a.jsonl", 30, 5) // again: counts once
 		f.report("scout", "a.jsonl", 20, 4) // late: counts nothing
 		f.report("scout", "b.jsonl", 7, 7)  // another source adds
+		// Each report that adds is published with the member's total and
+		// its open turn; one that adds nothing is not.
+		es := drain(sub)
+		if got, want := kinds(es), "usage usage "; got != want {
+			t.Fatalf("events of the reports %q; want %q", got, want)
+		}
+		for i, want := range []fleetstate.Usage{{Input: 30, Output: 5}, {Input: 37, Output: 12}} {
+			if e := es[i]; e.Member != "scout" || e.TurnID != msg.TurnID || e.Usage == nil || *e.Usage != want {
+				t.Errorf("usage event %d = %+v (usage %+v); want scout's total %+v in turn %s", i, e, e.Usage, want, msg.TurnID)
+			}
+		}
 		if err := f.r.ReplyTurn("scout", msg.TurnID, "done"); err != nil {
 			t.Fatal(err)
 		}

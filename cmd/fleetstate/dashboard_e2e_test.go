@@ -158,12 +158,18 @@ func TestDashboardInChromium(t *testing.T) {
 	if a := recvWithin(t, asked, 10*time.Second); a["answer"] != "yes, tests too" {
 		t.Fatalf("fleet_ask = %v", a)
 	}
-	ok(call, t, f.m1, "fleet_reply", map[string]any{"content": "31 files, 12 of them tests"})
+	ok(call, t, f.m1, "fleet_reply", map[string]any{"content": "31 files, 12 of them tests",
+		"usage_source": "m1's process", "input_tokens": 12000, "output_tokens": 345})
 	if r := recvWithin(t, answered, 10*time.Second); r["outcome"] != "reply" {
 		t.Fatalf("answer's outcome = %v", r)
 	}
 	waitText(t, ctx, "#tickets", "done", "reply")
 	waitText(t, ctx, "#events", "asked", "answered", "outcome")
+	// What m1 used shows on its row, and not as a line of the events.
+	waitText(t, ctx, `#members tr[data-member="m1"]`, "12.0k in 345 out")
+	if s := textOf(ctx, "#events"); strings.Contains(s, "usage") {
+		t.Errorf("the events list a usage event:\n%s", s)
+	}
 	if err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`details[data-turn=%q] summary`, turn))); err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +183,7 @@ func TestDashboardInChromium(t *testing.T) {
 	waitText(t, ctx, "#turns", "count the files in cmd/")
 	// The events before the page loaded are listed at once.
 	waitText(t, ctx, "#events", "asked", "answered", "outcome")
+	waitText(t, ctx, `#members tr[data-member="m1"]`, "12.0k in 345 out")
 	if err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`details[data-turn=%q] summary`, turn))); err != nil {
 		t.Fatal(err)
 	}

@@ -410,6 +410,15 @@ func TestCLIMembers(t *testing.T) {
 	if _, _, err := m1.Next(t.Context(), 0); err != nil { // m1 is ready once it calls
 		t.Fatal(err)
 	}
+	// m1 does a turn and reports what its model used with its reply.
+	f.ok(t, "send", "m1", "count your tokens")
+	msg, ok, err := m1.Next(t.Context(), 30*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("m1's next: %v, %v", ok, err)
+	}
+	if err := m1.ReplyUsage(t.Context(), msg.TurnID, "done", "m1-proc", fleetstate.Usage{Input: 12000, Output: 345}); err != nil {
+		t.Fatal(err)
+	}
 	var doc struct {
 		Members []fleetstate.MemberInfo `json:"members"`
 	}
@@ -418,19 +427,21 @@ func TestCLIMembers(t *testing.T) {
 	for _, m := range doc.Members {
 		byName[m.Name] = m
 	}
-	if len(doc.Members) != 2 || !byName["m1"].Ready || byName["m2"].Name != "m2" || byName["m1"].Status == "" {
-		t.Fatalf("members --json: %+v; want m1 (ready) and m2", doc.Members)
+	if len(doc.Members) != 2 || !byName["m1"].Ready || byName["m2"].Name != "m2" || byName["m1"].Status == "" ||
+		byName["m1"].Usage != (fleetstate.Usage{Input: 12000, Output: 345}) {
+		t.Fatalf("members --json: %+v; want m1 (ready, 12000 in and 345 out used) and m2", doc.Members)
 	}
 	var raw map[string][]map[string]any
 	jsonDoc(t, f.ok(t, "members", "--json"), &raw)
-	for _, field := range []string{"name", "ready", "status", "queued"} {
+	for _, field := range []string{"name", "ready", "status", "queued", "usage"} {
 		if _, ok := raw["members"][0][field]; !ok {
 			t.Errorf("members --json lacks the field %q: %v", field, raw)
 		}
 	}
 	out := f.ok(t, "members")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "MEMBER") || !strings.Contains(out, "m1 ") || !strings.Contains(out, "m2 ") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "MEMBER") || !strings.Contains(out, "m1 ") || !strings.Contains(out, "m2 ") ||
+		!strings.Contains(lines[1]+lines[2], "12,000 in, 345 out") || lines[3] != "fleet: used 12,000 in, 345 out" {
 		t.Errorf("members printed:\n%s", out)
 	}
 }

@@ -276,14 +276,14 @@ func TestSnapshotShowsRecentEvents(t *testing.T) {
 // stale, not as ready; a new snapshot makes them live again.
 func TestMembersStaleWhenTheDaemonIsGone(t *testing.T) {
 	m := feed(New("", t0, nil), snapshot())
-	wantRow(t, m, "miner", "yes", "IDLE", "0", "-")
+	wantRow(t, m, "miner", "yes", "IDLE", "0", "-", "-")
 	m = feed(m, TickMsg(t0.Add(3e9)), DownMsg{Err: errors.New("no daemon serves /x")})
-	wantRow(t, m, "miner", "stale", "IDLE", "0", "-")
+	wantRow(t, m, "miner", "stale", "IDLE", "0", "-", "-")
 	if v := screen(m); !strings.Contains(v, "stale: as last seen at "+clock(t0.Add(3e9))+", before the daemon went") {
 		t.Errorf("the view does not say the members are stale:\n%s", v)
 	}
 	m = feed(m, snapshot())
-	wantRow(t, m, "miner", "yes", "IDLE", "0", "-")
+	wantRow(t, m, "miner", "yes", "IDLE", "0", "-", "-")
 }
 
 // Members that go while one is being chosen end the choice, without a

@@ -230,7 +230,7 @@ func (m *Model) applySnapshot(msg SnapshotMsg) {
 	// daemon that started afresh (its count is behind this view's),
 	// else those after the last event applied.
 	for _, e := range msg.Recent {
-		if s.Seq < m.seq || e.Seq > m.seq {
+		if (s.Seq < m.seq || e.Seq > m.seq) && listed(e) {
 			m.addLine(describe(e))
 		}
 	}
@@ -262,7 +262,9 @@ func (m *Model) apply(e fleetstate.Event) tea.Cmd {
 		return nil // the snapshot has it already
 	}
 	m.seq = e.Seq
-	m.addLine(describe(e))
+	if listed(e) {
+		m.addLine(describe(e))
+	}
 	if cancel, ok := m.answering[e.TurnID]; ok && e.Kind == fleetstate.EventAnswered {
 		cancel() // the answer is in: the turn's outcome stays on its ticket
 		delete(m.answering, e.TurnID)
@@ -305,6 +307,10 @@ func (m *Model) apply(e fleetstate.Event) tea.Cmd {
 	case fleetstate.EventStatus:
 		if mem != nil {
 			mem.Status = e.Status
+		}
+	case fleetstate.EventUsage:
+		if mem != nil && e.Usage != nil {
+			mem.Usage = *e.Usage
 		}
 	case fleetstate.EventQueued:
 		if tk == nil {
@@ -378,6 +384,32 @@ func (m *Model) addLine(l eventLine) {
 		m.events = append(m.events[:0:0], m.events[n:]...)
 	}
 }
+
+// used tells a member's usage in a few characters: its input and output
+// tokens, "-" before any.
+func used(u fleetstate.Usage) string {
+	if u.IsZero() {
+		return "-"
+	}
+	return tokens(u.Input) + " in " + tokens(u.Output) + " out"
+}
+
+// tokens writes n short: 999, 12.3k, 4.5M.
+func tokens(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprint(n)
+	case n < 1_000_000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	default:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	}
+}
+
+// listed reports whether e has a line in the event list. A usage event
+// has none: a member's usage grows at every tool call, and its row tells
+// it.
+func listed(e fleetstate.Event) bool { return e.Kind != fleetstate.EventUsage }
 
 // describe turns an event into a line of the event list.
 func describe(e fleetstate.Event) eventLine {
@@ -576,7 +608,7 @@ func (m Model) Render() string {
 	if len(m.members) == 0 {
 		top = append(top, dimStyle.Render("  no members"))
 	} else {
-		rows := [][]string{{"NAME", "READY", "STATUS", "QUEUED", "TURN"}}
+		rows := [][]string{{"NAME", "READY", "STATUS", "QUEUED", "USED", "TURN"}}
 		for _, mi := range m.members {
 			ready := "no"
 			switch {
@@ -599,9 +631,9 @@ func (m Model) Render() string {
 			if status == "" {
 				status = "-"
 			}
-			rows = append(rows, []string{mi.Name, ready, status, fmt.Sprint(mi.Queued), turn})
+			rows = append(rows, []string{mi.Name, ready, status, fmt.Sprint(mi.Queued), used(mi.Usage), turn})
 		}
-		top = append(top, m.mark(secMembers, table(rows, map[int]bool{1: true, 2: true, 4: true}))...)
+		top = append(top, m.mark(secMembers, table(rows, map[int]bool{1: true, 2: true, 5: true}))...)
 	}
 	members := len(top)
 

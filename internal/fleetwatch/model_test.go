@@ -73,9 +73,9 @@ func snapshot() SnapshotMsg {
 
 func TestSnapshotShowsMembers(t *testing.T) {
 	m := feed(New("", t0, nil), snapshot())
-	wantRow(t, m, "NAME", "READY", "STATUS", "QUEUED", "TURN")
-	wantRow(t, m, "miner", "yes", "IDLE", "0", "-")
-	wantRow(t, m, "scout", "no", "PULL", "0", "-")
+	wantRow(t, m, "NAME", "READY", "STATUS", "QUEUED", "USED", "TURN")
+	wantRow(t, m, "miner", "yes", "IDLE", "0", "-", "-")
+	wantRow(t, m, "scout", "no", "PULL", "0", "-", "-")
 	s := screen(m)
 	for _, want := range []string{"http://127.0.0.1:7333", "live", "MEMBERS (2)", "TICKETS (0)", "no tickets", "none yet"} {
 		if !strings.Contains(s, want) {
@@ -94,21 +94,21 @@ func TestEventsMoveTheView(t *testing.T) {
 	with := func(e fleetstate.Event, f func(*fleetstate.Event)) fleetstate.Event { f(&e); return e }
 
 	m = feed(m, ev(5, 0, fleetstate.EventReady, fleetstate.Event{Member: "scout"}))
-	wantRow(t, m, "scout", "yes", "PULL", "0", "-")
+	wantRow(t, m, "scout", "yes", "PULL", "0", "-", "-")
 
 	m = feed(m, ev(6, time.Second, fleetstate.EventQueued, with(scout, func(e *fleetstate.Event) { e.Content = "map the\nnorth" })))
-	wantRow(t, m, "scout", "yes", "PULL", "1", "-")
+	wantRow(t, m, "scout", "yes", "PULL", "1", "-", "-")
 	wantRow(t, m, "0a1b2c3d", "scout", "lead", "queued", "0s", `"map the north"`)
 
 	m = feed(m, ev(7, 2*time.Second, fleetstate.EventDelivered, scout), TickMsg(t0.Add(14*time.Second)))
-	wantRow(t, m, "scout", "yes", "PULL", "0", "working 12s")
+	wantRow(t, m, "scout", "yes", "PULL", "0", "-", "working 12s")
 	wantRow(t, m, "0a1b2c3d", "scout", "lead", "working", "13s", `"map the north"`)
 
 	m = feed(m, ev(8, 15*time.Second, fleetstate.EventStatus, fleetstate.Event{Member: "scout", Status: "WORKING"}))
-	wantRow(t, m, "scout", "yes", "WORKING", "0", "working 12s")
+	wantRow(t, m, "scout", "yes", "WORKING", "0", "-", "working 12s")
 
 	m = feed(m, ev(9, 16*time.Second, fleetstate.EventAsked, with(scout, func(e *fleetstate.Event) { e.Content = "which way?" })))
-	wantRow(t, m, "scout", "yes", "WORKING", "0", "question 12s")
+	wantRow(t, m, "scout", "yes", "WORKING", "0", "-", "question 12s")
 	wantRow(t, m, "0a1b2c3d", "scout", "lead", "question", "13s", `asks "which way?"`)
 
 	m = feed(m, ev(10, 17*time.Second, fleetstate.EventAnswered, with(scout, func(e *fleetstate.Event) { e.Content = "left" })))
@@ -118,11 +118,11 @@ func TestEventsMoveTheView(t *testing.T) {
 		e.Outcome = &fleetstate.Outcome{Kind: fleetstate.OutcomeReply, Content: "north is clear", TurnID: turn, From: "scout"}
 		e.Held = true
 	})))
-	wantRow(t, m, "scout", "yes", "WORKING", "0", "-")
+	wantRow(t, m, "scout", "yes", "WORKING", "0", "-", "-")
 	wantRow(t, m, "0a1b2c3d", "scout", "lead", "done", "13s", `reply: "north is clear"`)
 
 	m = feed(m, ev(12, 19*time.Second, fleetstate.EventAcked, scout), ev(13, 20*time.Second, fleetstate.EventGone, fleetstate.Event{Member: "scout"}))
-	wantRow(t, m, "scout", "no", "WORKING", "0", "-")
+	wantRow(t, m, "scout", "no", "WORKING", "0", "-", "-")
 	if s := screen(m); !strings.Contains(s, "TICKETS (0)") {
 		t.Errorf("acked ticket still listed:\n%s", s)
 	}
@@ -156,18 +156,34 @@ func TestQueuedTurnFailsAndMembersChange(t *testing.T) {
 		ev(8, 0, fleetstate.EventMemberAdded, fleetstate.Event{Member: "archer"}),
 		ev(9, 0, fleetstate.EventMemberRemoved, fleetstate.Event{Member: "scout"}),
 	)
-	wantRow(t, m, "miner", "yes", "IDLE", "0", "-")
+	wantRow(t, m, "miner", "yes", "IDLE", "0", "-", "-")
 	wantRow(t, m, "0a1b2c3d", "miner", "lead", "done", "0s", "failed: cancelled")
-	wantRow(t, m, "archer", "no", "-", "0", "-")
+	wantRow(t, m, "archer", "no", "-", "0", "-", "-")
 	if s := screen(m); strings.Contains(s, "  scout  no") || !strings.Contains(s, "MEMBERS (2)") {
 		t.Errorf("removed member still listed:\n%s", s)
+	}
+}
+
+// A usage event changes the member's row, not the event list: a member
+// reports usage at every tool call.
+func TestUsageShowsOnTheMemberRow(t *testing.T) {
+	m := feed(New("", t0, nil), snapshot())
+	before := len(m.events)
+	m = feed(m,
+		ev(5, 0, fleetstate.EventUsage, fleetstate.Event{Member: "miner", Usage: &fleetstate.Usage{Input: 999, Output: 12}}),
+		ev(6, 0, fleetstate.EventUsage, fleetstate.Event{Member: "scout", Usage: &fleetstate.Usage{Input: 12_345, Output: 1_250_000}}),
+	)
+	wantRow(t, m, "miner", "yes", "IDLE", "0", "999 in 12 out", "-")
+	wantRow(t, m, "scout", "no", "PULL", "0", "12.3k in 1.2M out", "-")
+	if len(m.events) != before {
+		t.Errorf("usage events added %d lines to the event list", len(m.events)-before)
 	}
 }
 
 // An event the snapshot already covers changes nothing.
 func TestEventsBeforeTheSnapshotAreSkipped(t *testing.T) {
 	m := feed(New("", t0, nil), snapshot(), ev(4, 0, fleetstate.EventReady, fleetstate.Event{Member: "scout"}))
-	wantRow(t, m, "scout", "no", "PULL", "0", "-")
+	wantRow(t, m, "scout", "no", "PULL", "0", "-", "-")
 }
 
 // A snapshot's open turn shows its age from when it was delivered.
@@ -179,7 +195,7 @@ func TestSnapshotOpenTurnAge(t *testing.T) {
 	snap.Snapshot.Tickets = []fleetstate.TicketInfo{{Lead: "lead", Brief: "dig", Created: t0.Add(-2 * time.Hour),
 		Outcome: fleetstate.Outcome{TurnID: turn, Ticket: ticket, From: "miner", State: fleetstate.TicketWorking, Kind: fleetstate.OutcomePending}}}
 	m := feed(New("", t0, nil), snap)
-	wantRow(t, m, "miner", "yes", "IDLE", "2", "working 3m04s")
+	wantRow(t, m, "miner", "yes", "IDLE", "2", "-", "working 3m04s")
 	wantRow(t, m, "0a1b2c3d", "miner", "lead", "working", "2h00m", `"dig"`)
 }
 

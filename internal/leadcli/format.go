@@ -2,6 +2,7 @@ package leadcli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -57,6 +58,9 @@ func ids(o fleetstate.Outcome) string {
 	if o.TurnID != "" {
 		parts = append(parts, "turn "+clean(o.TurnID))
 	}
+	if u := o.Usage; u != nil {
+		parts = append(parts, "used "+FormatUsage(*u))
+	}
 	if len(parts) == 0 {
 		return ""
 	}
@@ -79,7 +83,11 @@ func FormatTickets(tickets []fleetstate.Outcome) string {
 // time the open turns' ages are counted to.
 func FormatMembers(ms []fleetstate.MemberInfo, now time.Time) string {
 	const none = "no members: add one with fleetstate token add --role member, or bring a fleet up with fleetstate up\n"
-	return tabulate(ms, none, "MEMBER\tREADY\tSTATUS\tQUEUED\tOPEN TURN", func(m fleetstate.MemberInfo) string {
+	var fleet fleetstate.Usage
+	for _, m := range ms {
+		fleet = fleet.Add(m.Usage)
+	}
+	table := tabulate(ms, none, "MEMBER\tREADY\tSTATUS\tQUEUED\tOPEN TURN\tUSED", func(m fleetstate.MemberInfo) string {
 		ready := "no"
 		if m.Ready {
 			ready = "yes"
@@ -91,8 +99,36 @@ func FormatMembers(ms []fleetstate.MemberInfo, now time.Time) string {
 				open += " (" + age(now.Sub(m.OpenSince)) + ")"
 			}
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", clean(m.Name), ready, clean(m.Status), m.Queued, open)
+		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", clean(m.Name), ready, clean(m.Status), m.Queued, open, FormatUsage(m.Usage))
 	})
+	if len(ms) == 0 {
+		return table
+	}
+	return table + "fleet: used " + FormatUsage(fleet) + "\n"
+}
+
+// FormatUsage spells tokens used as a person reads them: "12,400 in,
+// 310 out", and what the cache read and wrote when it did.
+func FormatUsage(u fleetstate.Usage) string {
+	s := thousands(u.Input) + " in, " + thousands(u.Output) + " out"
+	if u.CacheRead != 0 || u.CacheWrite != 0 {
+		s += " (cache " + thousands(u.CacheRead) + " read, " + thousands(u.CacheWrite) + " written)"
+	}
+	return s
+}
+
+// thousands writes n with a comma every three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
 }
 
 // tabulate formats items as a table under header, a row of tab-separated

@@ -59,9 +59,11 @@ func TestFormatTickets(t *testing.T) {
 	}
 	got := leadcli.FormatTickets([]fleetstate.Outcome{
 		{Kind: fleetstate.OutcomePending, From: "a", Ticket: "tk-1", State: fleetstate.TicketWorking},
-		{Kind: fleetstate.OutcomeReply, From: "b", Ticket: "tk-2", Content: "done", State: fleetstate.TicketDone},
+		{Kind: fleetstate.OutcomeReply, From: "b", Ticket: "tk-2", Content: "done", State: fleetstate.TicketDone,
+			Usage: &fleetstate.Usage{Input: 1500, Output: 42}},
 	})
-	want := "pending: ticket tk-1, working, to a (fleetstate poll tk-1 collects it)\nreply from b (ticket tk-2):\n  done\n"
+	want := "pending: ticket tk-1, working, to a (fleetstate poll tk-1 collects it)\n" +
+		"reply from b (ticket tk-2, used 1,500 in, 42 out):\n  done\n"
 	if got != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
@@ -70,17 +72,19 @@ func TestFormatTickets(t *testing.T) {
 func TestFormatMembers(t *testing.T) {
 	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
 	got := leadcli.FormatMembers([]fleetstate.MemberInfo{
-		{Name: "alice", Ready: true, Status: "IDLE"},
-		{Name: "bob", Ready: true, Status: "WORKING", Queued: 2, OpenTurn: "turn-9", OpenSince: now.Add(-3*time.Minute - 5*time.Second)},
+		{Name: "alice", Ready: true, Status: "IDLE", Usage: fleetstate.Usage{Input: 1234567, Output: 890}},
+		{Name: "bob", Ready: true, Status: "WORKING", Queued: 2, OpenTurn: "turn-9", OpenSince: now.Add(-3*time.Minute - 5*time.Second),
+			Usage: fleetstate.Usage{Input: 100, Output: 20, CacheRead: 5000, CacheWrite: 10}},
 		{Name: "carol", Status: "PULL", OpenTurn: "turn-8", OpenSince: now.Add(-42 * time.Second)},
 		{Name: "dan", Status: "UNKNOWN", OpenTurn: "turn-7", OpenSince: now.Add(-2 * time.Hour)},
 	}, now)
 	want := "" +
-		"MEMBER  READY  STATUS   QUEUED  OPEN TURN\n" +
-		"alice   yes    IDLE     0       -\n" +
-		"bob     yes    WORKING  2       turn-9 (3m)\n" +
-		"carol   no     PULL     0       turn-8 (42s)\n" +
-		"dan     no     UNKNOWN  0       turn-7 (2h)\n"
+		"MEMBER  READY  STATUS   QUEUED  OPEN TURN     USED\n" +
+		"alice   yes    IDLE     0       -             1,234,567 in, 890 out\n" +
+		"bob     yes    WORKING  2       turn-9 (3m)   100 in, 20 out (cache 5,000 read, 10 written)\n" +
+		"carol   no     PULL     0       turn-8 (42s)  0 in, 0 out\n" +
+		"dan     no     UNKNOWN  0       turn-7 (2h)   0 in, 0 out\n" +
+		"fleet: used 1,234,667 in, 910 out (cache 5,000 read, 10 written)\n"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}

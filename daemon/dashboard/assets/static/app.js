@@ -107,7 +107,7 @@
     const newest = events.length ? events[0].seq : 0;
     if (snap.seq < newest) events = [];
     const have = new Set(events.map((e) => e.seq));
-    for (const e of snap.recent || []) if (!have.has(e.seq)) events.push(e);
+    for (const e of snap.recent || []) if (!have.has(e.seq) && e.kind !== 'usage') events.push(e);
     events.sort((a, b) => b.seq - a.seq);
     if (events.length > MAX_EVENTS) events.length = MAX_EVENTS;
     setConn('live', 'live');
@@ -129,7 +129,9 @@
   }
 
   function onEvent(e) {
-    events.unshift(e);
+    // A member's usage grows at every tool call: its row tells it, the
+    // event list does not.
+    if (e.kind !== 'usage') events.unshift(e);
     if (events.length > MAX_EVENTS) events.length = MAX_EVENTS;
     if (e.gap > 0) {
       // The stream lost events: start again from a fresh snapshot.
@@ -159,6 +161,9 @@
         break;
       case 'status':
         if (m) m.status = e.status;
+        break;
+      case 'usage':
+        if (m && e.usage) m.usage = e.usage;
         break;
       case 'asked':
         if (t) { t.state = 'question'; t.outcome = 'question'; t.content = e.content; }
@@ -249,11 +254,31 @@
         el('td', { 'data-label': 'status', class: 'status-' + (m.status || '') }, m.status || '?'),
         el('td', { 'data-label': 'ready' }, m.ready ? 'ready' : 'not ready'),
         el('td', { 'data-label': 'queued' }, m.queued || 0),
+        el('td', { 'data-label': 'used', title: usageTitle(m.usage) }, usageText(m.usage)),
         el('td', { 'data-label': 'open turn', class: 'mono' }, m.open_turn || ''),
         el('td', { 'data-label': 'age', class: 'age', 'data-since': m.open_turn ? m.open_since : '' }, m.open_turn ? age(m.open_since) : '')));
     }
-    if (!rows.length) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: 6 }, 'no members')));
+    if (!rows.length) rows.push(el('tr', { class: 'empty' }, el('td', { colspan: 7 }, 'no members')));
     body.replaceChildren(...rows);
+  }
+
+  // usageText tells a member's tokens in a few characters, usageTitle
+  // whole.
+  function usageText(u) {
+    if (!u || !(u.input_tokens || u.output_tokens)) return '-';
+    return tokens(u.input_tokens) + ' in ' + tokens(u.output_tokens) + ' out';
+  }
+  function usageTitle(u) {
+    if (!u) return '';
+    const n = (x) => (x || 0).toLocaleString('en-US');
+    return n(u.input_tokens) + ' input, ' + n(u.output_tokens) + ' output, ' +
+      n(u.cache_read_tokens) + ' cache read, ' + n(u.cache_write_tokens) + ' cache written tokens';
+  }
+  function tokens(n) {
+    n = n || 0;
+    if (n < 1000) return String(n);
+    if (n < 1e6) return (n / 1e3).toFixed(1) + 'k';
+    return (n / 1e6).toFixed(1) + 'M';
   }
 
   // mayAct reports whether this login may act on ticket t.
