@@ -77,6 +77,8 @@ const (
 	CodeRequestDecided Code = "ERR_REQUEST_DECIDED"
 	// CodeDecisionUnconfirmed: a decision on a permission request whose write to the fleet's journal failed, so it may have landed: the rendezvous writes it again until a write goes through, and only then does it take effect; any other decision on the request is refused meanwhile (ERR_REQUEST_DECIDED). If the request's window passes first it ends undecided; if the fleet passes to another owner first, that owner finds the request as the journal holds it: decided this way, or still pending.
 	CodeDecisionUnconfirmed Code = "ERR_DECISION_UNCONFIRMED"
+	// CodeBudgetExhausted: a send to a member whose budget, or the fleet's, is spent, or whose turn would not fit what is left of it (see [Budget]). The detail is a [*BudgetError] naming the budget, its limit and the spend. Nothing was queued; once the budget is raised or renews, a send goes through.
+	CodeBudgetExhausted Code = "ERR_BUDGET_EXHAUSTED"
 )
 
 // Sentinels for use with errors.Is. Each matches every [*Error] with its code.
@@ -113,6 +115,7 @@ var (
 	ErrUnknownRequest       = &Error{Code: CodeUnknownRequest}
 	ErrRequestDecided       = &Error{Code: CodeRequestDecided}
 	ErrDecisionUnconfirmed  = &Error{Code: CodeDecisionUnconfirmed}
+	ErrBudgetExhausted      = &Error{Code: CodeBudgetExhausted}
 )
 
 // codeTexts are the codes' texts, for messages.
@@ -149,4 +152,5 @@ var codeTexts = map[Code]string{
 	CodeUnknownRequest:       "unknown permission request",
 	CodeRequestDecided:       "the permission request was decided already",
 	CodeDecisionUnconfirmed:  "the decision may have taken effect",
+	CodeBudgetExhausted:      "the budget is spent",
 }

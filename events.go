@@ -45,6 +45,11 @@ const (
 	// EventUsage: the member's usage grew (see [Rendezvous.ReportUsage]);
 	// Usage is its total now, TurnID its open turn, if any.
 	EventUsage EventKind = "usage"
+	// Budget events (see [Rendezvous.SetBudget]): Member names the
+	// budget's member, "" for the fleet's; Budget tells it and its spend.
+	EventBudgetSet       EventKind = "budget_set"       // set, raised, lowered or removed (Budget nil)
+	EventBudgetWarning   EventKind = "budget_warning"   // the spend crossed the budget's warning share
+	EventBudgetExhausted EventKind = "budget_exhausted" // the spend reached the limit: no new turn starts
 )
 
 // Event is one thing that happened in the fleet. Fields that do not apply
@@ -72,6 +77,8 @@ type Event struct {
 	By string `json:"by,omitempty"`
 	// Usage is the member's usage of a usage event.
 	Usage *Usage `json:"usage,omitempty"`
+	// Budget is the budget of a budget event, with its spend.
+	Budget *BudgetState `json:"budget,omitempty"`
 	// Gap counts the events this subscriber missed just before this one,
 	// because its buffer was full.
 	Gap uint64 `json:"gap,omitempty"`

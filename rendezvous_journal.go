@@ -103,17 +103,26 @@ func (j *journal) retire(t *turn, saved bool) {
 
 // load reads the turns an earlier owner left, oldest first, its
 // permission requests and the members' usage.
-func (j *journal) load() ([]*turn, []PermissionRequest, []usage.Record, error) {
+func (j *journal) load() ([]*turn, []PermissionRequest, []usage.Record, []usage.BudgetRecord, error) {
 	const op = "restore rendezvous"
 	recs, err := j.Load()
 	if err != nil {
-		return nil, nil, nil, withOp(op, err)
+		return nil, nil, nil, nil, withOp(op, err)
 	}
 	var loaded []*turn
 	var perms []PermissionRequest
 	var usages []usage.Record
+	var budgets []usage.BudgetRecord
 	seen := map[string]bool{}
 	for _, data := range recs {
+		if b, isBudget, valid := usage.DecodeBudget(data); isBudget {
+			if valid {
+				budgets = append(budgets, b)
+			} else {
+				j.log("fleetstate: skip unreadable budget record", "bytes", len(data))
+			}
+			continue
+		}
 		if u, isUsage, valid := usage.Decode(data); isUsage {
 			if valid {
 				usages = append(usages, u)
@@ -142,7 +151,7 @@ func (j *journal) load() ([]*turn, []PermissionRequest, []usage.Record, error) {
 		loaded = append(loaded, &turn{turnRecord: rec})
 	}
 	sort.Slice(loaded, func(i, k int) bool { return loaded[i].Seq < loaded[k].Seq })
-	return loaded, perms, usages, nil
+	return loaded, perms, usages, budgets, nil
 }
 
 // valid reports whether a record read back could have been written by a

@@ -61,6 +61,9 @@ func (r *Rendezvous) enqueue(op, leadName, to, content string, block bool) (t *t
 	if err != nil {
 		return nil, nil, Outcome{}, err
 	}
+	if err := r.admit(op, m); err != nil {
+		return nil, nil, Outcome{}, err
+	}
 	r.releaseHanded(leadName)
 	if t, err = r.newTurn(leadName, m, content); err != nil {
 		return nil, nil, Outcome{}, err

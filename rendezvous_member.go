@@ -63,7 +63,7 @@ func (r *Rendezvous) next(ctx context.Context, member string, wait time.Duration
 	// r.mu released, and then made visible together.
 	prev := m.open
 	var head *turn
-	if len(m.queue) > 0 {
+	if len(m.queue) > 0 && !r.held(m) {
 		head = m.queue[0]
 	}
 	var prevRec, headRec turnRecord
@@ -123,7 +123,7 @@ func (m *member) mayTake(after *string) error {
 func (r *Rendezvous) waitNext(ctx context.Context, m *member, deadline *time.Timer, writer bool) (Message, bool, error) {
 	const op = "next"
 	for {
-		if len(m.queue) > 0 { // as a writer: Next parks without r.wmu only on an empty FIFO
+		if len(m.queue) > 0 && !r.held(m) { // as a writer: Next parks without r.wmu only on an empty FIFO
 			t := m.queue[0]
 			if err := r.open(m, t); err != nil {
 				r.unlockW()
@@ -495,7 +495,7 @@ func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
 	if r.j.Closed() {
 		return &Error{Code: CodeClosed, Op: op}
 	}
-	d := m.usage.Report(source, total)
+	d := m.usage.Report(source, total, usage.Day(time.Now()))
 	if !d.IsZero() && m.open != nil {
 		u := d.Add(*cmp.Or(m.open.Usage, &Usage{}))
 		m.open.Usage = &u
@@ -513,6 +513,7 @@ func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
 	if err == nil && !d.IsZero() {
 		now := m.usage.Total()
 		r.publish(Event{Kind: EventUsage, Member: m.name, TurnID: turn, Usage: &now})
+		r.crossings(m.name)
 	}
 	return withOp(op, err)
 }

@@ -166,7 +166,7 @@ func (r *Rendezvous) stepMember(m *member, port Member) {
 		triage = m.open
 	}
 	var deliver *turn
-	if triage == nil && m.open == nil && m.ready && len(m.queue) > 0 && m.gate.ready(st) && q == "" {
+	if triage == nil && m.open == nil && m.ready && len(m.queue) > 0 && m.gate.ready(st) && q == "" && !r.held(m) {
 		if err := r.open(m, m.queue[0]); err != nil {
 			// Not recorded, not delivered: the next round tries again.
 			r.log.Warn("fleetstate: cannot record a delivery; message stays queued", "member", m.name, "err", err)

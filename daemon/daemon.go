@@ -351,6 +351,10 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 		st.rv.Close()
 		return nil, err
 	}
+	if err := d.applyBudgets(st); err != nil {
+		st.rv.Close()
+		return nil, err
+	}
 	pruneMembers(st.rv)
 	// The token file is the roster of identities, read live: a token added
 	// makes a member at once (with its roster pane, if it has one), a
@@ -375,6 +379,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	if st.worktrees != nil {
 		srv.AddTools(st.worktrees.tools()...)
 	}
+	srv.AddTools(budgetTool(st.rv))
 	handler := mcphttp.New(st.adapter, srv, mcphttp.Options{Tokens: st.tokens, Anonymous: d.cfg.Anonymous, Connections: st.conns,
 		OnStatus: onStatus, OnUsage: reportUsage(st.rv), SessionIdleTTL: d.cfg.SessionTTL,
 		MaxSessionsPerToken: d.cfg.MaxSessionsPerToken, MaxSessions: d.cfg.MaxSessions, Membership: members,

@@ -70,6 +70,10 @@ func logEvent(log *slog.Logger, e fleetstate.Event) {
 	switch e.Kind {
 	case fleetstate.EventMergeRequested, fleetstate.EventMerged, fleetstate.EventMergeRefused:
 		attrs = append(attrs, "by", textsafe.Clip(e.By, 60), "message", textsafe.Clip(e.Content, logInput))
+	case fleetstate.EventBudgetSet, fleetstate.EventBudgetWarning, fleetstate.EventBudgetExhausted:
+		if b := e.Budget; b != nil {
+			attrs = append(attrs, "budget", b.Budget.String(), "spent", b.Spent)
+		}
 	}
 	log.Info("fleetstate: event", attrs...)
 }
@@ -89,7 +93,8 @@ const (
 // finishes, a turn fails, a merge is done or refused.
 func notifies(e fleetstate.Event) bool {
 	switch e.Kind {
-	case fleetstate.EventAsked, fleetstate.EventPermissionRequested, fleetstate.EventMerged, fleetstate.EventMergeRefused:
+	case fleetstate.EventAsked, fleetstate.EventPermissionRequested, fleetstate.EventMerged, fleetstate.EventMergeRefused,
+		fleetstate.EventBudgetWarning, fleetstate.EventBudgetExhausted:
 		return true
 	case fleetstate.EventStatus:
 		return e.Status == fleetstate.StatusBlocked.String()

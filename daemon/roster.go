@@ -68,8 +68,14 @@ type Roster struct {
 	// consent for that agent alone.
 	Trust bool `json:"trust,omitempty"`
 	// Merge sets how a member's work tree is merged back.
-	Merge  *MergeSettings `json:"merge,omitempty"`
-	Agents []RosterAgent  `json:"agents"`
+	Merge *MergeSettings `json:"merge,omitempty"`
+	// Budget is the whole fleet's budget, in tokens (see
+	// fleetstate.Rendezvous.SetBudget); an agent's own is RosterAgent.Budget.
+	// A daemon sets the budgets the file changed since a daemon last read
+	// it, so that one the operator raised meanwhile (fleetstate budget)
+	// survives a restart.
+	Budget *fleetstate.Budget `json:"budget,omitempty"`
+	Agents []RosterAgent      `json:"agents"`
 
 	// base is the folder of the file, which relative paths start from.
 	base string
@@ -102,6 +108,8 @@ type RosterAgent struct {
 	// Worktree gives a member a git work tree of its own, which becomes
 	// its workdir: true, or an object naming its branch and base.
 	Worktree *Worktree `json:"worktree,omitempty"`
+	// Budget is the member's budget (see Roster.Budget).
+	Budget *fleetstate.Budget `json:"budget,omitempty"`
 }
 
 // PermissionWait returns how long the members' PermissionRequest hook
@@ -278,6 +286,21 @@ func (ro *Roster) validate() error {
 			return fmt.Errorf("timeouts.%s: %q is not a positive duration such as \"20s\"", k, ro.Timeouts[k])
 		} else if k == "permission" && d > fleetstate.MaxPermissionTimeout {
 			return fmt.Errorf("timeouts.permission: %v is longer than a permission request may wait (%v)", d, fleetstate.MaxPermissionTimeout)
+		}
+	}
+	if b := ro.Budget; b != nil {
+		if err := b.Check(); err != nil {
+			return fmt.Errorf("budget: %v", err)
+		}
+	}
+	for _, a := range ro.Agents {
+		if b := a.Budget; b != nil {
+			if err := b.Check(); err != nil {
+				return fmt.Errorf("agents: %s: budget: %v", a.Name, err)
+			}
+			if a.Role != "member" {
+				return fmt.Errorf("agents: %s: budget: only a member has a budget", a.Name)
+			}
 		}
 	}
 	if ro.Approvals != nil {

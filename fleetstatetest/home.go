@@ -154,6 +154,14 @@ var rendezvousSuite = []struct {
 	{"TestUsagePerMemberAndTurn", testUsagePerMemberAndTurn},
 	{"TestUsageSurvivesRestart", testUsageSurvivesRestart},
 	{"TestUsageBadReports", testUsageBadReports},
+	// rendezvous_budget.go
+	{"TestBudgetRefusesSends", testBudgetRefusesSends},
+	{"TestBudgetHoldsQueuedWork", testBudgetHoldsQueuedWork},
+	{"TestBudgetEvents", testBudgetEvents},
+	{"TestBudgetSurvivesRestart", testBudgetSurvivesRestart},
+	{"TestBudgetRenewsDaily", testBudgetRenewsDaily},
+	{"TestBudgetReserve", testBudgetReserve},
+	{"TestBudgetConcurrentSends", testBudgetConcurrentSends},
 	// events.go
 	{"TestEventsOfAFlow", testEventsOfAFlow},
 	{"TestEventsOfTicketsAndMembers", testEventsOfTicketsAndMembers},

@@ -105,6 +105,7 @@ func TestErrorResultEveryCode(t *testing.T) {
 		{fleetstate.CodeUnknownRequest, "ERR_UNKNOWN_REQUEST"},
 		{fleetstate.CodeRequestDecided, "ERR_REQUEST_DECIDED"},
 		{fleetstate.CodeDecisionUnconfirmed, "ERR_DECISION_UNCONFIRMED"},
+		{fleetstate.CodeBudgetExhausted, "ERR_BUDGET_EXHAUSTED"},
 	}
 	covered := map[fleetstate.Code]bool{}
 	for _, tc := range table {

@@ -75,7 +75,7 @@ func status(code fleetstate.Code) int {
 		return http.StatusForbidden
 	case fleetstate.CodeUnknownRequest, fleetstate.CodeUnknownMember, fleetstate.CodeUnknownTicket, fleetstate.CodeUnknownTurn:
 		return http.StatusNotFound
-	case fleetstate.CodeRequestDecided, fleetstate.CodeNoPendingQuestion, fleetstate.CodeTicketOpen:
+	case fleetstate.CodeRequestDecided, fleetstate.CodeNoPendingQuestion, fleetstate.CodeTicketOpen, fleetstate.CodeBudgetExhausted:
 		return http.StatusConflict
 	case fleetstate.CodeDecisionUnconfirmed:
 		return http.StatusAccepted

@@ -94,7 +94,7 @@ func TestFormatMembers(t *testing.T) {
 }
 
 func TestCommandsAreTheirHelp(t *testing.T) {
-	want := []string{"send", "poll", "ack", "answer", "cancel", "members", "requests", "approve", "deny", "changes", "merge"}
+	want := []string{"send", "poll", "ack", "answer", "cancel", "members", "requests", "approve", "deny", "budget", "changes", "merge"}
 	cmds := leadcli.Commands()
 	if len(cmds) != len(want) {
 		t.Fatalf("Commands() has %d commands; want %v", len(cmds), want)

@@ -125,6 +125,7 @@ type opts struct {
 	message    string        // deny: why, for the member
 	diff       bool          // changes: print the diff
 	commit     string        // merge: the commit the branch must be at
+	budget     budgetOpts    // budget: the budget to set
 }
 
 // command is one row of the table.
@@ -334,6 +335,7 @@ func table() []command {
 		decideCommand("deny", "deny a member's pending permission request, with a message",
 			"Denies the permission request ID (fleetstate requests lists them); --message says why, and the member's agent reads it.",
 			`fleetstate deny perm-01J9Z6 --message "not on the shared build folder"`),
+		budgetCommand(),
 	}, worktreeCommands()...)
 }
 
@@ -506,12 +508,14 @@ func (r *runner) explain(ctx context.Context, err error) error {
 	case fleetstate.CodeTicketOpen:
 		return fmt.Errorf("%s: %s", r.name, strings.Replace(msg, "fleet_cancel", "fleetstate cancel", 1))
 	case fleetstate.CodeNotPermitted:
-		if te == errMayNotDecide || strings.Contains(msg, "decide permission requests") {
+		if te == errMayNotDecide || strings.Contains(msg, "decide permission requests") || strings.Contains(msg, "sets budgets") {
 			return fmt.Errorf("%s: %s (%s)", r.name, msg, te.Code)
 		}
 		return fmt.Errorf("%s: %s: the lead commands need a lead's token in $FLEET_TOKEN, or --dir as the operator", r.name, msg)
 	case fleetstate.CodeUnknownRequest:
 		return fmt.Errorf("%s: %s: fleetstate requests lists the pending requests", r.name, msg)
+	case fleetstate.CodeBudgetExhausted:
+		return fmt.Errorf("%s: %s (%s): the operator raises it with fleetstate budget", r.name, msg, te.Code)
 	}
 	return fmt.Errorf("%s: %s (%s)", r.name, msg, te.Code)
 }

@@ -29,6 +29,8 @@ const (
 type Ledger struct {
 	total   Tokens
 	sources []source // least recently reported first
+	day     string   // of the last report (see Day)
+	dayBase Tokens   // total before that day's first report
 }
 
 type source struct {
@@ -53,9 +55,13 @@ func Check(source string, total Tokens) error {
 	return nil
 }
 
-// Report takes total, what source has used so far, and returns what it
-// adds to the ledger. The caller has checked it with Check.
-func (l *Ledger) Report(name string, total Tokens) Tokens {
+// Report takes total, what source has used so far, reported on day (see
+// Day), and returns what it adds to the ledger. The caller has checked it
+// with Check.
+func (l *Ledger) Report(name string, total Tokens, day string) Tokens {
+	if l.day != day {
+		l.day, l.dayBase = day, l.total
+	}
 	i := slices.IndexFunc(l.sources, func(s source) bool { return s.Name == name })
 	var last Tokens
 	if i >= 0 {
@@ -75,11 +81,13 @@ func (l *Ledger) Report(name string, total Tokens) Tokens {
 type ledgerJSON struct {
 	Total   Tokens   `json:"total"`
 	Sources []source `json:"sources,omitempty"`
+	Day     string   `json:"day,omitempty"`
+	DayBase Tokens   `json:"day_base"`
 }
 
 // MarshalJSON writes l as its record keeps it.
 func (l *Ledger) MarshalJSON() ([]byte, error) {
-	return json.Marshal(ledgerJSON{Total: l.total, Sources: l.sources})
+	return json.Marshal(ledgerJSON{Total: l.total, Sources: l.sources, Day: l.day, DayBase: l.dayBase})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote; a ledger that could not
@@ -100,7 +108,10 @@ func (l *Ledger) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("usage: ledger: %v", err)
 		}
 	}
-	*l = Ledger{total: v.Total, sources: v.Sources}
+	if err := Check("day", v.Total.Sub(v.DayBase)); err != nil || Check("day", v.DayBase) != nil {
+		return fmt.Errorf("usage: ledger: a day's base of %+v beside a total of %+v", v.DayBase, v.Total)
+	}
+	*l = Ledger{total: v.Total, sources: v.Sources, day: v.Day, dayBase: v.DayBase}
 	return nil
 }
 
