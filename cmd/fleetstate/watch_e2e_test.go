@@ -91,24 +91,24 @@ func TestWatchInTmux(t *testing.T) {
 	bg := context.Background()
 
 	p := startWatch(t, nil, "--dir", dir)
-	p.waitFor("the snapshot", `live[\s\S]*MEMBERS \(1\)[\s\S]*scout\s+no\s+PULL\s+0\s+-`)
+	p.waitFor("the snapshot", `live[\s\S]*MEMBERS \(1\)[\s\S]*scout\s+no\s+PULL\s+0\s+-\s+-`)
 	scout := connectHTTP(t, d.url, tokens["scout"])
 	lead := connectHTTP(t, d.url, tokens["lead"])
 	// A member becomes ready when it first calls: fleet_next with no
 	// work waiting returns empty.
 	ok(bg, t, scout, "fleet_next", map[string]any{"wait_s": 0})
-	p.waitFor("the member's readiness", `scout\s+yes\s+PULL\s+0\s+-`)
+	p.waitFor("the member's readiness", `scout\s+yes\s+PULL\s+0\s+-\s+-`)
 
 	sent := ok(bg, t, lead, "fleet_send", map[string]any{"to": "scout", "content": "map the north", "wait": false})
 	ticket := strings.TrimPrefix(sent["ticket"].(string), "ticket-")[:8]
-	p.waitFor("the queued message", `scout\s+yes\s+PULL\s+1\s+-[\s\S]*`+ticket+`\s+scout\s+lead\s+queued\s+\d+s\s+"map the north"`)
+	p.waitFor("the queued message", `scout\s+yes\s+PULL\s+1\s+-\s+-[\s\S]*`+ticket+`\s+scout\s+lead\s+queued\s+\d+s\s+"map the north"`)
 
 	ok(bg, t, scout, "fleet_next", map[string]any{"wait_s": 5})
-	p.waitFor("the open turn", `scout\s+yes\s+PULL\s+0\s+working \d+s[\s\S]*`+ticket+`\s+scout\s+lead\s+working`)
-	p.waitFor("the open turn's age ticking", `scout\s+yes\s+PULL\s+0\s+working [1-9]\d*s`)
+	p.waitFor("the open turn", `scout\s+yes\s+PULL\s+0\s+-\s+working \d+s[\s\S]*`+ticket+`\s+scout\s+lead\s+working`)
+	p.waitFor("the open turn's age ticking", `scout\s+yes\s+PULL\s+0\s+-\s+working [1-9]\d*s`)
 
-	ok(bg, t, scout, "fleet_reply", map[string]any{"content": "north is clear"})
-	p.waitFor("the outcome", `scout\s+yes\s+PULL\s+0\s+-[\s\S]*`+ticket+`\s+scout\s+lead\s+done\s+\d+s\s+reply: "north is clear"[\s\S]*outcome\s+scout\s+reply: "north is clear"`)
+	ok(bg, t, scout, "fleet_reply", map[string]any{"content": "north is clear", "usage_source": "scout's process", "input_tokens": 1500, "output_tokens": 20})
+	p.waitFor("the outcome", `scout\s+yes\s+PULL\s+0\s+1\.5k in 20 out\s+-[\s\S]*`+ticket+`\s+scout\s+lead\s+done\s+\d+s\s+reply: "north is clear"[\s\S]*outcome\s+scout\s+reply: "north is clear"`)
 
 	// The daemon restarts on another port, with a new operator token:
 	// the view says it is gone, then finds the new one by itself.
