@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/fleetstate/fleetstate/internal/fleettest/modelserver"
 	"github.com/fleetstate/fleetstate/internal/fleettest/realagent"
 	"github.com/fleetstate/fleetstate/internal/fleetup"
+	"github.com/fleetstate/fleetstate/internal/leadcli"
 	"github.com/fleetstate/fleetstate/internal/worktree"
 	"github.com/fleetstate/fleetstate/tmux"
 )
@@ -439,6 +441,98 @@ func TestRealFleet(t *testing.T) {
 			if o.Kind != fleetstate.OutcomeReply || o.Content != m+"-cli-ok" {
 				t.Errorf("send %s --wait = %+v; want the reply %s-cli-ok", m, o, m)
 			}
+		}
+	})
+
+	t.Run("usage counted exactly", func(t *testing.T) {
+		// Each member's model answers this turn with usage of its own;
+		// the turn's outcome holds the answers up to its fleet_reply
+		// call (the tool search before it too), the member all of them,
+		// the closing answer after the reply included, read from the
+		// CLI's own transcript by the status hook.
+		usageOf := func() map[string]fleetstate.Usage {
+			var doc struct {
+				Members []fleetstate.MemberInfo `json:"members"`
+			}
+			f.cliJSON(&doc, "members")
+			out := map[string]fleetstate.Usage{}
+			for _, m := range doc.Members {
+				out[m.Name] = m.Usage
+			}
+			return out
+		}
+		// The members' earlier turns are reported at their stops: wait
+		// until both are idle and their counts hold still.
+		f.ready("IDLE", "alice", "bob")
+		last := usageOf()
+		f.until("the members' usage holding still", func() bool {
+			time.Sleep(time.Second)
+			now := usageOf()
+			still := maps.Equal(now, last)
+			last = now
+			return still
+		})
+		for i, m := range []string{"alice", "bob"} {
+			f.ready("IDLE", m)
+			before := usageOf()
+			in, out := 1000+int64(i)*111+7, 30+int64(i)*3
+			o := f.sendWait(m, script(fmt.Sprintf("usage %d %d", in, out), reply(m+"-usage-ok")))
+			if o.Kind != fleetstate.OutcomeReply {
+				t.Fatalf("send %s --wait = %+v; want its reply", m, o)
+			}
+			f.ready("IDLE", m)
+			var calls, answers int64
+			for _, r := range f.model.Requests() {
+				if r.Answer.Usage == (modelserver.Usage{InputTokens: int(in), OutputTokens: int(out)}) {
+					answers++
+					if r.Answer.Tool != "" {
+						calls++
+					}
+				}
+			}
+			if calls == 0 || answers <= calls {
+				t.Fatalf("%s's model answered %d times with the turn's usage, %d of them tool calls; want the reply's call and a closing answer", m, answers, calls)
+			}
+			// Claude Code's hook before each tool reads the call that asked
+			// for it; Codex runs no hook before an MCP tool, so the call
+			// that asks for fleet_reply reaches the member's total at the
+			// turn's stop, after the turn ended.
+			turnCalls := calls
+			if programOf[m] == "codex" {
+				turnCalls--
+			}
+			var got fleetstate.Usage
+			if o.Usage != nil {
+				got = *o.Usage
+			}
+			if want := (fleetstate.Usage{Input: turnCalls * in, Output: turnCalls * out}); got != want {
+				t.Errorf("%s's outcome used %+v; want %+v: %d answers up to its reply", m, got, want, turnCalls)
+			}
+			want := before[m].Add(fleetstate.Usage{Input: answers * in, Output: answers * out})
+			var now map[string]fleetstate.Usage
+			if !fleettest.Until(30*time.Second, 200*time.Millisecond, func() bool {
+				now = usageOf()
+				return now[m] == want
+			}) {
+				t.Fatalf("%s's usage after its turn = %+v; want %+v: %+v before, and %d answers of %d in and %d out",
+					m, now[m], want, before[m], answers, in, out)
+			}
+			for other, u := range before {
+				if other != m && now[other] != u {
+					t.Errorf("%s's turn changed %s's usage: %+v to %+v", m, other, u, now[other])
+				}
+			}
+		}
+		var doc struct {
+			Members []fleetstate.MemberInfo `json:"members"`
+		}
+		f.cliJSON(&doc, "members")
+		var sum fleetstate.Usage
+		for _, mi := range doc.Members {
+			sum = sum.Add(mi.Usage)
+		}
+		if text := f.cli("members"); !strings.Contains(text, "fleet: used "+leadcli.FormatUsage(sum)) {
+			t.Errorf("members does not total the fleet's usage %+v:\n%s", sum, text)
 		}
 	})
 

@@ -37,6 +37,8 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	var st fleetstate.Status
 	var used *mcphttp.UsageReport
+	var rd usage.Reader
+	var transcript string
 	switch fs.NArg() {
 	case 1:
 		s, err := fleetstate.ParseStatus(fs.Arg(0))
@@ -57,39 +59,72 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		if ev.Transcript != "" && agent.UsageMayHaveGrown(ev) {
 			// The whole transcript's total, each time: the daemon counts
 			// what it adds, so nothing is counted twice.
-			var rd usage.Reader
 			if total, err := rd.Read(ev.Transcript); err != nil {
 				fmt.Fprintf(stderr, "fleetstate status: usage not reported: %v\n", err)
 			} else {
-				used = &mcphttp.UsageReport{Source: ev.Transcript, Usage: total}
-				if len(used.Source) > usage.MaxSource {
-					sum := sha256.Sum256([]byte(used.Source))
-					used.Source = "sha256:" + hex.EncodeToString(sum[:])
-				}
+				transcript = ev.Transcript
+				used = &mcphttp.UsageReport{Source: usageSource(transcript), Usage: total}
 			}
 		}
 	default:
 		return errors.New("status: want one status: idle, working or blocked")
 	}
-	body, _ := json.Marshal(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String()), Usage: used})
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(strings.TrimSuffix(*url, "/mcp"), "/")+mcphttp.StatusPath, bytes.NewReader(body))
-	if err != nil {
+	post := func(r mcphttp.StatusReport) error {
+		body, _ := json.Marshal(r)
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(strings.TrimSuffix(*url, "/mcp"), "/")+mcphttp.StatusPath, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("status: no daemon at %s (%v): start one with fleetstate serve or fleetstate up, or set --url / $FLEET_URL", *url, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("status: the daemon answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+		}
+		return nil
+	}
+	if err := post(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String()), Usage: used}); err != nil || used == nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("status: no daemon at %s (%v): start one with fleetstate serve or fleetstate up, or set --url / $FLEET_URL", *url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("status: the daemon answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	// Claude Code writes the model call that fired the hook (the one that
+	// asked for the tool, the turn's last) to its transcript a few tens of
+	// milliseconds after the hook starts: read on for a moment, so that it
+	// counts now, while the turn it belongs to is open.
+	deadline := time.Now().Add(usageSettle)
+	for time.Now().Before(deadline) {
+		time.Sleep(usagePoll)
+		d, err := rd.Read(transcript)
+		if err != nil || d.IsZero() {
+			continue
+		}
+		used.Usage = used.Usage.Add(d)
+		return post(mcphttp.StatusReport{Agent: *agentName, Usage: used})
 	}
 	return nil
+}
+
+// How long, and how often, the status hook reads the transcript again
+// for the model call that fired it.
+const (
+	usageSettle = 300 * time.Millisecond
+	usagePoll   = 15 * time.Millisecond
+)
+
+// usageSource names a transcript as a usage source: its path, or the
+// path's digest where the path is longer than a source may be.
+func usageSource(path string) string {
+	if len(path) <= usage.MaxSource {
+		return path
+	}
+	sum := sha256.Sum256([]byte(path))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 func envOr(key, def string) string {

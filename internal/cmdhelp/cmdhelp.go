@@ -110,7 +110,7 @@ func WriteList(w io.Writer) {
 // WriteOverview writes what fleetstate --help prints: what the binary is,
 // the list of commands, and where each command's own help is.
 func WriteOverview(w io.Writer) {
-	fmt.Fprint(w, "fleetstate: a shared store and a rendezvous for a fleet of AI agents, as an MCP server\nusage: fleetstate COMMAND [flags]\n\n")
+	fmt.Fprint(w, "usage: fleetstate COMMAND [flags]: a shared store and a rendezvous for a fleet of AI agents, as an MCP server\n\n")
 	WriteList(w)
 	fmt.Fprint(w, "\nWithout a command, fleetstate runs mcp. fleetstate help CMD shows a command's flags.\n")
 }
