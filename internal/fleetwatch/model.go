@@ -312,6 +312,10 @@ func (m *Model) apply(e fleetstate.Event) tea.Cmd {
 		if mem != nil && e.Usage != nil {
 			mem.Usage = *e.Usage
 		}
+	case fleetstate.EventBudgetSet, fleetstate.EventBudgetWarning, fleetstate.EventBudgetExhausted:
+		if mem != nil {
+			mem.Budget = e.Budget
+		}
 	case fleetstate.EventQueued:
 		if tk == nil {
 			m.tickets = append(m.tickets, fleetstate.TicketInfo{Lead: e.Lead, Brief: e.Content, Created: e.Time,
@@ -386,12 +390,20 @@ func (m *Model) addLine(l eventLine) {
 }
 
 // used tells a member's usage in a few characters: its input and output
-// tokens, "-" before any.
-func used(u fleetstate.Usage) string {
-	if u.IsZero() {
-		return "-"
+// tokens, "-" before any, and its budget's share spent, if it has one.
+func used(u fleetstate.Usage, b *fleetstate.BudgetState) string {
+	s := "-"
+	if !u.IsZero() {
+		s = tokens(u.Input) + " in " + tokens(u.Output) + " out"
 	}
-	return tokens(u.Input) + " in " + tokens(u.Output) + " out"
+	switch {
+	case b == nil:
+	case b.Held:
+		s += " (budget spent)"
+	default:
+		s += fmt.Sprintf(" (%d%% of budget)", b.Spent*100/b.Tokens)
+	}
+	return s
 }
 
 // tokens writes n short: 999, 12.3k, 4.5M.
@@ -404,6 +416,23 @@ func tokens(n int64) string {
 	default:
 		return fmt.Sprintf("%.1fM", float64(n)/1e6)
 	}
+}
+
+// budgetText says a budget event: whose budget, its limit, its spend.
+func budgetText(e fleetstate.Event) string {
+	who := "the fleet's budget"
+	if e.Member != "" {
+		who = "budget"
+	}
+	b := e.Budget
+	if b == nil {
+		return who + " removed"
+	}
+	s := fmt.Sprintf("%s of %s: %s spent", who, b.Budget.String(), tokens(b.Spent))
+	if b.Held {
+		s += ", no new turns"
+	}
+	return s
 }
 
 // listed reports whether e has a line in the event list. A usage event
@@ -440,6 +469,8 @@ func describe(e fleetstate.Event) eventLine {
 		l.text = permissionText(e)
 	case fleetstate.EventMergeRequested, fleetstate.EventMerged, fleetstate.EventMergeRefused:
 		l.text = "by " + textsafe.Clip(e.By, maxTool) + ": " + textsafe.Quote(e.Content, maxContent)
+	case fleetstate.EventBudgetSet, fleetstate.EventBudgetWarning, fleetstate.EventBudgetExhausted:
+		l.text = budgetText(e)
 	}
 	return l
 }
@@ -631,7 +662,7 @@ func (m Model) Render() string {
 			if status == "" {
 				status = "-"
 			}
-			rows = append(rows, []string{mi.Name, ready, status, fmt.Sprint(mi.Queued), used(mi.Usage), turn})
+			rows = append(rows, []string{mi.Name, ready, status, fmt.Sprint(mi.Queued), used(mi.Usage, mi.Budget), turn})
 		}
 		top = append(top, m.mark(secMembers, table(rows, map[int]bool{1: true, 2: true, 5: true}))...)
 	}

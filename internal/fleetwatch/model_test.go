@@ -178,6 +178,16 @@ func TestUsageShowsOnTheMemberRow(t *testing.T) {
 	if len(m.events) != before {
 		t.Errorf("usage events added %d lines to the event list", len(m.events)-before)
 	}
+	// A budget event marks the row and is listed.
+	spent := &fleetstate.BudgetState{Member: "miner", Budget: fleetstate.Budget{Tokens: 1000}, Spent: 1011, Held: true}
+	m = feed(m, ev(7, 0, fleetstate.EventBudgetExhausted, fleetstate.Event{Member: "miner", Budget: spent}))
+	wantRow(t, m, "miner", "yes", "IDLE", "0", "999 in 12 out (budget spent)", "-")
+	if s := screen(m); !strings.Contains(s, "budget_exhausted") || !strings.Contains(s, "budget of 1000 tokens: 1.0k spent, no new turns") {
+		t.Errorf("the budget event is not listed:\n%s", s)
+	}
+	half := &fleetstate.BudgetState{Member: "miner", Budget: fleetstate.Budget{Tokens: 2000}, Spent: 1011}
+	m = feed(m, ev(8, 0, fleetstate.EventBudgetSet, fleetstate.Event{Member: "miner", Budget: half}))
+	wantRow(t, m, "miner", "yes", "IDLE", "0", "999 in 12 out (50% of budget)", "-")
 }
 
 // An event the snapshot already covers changes nothing.

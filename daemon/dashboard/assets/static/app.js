@@ -165,6 +165,11 @@
       case 'usage':
         if (m && e.usage) m.usage = e.usage;
         break;
+      case 'budget_set':
+      case 'budget_warning':
+      case 'budget_exhausted':
+        if (m) m.budget = e.budget;
+        break;
       case 'asked':
         if (t) { t.state = 'question'; t.outcome = 'question'; t.content = e.content; }
         break;
@@ -254,7 +259,7 @@
         el('td', { 'data-label': 'status', class: 'status-' + (m.status || '') }, m.status || '?'),
         el('td', { 'data-label': 'ready' }, m.ready ? 'ready' : 'not ready'),
         el('td', { 'data-label': 'queued' }, m.queued || 0),
-        el('td', { 'data-label': 'used', title: usageTitle(m.usage) }, usageText(m.usage)),
+        el('td', { 'data-label': 'used', title: usageTitle(m.usage) }, usageText(m.usage) + budgetShare(m.budget)),
         el('td', { 'data-label': 'open turn', class: 'mono' }, m.open_turn || ''),
         el('td', { 'data-label': 'age', class: 'age', 'data-since': m.open_turn ? m.open_since : '' }, m.open_turn ? age(m.open_since) : '')));
     }
@@ -273,6 +278,17 @@
     const n = (x) => (x || 0).toLocaleString('en-US');
     return n(u.input_tokens) + ' input, ' + n(u.output_tokens) + ' output, ' +
       n(u.cache_read_tokens) + ' cache read, ' + n(u.cache_write_tokens) + ' cache written tokens';
+  }
+  // budgetShare says how much of a member's budget is spent, if it has one.
+  function budgetShare(b) {
+    if (!b || !b.tokens) return '';
+    return b.held ? ' (budget spent)' : ' (' + Math.floor(b.spent * 100 / b.tokens) + '% of budget)';
+  }
+  function budgetText(e) {
+    const who = e.member ? 'budget' : "the fleet's budget";
+    const b = e.budget;
+    if (!b) return who + ' removed';
+    return who + ' of ' + b.tokens + ' tokens' + (b.per === 'day' ? ' per day' : '') + ': ' + b.spent + ' spent' + (b.held ? ', no new turns' : '');
   }
   function tokens(n) {
     n = n || 0;
@@ -776,6 +792,7 @@
       if (e.outcome) what = e.outcome.outcome + (e.outcome.reason ? ' (' + e.outcome.reason + ')' : '') + (e.outcome.content ? ': ' + text.clip(e.outcome.content, 160) : '');
       if (e.kind.startsWith('permission_')) what = permissionText(e);
       if (e.kind.startsWith('merge')) what = 'by ' + text.clip(e.by || '', 40) + ': ' + what;
+      if (e.kind.startsWith('budget_')) what = budgetText(e);
       return el('li', { 'data-seq': e.seq },
         clock(e.time) + '  ' + e.kind.padEnd(9) + ' ' + (e.member || '') + (e.turn_id ? ' ' + e.turn_id : '') +
         (what ? '  ' + what : '') + (e.gap ? '  (missed ' + e.gap + ')' : ''));
