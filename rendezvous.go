@@ -322,12 +322,13 @@ const (
 	ReasonSessionCleaned   Reason = "session_cleaned"   // the sessions were cleaned while the turn was open
 	ReasonMemberRemoved    Reason = "member_removed"    // the member was removed (its token revoked) before the turn ended
 	ReasonCancelled        Reason = "cancelled"         // the lead cancelled the turn
+	ReasonBudgetExhausted  Reason = "budget_exhausted"  // the member crossed a budget that stops turns (Budget.Stop)
 )
 
 // Reasons returns every failure [Reason], in a fresh slice.
 func Reasons() []Reason {
 	return []Reason{ReasonBackendExhausted, ReasonEchoedBrief, ReasonMemberNotReady, ReasonMemberGone,
-		ReasonSessionCleaned, ReasonMemberRemoved, ReasonCancelled}
+		ReasonSessionCleaned, ReasonMemberRemoved, ReasonCancelled, ReasonBudgetExhausted}
 }
 
 // TicketState says where a ticket's turn stands.

@@ -90,7 +90,7 @@ func (r *Rendezvous) SetBudget(member string, b *Budget) error {
 	r.setBudget(member, b)
 	st := r.budgetState(member, r.budgets[member])
 	r.publish(Event{Kind: EventBudgetSet, Member: member, Budget: st})
-	r.crossings(member)
+	r.crossings(member, nil)
 	r.wakeHeld()
 	return nil
 }
@@ -219,8 +219,9 @@ func (r *Rendezvous) reserved(member string, reserve int64) int64 {
 
 // crossings publishes the warnings and exhaustions that member's usage
 // ("" for any member's) crossed in its budget and the fleet's, and ends
-// the open turns a budget with Stop stops. r.mu and r.wmu must be held.
-func (r *Rendezvous) crossings(member string) {
+// the open turns a budget with Stop stops but spare. r.mu and r.wmu must
+// be held.
+func (r *Rendezvous) crossings(member string, spare *turn) {
 	day := usage.Day(time.Now())
 	names := []string{""}
 	if member != "" {
@@ -241,14 +242,29 @@ func (r *Rendezvous) crossings(member string) {
 		}
 		if spent >= b.Tokens && !b.exhausted {
 			b.exhausted = true
-			r.publish(Event{Kind: EventBudgetExhausted, Member: name, Budget: r.budgetState(name, b)})
+			st := r.budgetState(name, b)
+			r.publish(Event{Kind: EventBudgetExhausted, Member: name, Budget: st})
 			r.armRenewal(b)
+			if b.Stop {
+				r.stopTurns(name, spare, (&BudgetError{BudgetState: *st}).Error())
+			}
 		}
 		if spent < b.Tokens {
 			b.exhausted = false
 		}
 		if spent < b.Warn() {
 			b.warned = false
+		}
+	}
+}
+
+// stopTurns stops the open turns of member (of every member for ""), as
+// a budget with Stop does: why says which budget. r.mu and r.wmu must be
+// held.
+func (r *Rendezvous) stopTurns(member string, spare *turn, why string) {
+	for _, m := range r.members {
+		if t := m.open; t != nil && t != spare && (member == "" || m.name == member) {
+			r.stopTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonBudgetExhausted, Content: why})
 		}
 	}
 }

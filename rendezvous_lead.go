@@ -473,17 +473,7 @@ func (r *Rendezvous) cancelTurn(lead, id string, forLead bool) (Outcome, error) 
 		r.emit(t, o)
 		m.wake()
 	case m.open == t:
-		m.cancelled = t.ID
-		_ = r.endTurn(m, t, o, saveNow)
-		if p, ok := m.port.(Interrupter); ok && !r.closed {
-			r.wg.Go(func() { // the member stops the work nobody waits for
-				ctx, cancel := r.portContext()
-				defer cancel()
-				if err := p.Interrupt(ctx); err != nil {
-					r.log.Warn("fleetstate: interrupt a cancelled turn", "member", m.name, "err", err)
-				}
-			})
-		}
+		r.stopTurn(m, t, o)
 	default:
 		r.emit(t, o)
 	}
@@ -495,6 +485,25 @@ func (r *Rendezvous) cancelTurn(lead, id string, forLead bool) (Outcome, error) 
 	o = t.view()
 	o.Returned = false // this call is the one that returns it
 	return o, nil
+}
+
+// stopTurn ends m's open turn t with o, a failure its member did not
+// report, and interrupts the member's work on it through its port, if
+// it can be interrupted: nobody waits for that work any longer. A call
+// of the member about t gets ErrTurnCancelled. r.mu and r.wmu must be
+// held.
+func (r *Rendezvous) stopTurn(m *member, t *turn, o Outcome) {
+	m.cancelled = t.ID
+	_ = r.endTurn(m, t, o, saveNow)
+	if p, ok := m.port.(Interrupter); ok && !r.closed {
+		r.wg.Go(func() {
+			ctx, cancel := r.portContext()
+			defer cancel()
+			if err := p.Interrupt(ctx); err != nil {
+				r.log.Warn("fleetstate: interrupt a stopped turn", "member", m.name, "reason", o.Reason, "err", err)
+			}
+		})
+	}
 }
 
 // SendRequest is what a lead asks of [Rendezvous.Delegate]: a new turn for

@@ -482,6 +482,25 @@ func (r *Rendezvous) dropTurn(m *member, t *turn, why string) error {
 // last of each member; a source forgotten counts whole when reported
 // again. The member's usage is written before ReportUsage returns nil.
 func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
+	return r.reportUsage(member, source, total, false)
+}
+
+// ReplyTurnUsage is ReportUsage and then ReplyTurn: the usage counts in
+// the turn it replies to, and a budget with Stop that it crosses does not
+// stop that turn, whose reply ends it.
+func (r *Rendezvous) ReplyTurnUsage(member, turnID, content, source string, total Usage) error {
+	if int64(len(content)) > r.store.maxContent {
+		return newError(CodeContentTooLarge, "reply", "%d bytes, limit %d", len(content), r.store.maxContent)
+	}
+	if err := r.reportUsage(member, source, total, true); err != nil {
+		return err
+	}
+	return r.ReplyTurn(member, turnID, content)
+}
+
+// reportUsage is ReportUsage; with replying, the member's open turn is
+// spared a budget's Stop.
+func (r *Rendezvous) reportUsage(member, source string, total Usage, replying bool) error {
 	const op = "report usage"
 	if err := usage.Check(source, total); err != nil {
 		return &Error{Code: CodeInvalidArgument, Op: op, Err: err}
@@ -494,6 +513,10 @@ func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
 	}
 	if r.j.Closed() {
 		return &Error{Code: CodeClosed, Op: op}
+	}
+	var spare *turn // of a report with the reply
+	if replying {
+		spare = m.open
 	}
 	d := m.usage.Report(source, total, usage.Day(time.Now()))
 	if !d.IsZero() && m.open != nil {
@@ -513,7 +536,7 @@ func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
 	if err == nil && !d.IsZero() {
 		now := m.usage.Total()
 		r.publish(Event{Kind: EventUsage, Member: m.name, TurnID: turn, Usage: &now})
-		r.crossings(m.name)
+		r.crossings(m.name, spare)
 	}
 	return withOp(op, err)
 }

@@ -97,6 +97,7 @@ type budgetArgs struct {
 	WarnAt  int    `json:"warn_at"`
 	Reserve int64  `json:"reserve"`
 	Remove  bool   `json:"remove"`
+	Stop    bool   `json:"stop"`
 }
 
 // budgetTool returns fleet_budget: any lead reads the budgets; the
@@ -109,6 +110,7 @@ func budgetTool(rv *fleetstate.Rendezvous) server.ServerTool {
 		mcp.WithString("per", mcp.Description(`"day" for a budget that renews at 00:00 UTC; none for the fleet's life`)),
 		mcp.WithNumber("warn_at", mcp.Description("percent of the limit whose crossing warns (default 80)")),
 		mcp.WithNumber("reserve", mcp.Description("tokens each turn holds from its send until it ends, less what it used: sends are admitted only while every reserve fits")),
+		mcp.WithBoolean("stop", mcp.Description("stop a member's open turn (failed, budget_exhausted) and interrupt it when its usage crosses the limit")),
 		mcp.WithBoolean("remove", mcp.Description("remove the budget")),
 		mcp.WithTitleAnnotation("Budgets"), mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false))
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -131,14 +133,14 @@ func budgetTool(rv *fleetstate.Rendezvous) server.ServerTool {
 				Err: errors.New("only the operator sets budgets (fleetstate budget with --dir, or the fleet file)")}), nil
 		case a.Remove && a.Tokens != nil:
 			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("tokens and remove together")}), nil
-		case !set && (a.Per != "" || a.WarnAt != 0 || a.Reserve != 0):
-			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("per, warn_at and reserve need tokens")}), nil
+		case !set && (a.Per != "" || a.WarnAt != 0 || a.Reserve != 0 || a.Stop):
+			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("per, warn_at, reserve and stop need tokens")}), nil
 		case a.Remove:
 			if err := rv.SetBudget(a.Member, nil); err != nil {
 				return mcpadapter.ErrorResult(err), nil
 			}
 		case set:
-			if err := rv.SetBudget(a.Member, &fleetstate.Budget{Tokens: *a.Tokens, Per: a.Per, WarnAt: a.WarnAt, Reserve: a.Reserve}); err != nil {
+			if err := rv.SetBudget(a.Member, &fleetstate.Budget{Tokens: *a.Tokens, Per: a.Per, WarnAt: a.WarnAt, Reserve: a.Reserve, Stop: a.Stop}); err != nil {
 				return mcpadapter.ErrorResult(err), nil
 			}
 		}

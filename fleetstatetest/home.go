@@ -161,6 +161,7 @@ var rendezvousSuite = []struct {
 	{"TestBudgetSurvivesRestart", testBudgetSurvivesRestart},
 	{"TestBudgetRenewsDaily", testBudgetRenewsDaily},
 	{"TestBudgetReserve", testBudgetReserve},
+	{"TestBudgetStopsTheTurn", testBudgetStopsTheTurn},
 	{"TestBudgetConcurrentSends", testBudgetConcurrentSends},
 	// events.go
 	{"TestEventsOfAFlow", testEventsOfAFlow},

@@ -287,6 +287,59 @@ func testBudgetReserve(t *testing.T, s suite) {
 	})
 }
 
+// TestBudgetStopsTheTurn: with Stop, the member's usage crossing its
+// budget mid-turn ends the open turn failed, budget_exhausted, and
+// interrupts the member's work; a budget without Stop lets the turn
+// finish.
+func testBudgetStopsTheTurn(t *testing.T, s suite) {
+	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
+		lm := f.local("worker")
+		f.setBudget("worker", &fleetstate.Budget{Tokens: 100, Stop: true})
+		a := f.send("worker", "long work")
+		if got := recv(lm); got != "long work" {
+			t.Fatalf("got %q", got)
+		}
+		lm.SetStatus(fleetstate.StatusWorking)
+		f.report("worker", "a", 60, 0)
+		settle(time.Second)
+		if o := f.poll(a.Ticket); o.State == fleetstate.TicketDone || lm.Interrupts() != 0 {
+			t.Fatalf("below the budget: turn %+v, %d interrupts; want it working", o, lm.Interrupts())
+		}
+		f.report("worker", "a", 90, 15)
+		settle(time.Second)
+		o := f.poll(a.Ticket)
+		if o.Kind != fleetstate.OutcomeFailed || o.Reason != fleetstate.ReasonBudgetExhausted || o.Usage == nil || o.Usage.Counted() != 105 {
+			t.Fatalf("the turn past a stopping budget = %+v; want failed budget_exhausted, 105 tokens used", o)
+		}
+		if n := lm.Interrupts(); n != 1 {
+			t.Errorf("%d interrupts; want 1", n)
+		}
+
+		f.pull("scout")
+		f.setBudget("scout", &fleetstate.Budget{Tokens: 100})
+		b := f.send("scout", "work")
+		msg := f.next("scout")
+		f.report("scout", "s", 200, 0)
+		if err := f.r.ReplyTurn("scout", msg.TurnID, "done anyway"); err != nil {
+			t.Fatalf("reply past a budget without stop: %v", err)
+		}
+		wantKind(t, f.poll(b.Ticket), fleetstate.OutcomeReply)
+
+		// Usage reported with the reply counts in the turn, and the reply
+		// it crosses a stopping budget with is not lost.
+		f.pull("closer")
+		f.setBudget("closer", &fleetstate.Budget{Tokens: 100, Stop: true})
+		c := f.send("closer", "work")
+		msg = f.next("closer")
+		if err := f.r.ReplyTurnUsage("closer", msg.TurnID, "all done", "c", fleetstate.Usage{Input: 150, Output: 5}); err != nil {
+			t.Fatalf("a reply with usage past a stopping budget: %v", err)
+		}
+		if o := f.poll(c.Ticket); o.Kind != fleetstate.OutcomeReply || o.Content != "all done" || o.Usage == nil || o.Usage.Counted() != 155 {
+			t.Errorf("the reply with usage = %+v; want the reply, 155 tokens used", o)
+		}
+	})
+}
+
 // TestBudgetConcurrentSends: sends racing for the last of a budget are
 // admitted exactly as many times as their reserves fit: the check and the
 // queueing are one step.

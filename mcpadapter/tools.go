@@ -381,10 +381,14 @@ func (a *Adapter) fleetTools() []tool {
 			newArgs:     func() any { return new(replyArgs) },
 			call: func(_ context.Context, id Identity, args any) (any, error) {
 				a := args.(*replyArgs)
-				if err := a.reportUsage(rv, id.Agent); err != nil {
+				u, err := a.usage()
+				switch {
+				case err != nil:
 					return nil, err
+				case a.UsageSource == nil:
+					return okResult(rv.ReplyTurn(id.Agent, deref(a.TurnID), *a.Content))
 				}
-				return okResult(rv.ReplyTurn(id.Agent, deref(a.TurnID), *a.Content))
+				return okResult(rv.ReplyTurnUsage(id.Agent, deref(a.TurnID), *a.Content, *a.UsageSource, u))
 			},
 		},
 		{
@@ -511,9 +515,9 @@ func deref(s *string) string {
 	return *s
 }
 
-// reportUsage reports the usage a reply carries, if any, before the reply
-// ends the turn: counts are whole numbers, and need their source.
-func (a *replyArgs) reportUsage(rv *fleetstate.Rendezvous, member string) error {
+// usage returns the usage a reply carries: counts are whole numbers, and
+// need their source.
+func (a *replyArgs) usage() (fleetstate.Usage, error) {
 	var u fleetstate.Usage
 	for _, c := range []struct {
 		v   *float64
@@ -522,15 +526,12 @@ func (a *replyArgs) reportUsage(rv *fleetstate.Rendezvous, member string) error 
 		switch {
 		case c.v == nil:
 		case a.UsageSource == nil:
-			return invalid("token counts need usage_source")
+			return u, invalid("token counts need usage_source")
 		case *c.v != math.Trunc(*c.v) || *c.v > 1<<53:
-			return invalid("token counts are whole numbers up to 2^53")
+			return u, invalid("token counts are whole numbers up to 2^53")
 		default:
 			*c.dst = int64(*c.v)
 		}
 	}
-	if a.UsageSource == nil {
-		return nil
-	}
-	return rv.ReportUsage(member, *a.UsageSource, u)
+	return u, nil
 }

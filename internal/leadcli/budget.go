@@ -16,15 +16,16 @@ type budgetOpts struct {
 	warnAt  int
 	reserve int64
 	remove  bool
+	stop    bool
 }
 
 // budgetCommand shows the budgets, or sets one as the operator.
 func budgetCommand() command {
 	return command{
 		Command: Command{Name: "budget", Summary: "show the budgets and their spend, or set one (the operator)",
-			Usage: "fleetstate budget [MEMBER] [--tokens N [--per day] [--warn-at P] [--reserve N] | --remove] [--json] [--dir DIR | --url URL]",
+			Usage: "fleetstate budget [MEMBER] [--tokens N [--per day] [--warn-at P] [--reserve N] [--stop] | --remove] [--json] [--dir DIR | --url URL]",
 			About: "Without flags, lists the fleet's budget and the members', in tokens (input plus output), with what each has spent and whether it is held: a member whose budget is spent gets no new turn, its queued work waits, and a send to it is refused ERR_BUDGET_EXHAUSTED. " +
-				"With --tokens, the operator (--dir) sets the budget of MEMBER, or the fleet's without MEMBER; --per day renews it at 00:00 UTC; --warn-at is the percent of it whose crossing notifies (80); --reserve is what each turn holds of it until it ends. Raising a spent budget lets the held work go on at once. --remove removes it. " +
+				"With --tokens, the operator (--dir) sets the budget of MEMBER, or the fleet's without MEMBER; --per day renews it at 00:00 UTC; --warn-at is the percent of it whose crossing notifies (80); --reserve is what each turn holds of it until it ends; --stop ends and interrupts a member's open turn when it crosses the limit (reason budget_exhausted). Raising a spent budget lets the held work go on at once. --remove removes it. " +
 				"A budget set here survives a restart of the daemon; an edit of the fleet file's budget takes effect at the next fleetstate up.",
 			Example: "fleetstate budget alice --tokens 2000000 --per day"},
 		args: "at most one MEMBER", min: 0, max: 1,
@@ -34,6 +35,7 @@ func budgetCommand() command {
 			fs.StringVar(&o.budget.per, "per", "", `"day": the budget renews at 00:00 UTC`)
 			fs.IntVar(&o.budget.warnAt, "warn-at", 0, "the percent of the limit whose crossing notifies (default 80)")
 			fs.Int64Var(&o.budget.reserve, "reserve", 0, "the tokens each turn holds of the budget until it ends")
+			fs.BoolVar(&o.budget.stop, "stop", false, "stop and interrupt a member's open turn when it crosses the limit")
 			fs.BoolVar(&o.budget.remove, "remove", false, "remove the budget")
 		},
 		run: func(ctx context.Context, r *runner, args []string) error {
@@ -56,6 +58,9 @@ func budgetCommand() command {
 			}
 			if b.remove {
 				call["remove"] = true
+			}
+			if b.stop {
+				call["stop"] = true
 			}
 			if len(args) == 1 && b.tokens < 0 && !b.remove {
 				return fmt.Errorf("budget: a MEMBER is named only to set its budget: add --tokens N or --remove")

@@ -26,6 +26,10 @@ type Budget struct {
 	// while the spend and every reserve, its own included, fit. 0 admits
 	// sends while anything is left.
 	Reserve int64 `json:"reserve,omitempty"`
+	// Stop ends the open turns the budget covers when their member's
+	// usage crosses the limit, failed with reason budget_exhausted, and
+	// interrupts the members that can be.
+	Stop bool `json:"stop,omitempty"`
 }
 
 // PerDay is Budget.Per of a daily budget.
