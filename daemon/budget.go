@@ -98,11 +98,12 @@ type budgetArgs struct {
 	Reserve int64  `json:"reserve"`
 	Remove  bool   `json:"remove"`
 	Stop    bool   `json:"stop"`
+	Reload  bool   `json:"reload"`
 }
 
 // budgetTool returns fleet_budget: any lead reads the budgets; the
-// operator alone sets them.
-func budgetTool(rv *fleetstate.Rendezvous) server.ServerTool {
+// operator alone sets them, or has reload apply the fleet file's again.
+func budgetTool(rv *fleetstate.Rendezvous, reload func() error) server.ServerTool {
 	tool := mcp.NewTool("fleet_budget",
 		mcp.WithDescription("Lead only. The fleet's budgets, in tokens (input plus output), with what each has spent; a member whose budget is spent gets no new turn and a send to it is refused ERR_BUDGET_EXHAUSTED. With tokens (or remove), sets (or removes) the budget of member, or the fleet's without member: the operator alone may, and held work goes on at once if the new budget has room."),
 		mcp.WithString("member", mcp.Description("the member whose budget to set; none for the fleet's")),
@@ -112,6 +113,7 @@ func budgetTool(rv *fleetstate.Rendezvous) server.ServerTool {
 		mcp.WithNumber("reserve", mcp.Description("tokens each turn holds from its send until it ends, less what it used: sends are admitted only while every reserve fits")),
 		mcp.WithBoolean("stop", mcp.Description("stop a member's open turn (failed, budget_exhausted) and interrupt it when its usage crosses the limit")),
 		mcp.WithBoolean("remove", mcp.Description("remove the budget")),
+		mcp.WithBoolean("reload", mcp.Description("read the daemon's fleet file again and set the budgets it changed (fleetstate up does)")),
 		mcp.WithTitleAnnotation("Budgets"), mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false))
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		const op = "budget"
@@ -126,11 +128,17 @@ func budgetTool(rv *fleetstate.Rendezvous) server.ServerTool {
 		if err := dec.Decode(&a); err != nil {
 			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: err}), nil
 		}
-		set := a.Tokens != nil || a.Remove
+		set := a.Tokens != nil || a.Remove || a.Reload
 		switch {
+		case a.Reload && (a.Tokens != nil || a.Remove || a.Member != ""):
+			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("reload takes no other argument")}), nil
 		case set && id.Agent != mcpadapter.OperatorAgent:
 			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: op,
 				Err: errors.New("only the operator sets budgets (fleetstate budget with --dir, or the fleet file)")}), nil
+		case a.Reload:
+			if err := reload(); err != nil {
+				return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: err}), nil
+			}
 		case a.Remove && a.Tokens != nil:
 			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("tokens and remove together")}), nil
 		case !set && (a.Per != "" || a.WarnAt != 0 || a.Reserve != 0 || a.Stop):

@@ -379,7 +379,7 @@ func (d *Daemon) startFleetHTTP(ctx context.Context, st *state, port func(string
 	if st.worktrees != nil {
 		srv.AddTools(st.worktrees.tools()...)
 	}
-	srv.AddTools(budgetTool(st.rv))
+	srv.AddTools(budgetTool(st.rv, func() error { return d.applyBudgets(st) }))
 	handler := mcphttp.New(st.adapter, srv, mcphttp.Options{Tokens: st.tokens, Anonymous: d.cfg.Anonymous, Connections: st.conns,
 		OnStatus: onStatus, OnUsage: reportUsage(st.rv), SessionIdleTTL: d.cfg.SessionTTL,
 		MaxSessionsPerToken: d.cfg.MaxSessionsPerToken, MaxSessions: d.cfg.MaxSessions, Membership: members,

@@ -39,6 +39,7 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	var used *mcphttp.UsageReport
 	var rd usage.Reader
 	var transcript string
+	settle := false // read the transcript again after the report
 	switch fs.NArg() {
 	case 1:
 		s, err := fleetstate.ParseStatus(fs.Arg(0))
@@ -62,7 +63,7 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			if total, err := rd.Read(ev.Transcript); err != nil {
 				fmt.Fprintf(stderr, "fleetstate status: usage not reported: %v\n", err)
 			} else {
-				transcript = ev.Transcript
+				transcript, settle = ev.Transcript, agent.WritesCallAfterHook(ev)
 				used = &mcphttp.UsageReport{Source: usageSource(transcript), Usage: total}
 			}
 		}
@@ -90,13 +91,13 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		return nil
 	}
-	if err := post(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String()), Usage: used}); err != nil || used == nil {
+	if err := post(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String()), Usage: used}); err != nil || !settle {
 		return err
 	}
 	// Claude Code writes the model call that fired the hook (the one that
-	// asked for the tool, the turn's last) to its transcript a few tens of
-	// milliseconds after the hook starts: read on for a moment, so that it
-	// counts now, while the turn it belongs to is open.
+	// asked for the tool, the turn's last) to its transcript after the
+	// hook starts: read on until it is there, for a bounded while, so that
+	// it counts now, while the turn it belongs to is open.
 	deadline := time.Now().Add(usageSettle)
 	for time.Now().Before(deadline) {
 		time.Sleep(usagePoll)
@@ -111,9 +112,10 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 }
 
 // How long, and how often, the status hook reads the transcript again
-// for the model call that fired it.
+// for the model call that fired it: 40 to 80 ms on a quiet machine, and
+// more than 300 ms was seen under two full test runs.
 const (
-	usageSettle = 300 * time.Millisecond
+	usageSettle = 2 * time.Second
 	usagePoll   = 15 * time.Millisecond
 )
 

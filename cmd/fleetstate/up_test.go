@@ -244,9 +244,22 @@ func TestUpRunsTheFleetAndDownStopsIt(t *testing.T) {
 		files = append(files, filepath.Join(f.dir, ".fleetstate", "agents", a, "env"))
 	}
 	before := f.snapshot(t, files...)
+	// The fleet file gains a budget: up hands it to the running daemon.
+	fleet["agents"].([]any)[3].(map[string]any)["budget"] = map[string]any{"tokens": 777}
+	data, _ = json.MarshalIndent(fleet, "", "  ")
+	if err := os.WriteFile(f.file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out = fleetCLI(t, "up", f.file, "--dir", f.dir)
 	if !strings.Contains(out, "started:   nothing") || strings.Contains(out, "wrote:") {
 		t.Errorf("second up printed:\n%s\nwant nothing started or written", out)
+	}
+	var budgets struct {
+		Budgets []fleetstate.BudgetState `json:"budgets"`
+	}
+	if err := json.Unmarshal([]byte(fleetCLI(t, "budget", "--json", "--dir", f.dir)), &budgets); err != nil ||
+		len(budgets.Budgets) != 1 || budgets.Budgets[0].Member != "puller" || budgets.Budgets[0].Tokens != 777 {
+		t.Errorf("budgets after up with a budget added to the fleet file: %+v, %v; want puller's 777 tokens", budgets.Budgets, err)
 	}
 	if again := f.record(t); again != rec {
 		t.Errorf("second up: record %+v; want %+v", again, rec)

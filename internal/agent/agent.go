@@ -23,7 +23,15 @@ type HookEvent struct {
 	// Transcript is the path of the session's transcript, where the CLI
 	// records each model call's usage (see internal/usage).
 	Transcript string `json:"transcript_path"`
+	// TurnID is Codex's: Claude Code's events carry none.
+	TurnID string `json:"turn_id"`
 }
+
+// WritesCallAfterHook reports whether the CLI that sent ev writes the
+// model call that fired it to its transcript only after the hook has
+// started: Claude Code does, tens of milliseconds later (more on a loaded
+// machine); Codex, whose events carry a turn_id, has written it before.
+func WritesCallAfterHook(ev HookEvent) bool { return ev.TurnID == "" }
 
 // UsageMayHaveGrown reports whether a model call may have been recorded
 // in the transcript since the hook event before ev: before a tool runs

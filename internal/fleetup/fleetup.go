@@ -502,6 +502,9 @@ func Up(ctx context.Context, c UpConfig) (Upped, error) {
 		return up, err
 	}
 	up.URL = url
+	if !launched {
+		reloadBudgets(ctx, c.Store, url, c.Stderr)
+	}
 	rec.URL, rec.File, rec.Socket, rec.Session = url, c.File, c.Roster.TmuxSocket, c.Roster.TmuxSession
 	if err = WriteRecord(c.Store, rec); err != nil {
 		err = fmt.Errorf("up: %s: %v", c.Store.PrivatePath(RecordFile), err)
@@ -524,6 +527,25 @@ func Up(ctx context.Context, c UpConfig) (Upped, error) {
 		return up, fmt.Errorf("%w\n(up stopped the daemon it had started)", err)
 	}
 	return up, err
+}
+
+// reloadBudgets has the daemon at url, which up did not start this time,
+// set the budgets its fleet file changed since it last read them; a
+// failure is told, and changes nothing else up does.
+func reloadBudgets(ctx context.Context, store *fleetstate.Store, url string, stderr io.Writer) {
+	token, err := auth.OperatorToken(store)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		var c *mcpadapter.Client
+		if c, err = mcpadapter.Dial(ctx, url, token, "fleetstate up"); err == nil {
+			err = c.Call(ctx, "fleet_budget", map[string]any{"reload": true}, nil)
+			c.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fleetstate: up: the fleet file's budgets did not reach the daemon: %v\n", err)
+	}
 }
 
 // adviseClaude keeps the configuration up wrote for each Claude Code
