@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/daemon/auth"
 )
 
 // budgetFleetFile gives m1 a budget of 1,000 tokens, the fleet one of
@@ -33,18 +32,7 @@ func TestBudgetFromTheFleetFile(t *testing.T) {
 	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "m1": "member", "m2": "member"})
 	args := []string{"--roster", roster, "--notify", "cat >> " + notified + "; echo >> " + notified}
 	f := &cliFleet{dir: dir, tokens: tokens, d: startDaemon(t, dir, args...)}
-	dialOperator := func() {
-		store, err := fleetstate.Open(nil, dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		token, err := auth.OperatorToken(store)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.op = dialAs(t, f.d.url, token)
-	}
-	dialOperator()
+	f.op = dialOperator(t, dir, f.d.url)
 
 	m1 := dialAs(t, f.d.url, tokens["m1"])
 	if _, _, err := m1.Next(t.Context(), 0); err != nil {
@@ -102,7 +90,7 @@ func TestBudgetFromTheFleetFile(t *testing.T) {
 		t.Helper()
 		f.d.kill(syscall.SIGKILL)
 		f.d = startDaemon(t, dir, args...)
-		dialOperator()
+		f.op = dialOperator(t, dir, f.d.url)
 		m1 = dialAs(t, f.d.url, tokens["m1"])
 	}
 	restart()

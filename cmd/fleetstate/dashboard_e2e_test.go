@@ -21,8 +21,6 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/fleetstate/fleetstate"
-	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/daemon/dashboard"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/textsafe"
@@ -174,20 +172,13 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	// The operator gives m1 a budget it has spent already: its row and
 	// the events say so.
-	store, err := fleetstate.Open(nil, f.dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opToken, err := auth.OperatorToken(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dialAs(t, f.d.url, opToken).Call(call, "fleet_budget", map[string]any{"member": "m1", "tokens": 10000}, nil); err != nil {
+	op := dialOperator(t, f.dir, f.d.url)
+	if err := op.Call(call, "fleet_budget", map[string]any{"member": "m1", "tokens": 10000}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitText(t, ctx, `#members tr[data-member="m1"]`, "(budget spent)")
 	waitText(t, ctx, "#events", "budget_exhausted", "budget of 10000 tokens: 12345 spent, no new turns")
-	if err := dialAs(t, f.d.url, opToken).Call(call, "fleet_budget", map[string]any{"member": "m1", "remove": true}, nil); err != nil {
+	if err := op.Call(call, "fleet_budget", map[string]any{"member": "m1", "remove": true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitText(t, ctx, "#events", "budget removed")

@@ -38,7 +38,15 @@ func newCLIFleet(t *testing.T, serveArgs ...string) *cliFleet {
 	f := &cliFleet{dir: t.TempDir()}
 	f.tokens = addTokens(t, f.dir, map[string]string{"lead": "lead", "m1": "member", "m2": "member"})
 	f.d = startDaemon(t, f.dir, serveArgs...)
-	store, err := fleetstate.Open(nil, f.dir, nil)
+	f.op = dialOperator(t, f.dir, f.d.url)
+	return f
+}
+
+// dialOperator connects to the daemon at url, serving the state
+// directory dir, with its operator token.
+func dialOperator(t *testing.T, dir, url string) *mcpadapter.Client {
+	t.Helper()
+	store, err := fleetstate.Open(nil, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +54,7 @@ func newCLIFleet(t *testing.T, serveArgs ...string) *cliFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.op = dialAs(t, f.d.url, token)
-	return f
+	return dialAs(t, url, token)
 }
 
 // dialAs connects to the daemon's MCP endpoint with token.
