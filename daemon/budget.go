@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"reflect"
+	"maps"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/mcpadapter"
@@ -78,7 +78,7 @@ func (d *Daemon) applyBudgets(st *state) error {
 			}
 		}
 	}
-	if reflect.DeepEqual(before, now) {
+	if maps.Equal(before, now) {
 		return nil
 	}
 	data, _ = json.Marshal(now)

@@ -30,7 +30,6 @@ func budgetCommand() command {
 			Example: "fleetstate budget alice --tokens 2000000 --per day"},
 		args: "at most one MEMBER", min: 0, max: 1,
 		flags: func(fs *flag.FlagSet, o *opts) {
-			o.budget.tokens = -1
 			fs.Int64Var(&o.budget.tokens, "tokens", -1, "the budget's limit: input plus output tokens")
 			fs.StringVar(&o.budget.per, "per", "", `"day": the budget renews at 00:00 UTC`)
 			fs.IntVar(&o.budget.warnAt, "warn-at", 0, "the percent of the limit whose crossing notifies (default 80)")
