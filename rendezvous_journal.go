@@ -101,42 +101,50 @@ func (j *journal) retire(t *turn, saved bool) {
 	j.Hold(t.ID, j.buf, saved)
 }
 
-// load reads the turns an earlier owner left, oldest first, its
-// permission requests and the members' usage.
-func (j *journal) load() ([]*turn, []PermissionRequest, []usage.Record, []usage.BudgetRecord, error) {
+// loaded is what an earlier owner left in the journal.
+type loaded struct {
+	turns   []*turn // oldest first
+	perms   []PermissionRequest
+	usages  []usage.Record
+	budgets []usage.BudgetRecord
+	prices  []usage.PricesRecord
+}
+
+// decodeInto decodes data with decode into *into, and reports whether data is
+// a record of decode's kind; one that cannot be read back is logged as
+// what and skipped.
+func decodeInto[T any](j *journal, data []byte, decode func([]byte) (T, bool, bool), into *[]T, what string) bool {
+	v, isKind, valid := decode(data)
+	if !isKind {
+		return false
+	}
+	if valid {
+		*into = append(*into, v)
+	} else {
+		j.log("fleetstate: skip unreadable "+what+" record", "bytes", len(data))
+	}
+	return true
+}
+
+// load reads the turns an earlier owner left, its permission requests,
+// the members' usage, the budgets and the prices.
+func (j *journal) load() (loaded, error) {
 	const op = "restore rendezvous"
 	recs, err := j.Load()
 	if err != nil {
-		return nil, nil, nil, nil, withOp(op, err)
+		return loaded{}, withOp(op, err)
 	}
-	var loaded []*turn
-	var perms []PermissionRequest
-	var usages []usage.Record
-	var budgets []usage.BudgetRecord
+	var l loaded
 	seen := map[string]bool{}
+	decodePerm := func(data []byte) (PermissionRequest, bool, bool) {
+		req, isPerm, valid := permit.Decode(data)
+		return req, isPerm, valid && names.Agent(req.Member) == nil
+	}
 	for _, data := range recs {
-		if b, isBudget, valid := usage.DecodeBudget(data); isBudget {
-			if valid {
-				budgets = append(budgets, b)
-			} else {
-				j.log("fleetstate: skip unreadable budget record", "bytes", len(data))
-			}
-			continue
-		}
-		if u, isUsage, valid := usage.Decode(data); isUsage {
-			if valid {
-				usages = append(usages, u)
-			} else {
-				j.log("fleetstate: skip unreadable usage record", "bytes", len(data))
-			}
-			continue
-		}
-		if req, isPerm, valid := permit.Decode(data); isPerm {
-			if valid && names.Agent(req.Member) == nil {
-				perms = append(perms, req)
-			} else {
-				j.log("fleetstate: skip unreadable permission record", "bytes", len(data))
-			}
+		if decodeInto(j, data, usage.DecodeBudget, &l.budgets, "budget") ||
+			decodeInto(j, data, usage.DecodePrices, &l.prices, "prices") ||
+			decodeInto(j, data, usage.Decode, &l.usages, "usage") ||
+			decodeInto(j, data, decodePerm, &l.perms, "permission") {
 			continue
 		}
 		var rec turnRecord
@@ -148,10 +156,10 @@ func (j *journal) load() ([]*turn, []PermissionRequest, []usage.Record, []usage.
 			continue
 		}
 		seen[rec.ID] = true
-		loaded = append(loaded, &turn{turnRecord: rec})
+		l.turns = append(l.turns, &turn{turnRecord: rec})
 	}
-	sort.Slice(loaded, func(i, k int) bool { return loaded[i].Seq < loaded[k].Seq })
-	return loaded, perms, usages, budgets, nil
+	sort.Slice(l.turns, func(i, k int) bool { return l.turns[i].Seq < l.turns[k].Seq })
+	return l, nil
 }
 
 // valid reports whether a record read back could have been written by a

@@ -3,6 +3,7 @@ package fleetstate
 import (
 	"cmp"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fleetstate/fleetstate/internal/usage"
@@ -473,26 +474,31 @@ func (r *Rendezvous) dropTurn(m *member, t *turn, why string) error {
 	return r.endTurn(m, t, Outcome{Kind: OutcomeFailed, Reason: ReasonMemberGone, Content: why}, saveNow)
 }
 
-// ReportUsage takes total, what member's model calls have used so far as
-// source counts them (a transcript's path, a process: any name of at most
-// 1 KiB), and adds what it adds over the highest total of source reported
-// before, field by field, to the member's usage and to its open turn's.
-// A total reported twice, or after a later one, counts once, so a report
-// may be sent again. The rendezvous remembers the 64 sources reported
-// last of each member; a source forgotten counts whole when reported
-// again. The member's usage is written before ReportUsage returns nil.
-func (r *Rendezvous) ReportUsage(member, source string, total Usage) error {
-	return r.reportUsage(member, source, total, false)
+// ReportUsage takes reports of member's usage: each a running total of
+// what member's calls of one model have used so far as one source counts
+// them, and adds what each adds over the highest total of its source and
+// model reported before, field by field, to the member's usage and to its
+// open turn's. A total reported twice, or after a later one, counts once,
+// so a report may be sent again. The rendezvous remembers the 64 sources
+// and models reported last of each member; one forgotten counts whole
+// when reported again. A member's usage tells 64 models apart at most.
+// The reports are taken together or not at all, and are written before
+// ReportUsage returns nil.
+func (r *Rendezvous) ReportUsage(member string, reports ...UsageReport) error {
+	return r.reportUsage(member, reports, false)
 }
 
 // ReplyTurnUsage is ReportUsage and then ReplyTurn: the usage counts in
 // the turn it replies to, and a budget with Stop that it crosses does not
-// stop that turn, whose reply ends it.
-func (r *Rendezvous) ReplyTurnUsage(member, turnID, content, source string, total Usage) error {
+// stop that turn, whose reply ends it. With no report, it is ReplyTurn.
+func (r *Rendezvous) ReplyTurnUsage(member, turnID, content string, reports ...UsageReport) error {
 	if int64(len(content)) > r.store.maxContent {
 		return newError(CodeContentTooLarge, "reply", "%d bytes, limit %d", len(content), r.store.maxContent)
 	}
-	if err := r.reportUsage(member, source, total, true); err != nil {
+	if len(reports) == 0 {
+		return r.ReplyTurn(member, turnID, content)
+	}
+	if err := r.reportUsage(member, reports, true); err != nil {
 		return err
 	}
 	return r.ReplyTurn(member, turnID, content)
@@ -500,10 +506,17 @@ func (r *Rendezvous) ReplyTurnUsage(member, turnID, content, source string, tota
 
 // reportUsage is ReportUsage; with replying, the member's open turn is
 // spared a budget's Stop.
-func (r *Rendezvous) reportUsage(member, source string, total Usage, replying bool) error {
+func (r *Rendezvous) reportUsage(member string, reports []UsageReport, replying bool) error {
 	const op = "report usage"
-	if err := usage.Check(source, total); err != nil {
-		return &Error{Code: CodeInvalidArgument, Op: op, Err: err}
+	if len(reports) == 0 {
+		return &Error{Code: CodeInvalidArgument, Op: op, Err: errors.New("no report")}
+	}
+	models := make([]string, len(reports))
+	for i, rep := range reports {
+		if err := usage.Check(rep.Source, rep.Total); err != nil {
+			return &Error{Code: CodeInvalidArgument, Op: op, Err: err}
+		}
+		models[i] = rep.Model
 	}
 	r.lockW()
 	defer r.unlockW()
@@ -514,11 +527,18 @@ func (r *Rendezvous) reportUsage(member, source string, total Usage, replying bo
 	if r.j.Closed() {
 		return &Error{Code: CodeClosed, Op: op}
 	}
+	if err := m.usage.CheckModels(models...); err != nil {
+		return &Error{Code: CodeInvalidArgument, Op: op, Err: err}
+	}
 	var spare *turn // of a report with the reply
 	if replying {
 		spare = m.open
 	}
-	d := m.usage.Report(source, total, usage.Day(time.Now()))
+	day := usage.Day(time.Now())
+	var d Usage
+	for _, rep := range reports {
+		d = d.Add(m.usage.Report(rep.Source, rep.Model, rep.Total, day))
+	}
 	if !d.IsZero() && m.open != nil {
 		u := d.Add(*cmp.Or(m.open.Usage, &Usage{}))
 		m.open.Usage = &u
@@ -534,8 +554,7 @@ func (r *Rendezvous) reportUsage(member, source string, total Usage, replying bo
 	}
 	err = r.write(func() error { return r.j.Save(id, rec) })
 	if err == nil && !d.IsZero() {
-		now := m.usage.Total()
-		r.publish(Event{Kind: EventUsage, Member: m.name, TurnID: turn, Usage: &now})
+		r.publishUsage(m, turn)
 		r.crossings(m.name, spare)
 	}
 	return withOp(op, err)

@@ -51,6 +51,11 @@ func (d *Daemon) applyBudgets(st *state) error {
 	if err != nil {
 		return err
 	}
+	if ro.Prices != nil || len(st.rv.Prices()) > 0 {
+		if err := st.rv.SetPrices(ro.Prices); err != nil {
+			return fmt.Errorf("daemon: the fleet file's prices: %w", err)
+		}
+	}
 	now := budgetsOf(ro)
 	fsys, path := st.store.Fs(), st.store.PrivatePath(appliedFile)
 	before := fileBudgets{}
@@ -91,26 +96,28 @@ func (d *Daemon) applyBudgets(st *state) error {
 
 // budgetArgs are fleet_budget's arguments.
 type budgetArgs struct {
-	Member  string `json:"member"`
-	Tokens  *int64 `json:"tokens"`
-	Per     string `json:"per"`
-	WarnAt  int    `json:"warn_at"`
-	Reserve int64  `json:"reserve"`
-	Remove  bool   `json:"remove"`
-	Stop    bool   `json:"stop"`
-	Reload  bool   `json:"reload"`
+	Member  string   `json:"member"`
+	Tokens  *int64   `json:"tokens"`
+	Cost    *float64 `json:"cost"`
+	Per     string   `json:"per"`
+	WarnAt  int      `json:"warn_at"`
+	Reserve float64  `json:"reserve"`
+	Remove  bool     `json:"remove"`
+	Stop    bool     `json:"stop"`
+	Reload  bool     `json:"reload"`
 }
 
 // budgetTool returns fleet_budget: any lead reads the budgets; the
 // operator alone sets them, or has reload apply the fleet file's again.
 func budgetTool(rv *fleetstate.Rendezvous, reload func() error) server.ServerTool {
 	tool := mcp.NewTool("fleet_budget",
-		mcp.WithDescription("Lead only. The fleet's budgets, in tokens (input plus output), with what each has spent; a member whose budget is spent gets no new turn and a send to it is refused ERR_BUDGET_EXHAUSTED. With tokens (or remove), sets (or removes) the budget of member, or the fleet's without member: the operator alone may, and held work goes on at once if the new budget has room."),
+		mcp.WithDescription("Lead only. The fleet's budgets, in tokens (input plus output) or in cost at the fleet file's prices, with what each has spent, and the prices; a member whose budget is spent gets no new turn and a send to it is refused ERR_BUDGET_EXHAUSTED. With tokens or cost (or remove), sets (or removes) the budget of member, or the fleet's without member: the operator alone may, and held work goes on at once if the new budget has room."),
 		mcp.WithString("member", mcp.Description("the member whose budget to set; none for the fleet's")),
 		mcp.WithNumber("tokens", mcp.Description("the new limit, input plus output tokens")),
+		mcp.WithNumber("cost", mcp.Description("the new limit in cost, at the prices of the fleet file (instead of tokens)")),
 		mcp.WithString("per", mcp.Description(`"day" for a budget that renews at 00:00 UTC; none for the fleet's life`)),
 		mcp.WithNumber("warn_at", mcp.Description("percent of the limit whose crossing warns (default 80)")),
-		mcp.WithNumber("reserve", mcp.Description("tokens each turn holds from its send until it ends, less what it used: sends are admitted only while every reserve fits")),
+		mcp.WithNumber("reserve", mcp.Description("what each turn holds of the budget, in its unit, from its send until it ends (in tokens, less what it used): sends are admitted only while every reserve fits")),
 		mcp.WithBoolean("stop", mcp.Description("stop a member's open turn (failed, budget_exhausted) and interrupt it when its usage crosses the limit")),
 		mcp.WithBoolean("remove", mcp.Description("remove the budget")),
 		mcp.WithBoolean("reload", mcp.Description("read the daemon's fleet file again and set the budgets it changed (fleetstate up does)")),
@@ -128,9 +135,10 @@ func budgetTool(rv *fleetstate.Rendezvous, reload func() error) server.ServerToo
 		if err := dec.Decode(&a); err != nil {
 			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: err}), nil
 		}
-		set := a.Tokens != nil || a.Remove || a.Reload
+		limit := a.Tokens != nil || a.Cost != nil
+		set := limit || a.Remove || a.Reload
 		switch {
-		case a.Reload && (a.Tokens != nil || a.Remove || a.Member != ""):
+		case a.Reload && (limit || a.Remove || a.Member != ""):
 			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("reload takes no other argument")}), nil
 		case set && id.Agent != mcpadapter.OperatorAgent:
 			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: op,
@@ -139,22 +147,30 @@ func budgetTool(rv *fleetstate.Rendezvous, reload func() error) server.ServerToo
 			if err := reload(); err != nil {
 				return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: err}), nil
 			}
-		case a.Remove && a.Tokens != nil:
-			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("tokens and remove together")}), nil
+		case a.Remove && limit:
+			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("a limit and remove together")}), nil
 		case !set && (a.Per != "" || a.WarnAt != 0 || a.Reserve != 0 || a.Stop):
-			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("per, warn_at, reserve and stop need tokens")}), nil
+			return mcpadapter.ErrorResult(&fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("per, warn_at, reserve and stop need tokens or cost")}), nil
 		case a.Remove:
 			if err := rv.SetBudget(a.Member, nil); err != nil {
 				return mcpadapter.ErrorResult(err), nil
 			}
 		case set:
-			if err := rv.SetBudget(a.Member, &fleetstate.Budget{Tokens: *a.Tokens, Per: a.Per, WarnAt: a.WarnAt, Reserve: a.Reserve, Stop: a.Stop}); err != nil {
+			b := &fleetstate.Budget{Per: a.Per, WarnAt: a.WarnAt, Reserve: a.Reserve, Stop: a.Stop}
+			if a.Tokens != nil {
+				b.Tokens = *a.Tokens
+			}
+			if a.Cost != nil {
+				b.Cost = *a.Cost
+			}
+			if err := rv.SetBudget(a.Member, b); err != nil {
 				return mcpadapter.ErrorResult(err), nil
 			}
 		}
 		out := struct {
-			Budgets []fleetstate.BudgetState `json:"budgets"`
-		}{Budgets: rv.Budgets()}
+			Budgets []fleetstate.BudgetState    `json:"budgets"`
+			Prices  map[string]fleetstate.Price `json:"prices,omitempty"`
+		}{Budgets: rv.Budgets(), Prices: rv.Prices()}
 		if out.Budgets == nil {
 			out.Budgets = []fleetstate.BudgetState{}
 		}

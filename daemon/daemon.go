@@ -425,11 +425,11 @@ func (fh *fleetHTTP) close() {
 // reportUsage returns the OnUsage hook of the HTTP handler: a member's
 // usage goes to the rendezvous; a lead's is not counted (the fleet counts
 // what its members spend).
-func reportUsage(rv *fleetstate.Rendezvous) func(mcpadapter.Identity, string, fleetstate.Usage) error {
-	return func(id mcpadapter.Identity, source string, total fleetstate.Usage) error {
+func reportUsage(rv *fleetstate.Rendezvous) func(mcpadapter.Identity, []fleetstate.UsageReport) error {
+	return func(id mcpadapter.Identity, reports []fleetstate.UsageReport) error {
 		if id.Role != mcpadapter.RoleMember {
 			return nil
 		}
-		return rv.ReportUsage(id.Agent, source, total)
+		return rv.ReportUsage(id.Agent, reports...)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/agent"
+	"github.com/fleetstate/fleetstate/internal/usage"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
 )
@@ -69,13 +70,18 @@ type Roster struct {
 	Trust bool `json:"trust,omitempty"`
 	// Merge sets how a member's work tree is merged back.
 	Merge *MergeSettings `json:"merge,omitempty"`
-	// Budget is the whole fleet's budget, in tokens (see
+	// Budget is the whole fleet's budget, in tokens or in cost (see
 	// fleetstate.Rendezvous.SetBudget); an agent's own is RosterAgent.Budget.
 	// A daemon sets the budgets the file changed since a daemon last read
 	// it, so that one the operator raised meanwhile (fleetstate budget)
 	// survives a restart.
 	Budget *fleetstate.Budget `json:"budget,omitempty"`
-	Agents []RosterAgent      `json:"agents"`
+	// Prices are what each model's tokens cost, per million tokens, for
+	// the budgets in cost and the cost the views show; "*" prices every
+	// model not named (see fleetstate.Rendezvous.SetPrices). No price is
+	// built in. A daemon sets them each time it reads the file.
+	Prices map[string]fleetstate.Price `json:"prices,omitempty"`
+	Agents []RosterAgent               `json:"agents"`
 
 	// base is the folder of the file, which relative paths start from.
 	base string
@@ -292,6 +298,9 @@ func (ro *Roster) validate() error {
 		if err := b.Check(); err != nil {
 			return fmt.Errorf("budget: %v", err)
 		}
+	}
+	if err := usage.Prices(ro.Prices).Check(); err != nil {
+		return fmt.Errorf("prices: %v", err)
 	}
 	for _, a := range ro.Agents {
 		if b := a.Budget; b != nil {

@@ -163,6 +163,9 @@ var rendezvousSuite = []struct {
 	{"TestBudgetReserve", testBudgetReserve},
 	{"TestBudgetStopsTheTurn", testBudgetStopsTheTurn},
 	{"TestBudgetConcurrentSends", testBudgetConcurrentSends},
+	{"TestBudgetInCost", testBudgetInCost},
+	// rendezvous_budget_rapid.go
+	{"TestBudgetStateMachine", testBudgetStateMachine},
 	// events.go
 	{"TestEventsOfAFlow", testEventsOfAFlow},
 	{"TestEventsOfTicketsAndMembers", testEventsOfTicketsAndMembers},

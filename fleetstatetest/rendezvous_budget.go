@@ -3,6 +3,9 @@ package fleetstatetest
 import (
 	"context"
 	"errors"
+	"math"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -23,7 +26,7 @@ func (f *fleet) setBudget(member string, b *fleetstate.Budget) {
 
 // refused sends to member and wants ErrBudgetExhausted from the budget
 // of budgetOf ("" for the fleet's) with spent counted.
-func (f *fleet) refused(member, budgetOf string, limit, spent int64) {
+func (f *fleet) refused(member, budgetOf string, limit int64, spent float64) {
 	f.t.Helper()
 	_, err := f.r.SendDetached("lead", member, "more work")
 	wantCode(f.t, err, fleetstate.CodeBudgetExhausted)
@@ -32,7 +35,7 @@ func (f *fleet) refused(member, budgetOf string, limit, spent int64) {
 	}
 	var be *fleetstate.BudgetError
 	if !errors.As(err, &be) || be.Member != budgetOf || be.Tokens != limit || be.Spent != spent {
-		f.t.Fatalf("the refusal's detail = %+v; want the budget of %q, %d tokens, %d spent", be, budgetOf, limit, spent)
+		f.t.Fatalf("the refusal's detail = %+v; want the budget of %q, %d tokens, %v spent", be, budgetOf, limit, spent)
 	}
 }
 
@@ -331,7 +334,7 @@ func testBudgetStopsTheTurn(t *testing.T, s suite) {
 		f.setBudget("closer", &fleetstate.Budget{Tokens: 100, Stop: true})
 		c := f.send("closer", "work")
 		msg = f.next("closer")
-		if err := f.r.ReplyTurnUsage("closer", msg.TurnID, "all done", "c", fleetstate.Usage{Input: 150, Output: 5}); err != nil {
+		if err := f.r.ReplyTurnUsage("closer", msg.TurnID, "all done", fleetstate.UsageReport{Source: "c", Total: fleetstate.Usage{Input: 150, Output: 5}}); err != nil {
 			t.Fatalf("a reply with usage past a stopping budget: %v", err)
 		}
 		if o := f.poll(c.Ticket); o.Kind != fleetstate.OutcomeReply || o.Content != "all done" || o.Usage == nil || o.Usage.Counted() != 155 {
@@ -358,7 +361,7 @@ func testBudgetConcurrentSends(t *testing.T, s suite) {
 		if fleetWide {
 			owner = ""
 		}
-		f.setBudget(owner, &fleetstate.Budget{Tokens: limit, Reserve: reserve})
+		f.setBudget(owner, &fleetstate.Budget{Tokens: limit, Reserve: float64(reserve)})
 		if spent > 0 {
 			f.report("scout", "a", spent, 0)
 		}
@@ -392,6 +395,81 @@ func testBudgetConcurrentSends(t *testing.T, s suite) {
 		if want := min(int64(senders), fit); int64(admitted) != want {
 			rt.Fatalf("%d of %d sends admitted by a budget of %d with %d spent and %d reserved per turn; want %d",
 				admitted, senders, limit, spent, reserve, want)
+		}
+	})
+}
+
+// reportModel reports member's total of model from source, failing the
+// test if it is refused.
+func (f *fleet) reportModel(member, source, model string, u fleetstate.Usage) {
+	f.t.Helper()
+	if err := f.r.ReportUsage(member, fleetstate.UsageReport{Source: source, Model: model, Total: u}); err != nil {
+		f.t.Fatalf("ReportUsage(%s, %s, %s, %+v): %v", member, source, model, u, err)
+	}
+}
+
+// TestBudgetInCost: a budget in cost prices each model's usage at the
+// prices of the moment, "*" pricing the models not named; a model with no
+// price holds the budget, as if spent, until it has one; the member's
+// cost is shown; prices and what they priced survive a restart.
+func testBudgetInCost(t *testing.T, s suite) {
+	synctest.Test(t, func(t *testing.T) {
+		f := s.newFleet(t, nil)
+		f.pull("scout")
+		if err := f.r.SetPrices(map[string]fleetstate.Price{"": {Input: 1}}); fleetstate.CodeOf(err) != fleetstate.CodeInvalidArgument {
+			t.Fatalf("SetPrices of a model with no name = %v; want ERR_INVALID_ARGUMENT", err)
+		}
+		// Per million tokens: big costs 0.01 for 1,000 output tokens.
+		prices := map[string]fleetstate.Price{"big": {Input: 2, Output: 10, CacheRead: 1}, "small": {Input: 1, Output: 1}}
+		if err := f.r.SetPrices(prices); err != nil {
+			t.Fatal(err)
+		}
+		f.setBudget("scout", &fleetstate.Budget{Cost: 0.02})
+		f.reportModel("scout", "t", "big", fleetstate.Usage{Input: 1000, Output: 1000, CacheRead: 2000}) // 0.002+0.01+0.002
+		f.reportModel("scout", "t", "small", fleetstate.Usage{Input: 2000, Output: 1000})                // 0.003
+		near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+		if m := f.memberInfo("scout"); m.Cost == nil || !near(*m.Cost, 0.017) || m.Unpriced || m.Budget == nil || !near(m.Budget.Spent, 0.017) || m.Budget.Held {
+			t.Fatalf("scout after 0.017 of use = %+v (budget %+v); want cost and spend 0.017, not held", m, m.Budget)
+		}
+		first := f.send("scout", "first")
+		// A model with no price holds the budget, and says which.
+		f.reportModel("scout", "t", "odd", fleetstate.Usage{Output: 1})
+		_, err := f.r.SendDetached("lead", "scout", "more")
+		var be *fleetstate.BudgetError
+		if !errors.As(err, &be) || !slices.Equal(be.Unpriced, []string{"odd"}) || !be.Held || !strings.Contains(err.Error(), `"odd"`) {
+			t.Fatalf("a send past a model with no price = %v (%+v); want ERR_BUDGET_EXHAUSTED naming odd", err, be)
+		}
+		if _, ok, err := f.r.Next(context.Background(), "scout", time.Second); ok || err != nil {
+			t.Fatalf("Next of a member held by a model with no price = %v, %v; want nothing", ok, err)
+		}
+		// A price for any model releases it, and prices odd from then on.
+		prices["*"] = fleetstate.Price{Output: 1000}
+		if err := f.r.SetPrices(prices); err != nil {
+			t.Fatal(err)
+		}
+		if m := f.next("scout"); m.TurnID != first.TurnID {
+			t.Fatalf("after a price for any model, Next = %+v; want %s", m, first.TurnID)
+		}
+		if m := f.memberInfo("scout"); m.Cost == nil || !near(*m.Cost, 0.018) || m.Unpriced {
+			t.Fatalf("scout's cost with odd at 1000 per million = %v, unpriced %v; want 0.018", m.Cost, m.Unpriced)
+		}
+		// Crossing the limit in cost refuses sends, as in tokens.
+		f.reportModel("scout", "t", "big", fleetstate.Usage{Input: 1000, Output: 1200, CacheRead: 2000}) // +0.002
+		f.restart(nil, "scout")
+		if p := f.r.Prices(); len(p) != 3 || p["*"].Output != 1000 {
+			t.Fatalf("prices after a restart = %+v; want the three set", p)
+		}
+		_, err = f.r.SendDetached("lead", "scout", "more")
+		if !errors.As(err, &be) || be.Cost != 0.02 || !near(be.Spent, 0.020) || len(be.Unpriced) != 0 || !strings.Contains(err.Error(), "cost 0.02") {
+			t.Fatalf("a send past the cost after a restart = %v (%+v); want ERR_BUDGET_EXHAUSTED of cost 0.02, 0.02 spent", err, be)
+		}
+		// Prices changed price what was used before them too.
+		prices["big"] = fleetstate.Price{}
+		if err := f.r.SetPrices(prices); err != nil {
+			t.Fatal(err)
+		}
+		if st := f.memberInfo("scout").Budget; st == nil || !near(st.Spent, 0.004) || st.Held {
+			t.Fatalf("the budget with big free = %+v; want 0.004 spent (small and odd), not held", st)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package fleetstatetest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -25,7 +26,7 @@ func (f *fleet) usageOf(member string) fleetstate.Usage {
 // refused.
 func (f *fleet) report(member, source string, input, output int64) {
 	f.t.Helper()
-	if err := f.r.ReportUsage(member, source, fleetstate.Usage{Input: input, Output: output}); err != nil {
+	if err := f.r.ReportUsage(member, fleetstate.UsageReport{Source: source, Total: fleetstate.Usage{Input: input, Output: output}}); err != nil {
 		f.t.Fatalf("ReportUsage(%s, %s, %d, %d): %v", member, source, input, output, err)
 	}
 }
@@ -123,23 +124,32 @@ func testUsageSurvivesRestart(t *testing.T, s suite) {
 }
 
 // TestUsageBadReports: a report with no source, a source too long, a
-// negative count or an unknown member is refused with its code, and
-// changes nothing.
+// negative count, a model's name too long, too many models, no report
+// or an unknown member is refused with its code, and changes nothing,
+// the good reports beside a bad one included.
 func testUsageBadReports(t *testing.T, s suite) {
 	s.inFleet(t, nil, func(t *testing.T, f *fleet) {
 		f.pull("scout")
 		f.report("scout", "a", 5, 5)
+		good := fleetstate.UsageReport{Source: "b", Model: "m", Total: fleetstate.Usage{Input: 7}}
+		many := []fleetstate.UsageReport{}
+		for i := range 65 {
+			many = append(many, fleetstate.UsageReport{Source: "c", Model: fmt.Sprint(i), Total: fleetstate.Usage{Output: 1}})
+		}
 		for _, tc := range []struct {
-			member, source string
-			u              fleetstate.Usage
-			code           fleetstate.Code
+			member string
+			reps   []fleetstate.UsageReport
+			code   fleetstate.Code
 		}{
-			{"scout", "", fleetstate.Usage{Input: 1}, fleetstate.CodeInvalidArgument},
-			{"scout", strings.Repeat("s", 1025), fleetstate.Usage{Input: 1}, fleetstate.CodeInvalidArgument},
-			{"scout", "a", fleetstate.Usage{Input: 9, Output: -1}, fleetstate.CodeInvalidArgument},
-			{"nobody", "a", fleetstate.Usage{Input: 9}, fleetstate.CodeUnknownMember},
+			{"scout", []fleetstate.UsageReport{good, {Source: "", Total: fleetstate.Usage{Input: 1}}}, fleetstate.CodeInvalidArgument},
+			{"scout", []fleetstate.UsageReport{good, {Source: strings.Repeat("s", 1025), Total: fleetstate.Usage{Input: 1}}}, fleetstate.CodeInvalidArgument},
+			{"scout", []fleetstate.UsageReport{good, {Source: "a", Total: fleetstate.Usage{Input: 9, Output: -1}}}, fleetstate.CodeInvalidArgument},
+			{"scout", []fleetstate.UsageReport{good, {Source: "a", Model: strings.Repeat("m", 257), Total: fleetstate.Usage{Input: 9}}}, fleetstate.CodeInvalidArgument},
+			{"scout", many, fleetstate.CodeInvalidArgument},
+			{"scout", nil, fleetstate.CodeInvalidArgument},
+			{"nobody", []fleetstate.UsageReport{{Source: "a", Total: fleetstate.Usage{Input: 9}}}, fleetstate.CodeUnknownMember},
 		} {
-			wantCode(t, f.r.ReportUsage(tc.member, tc.source, tc.u), tc.code)
+			wantCode(t, f.r.ReportUsage(tc.member, tc.reps...), tc.code)
 		}
 		wantUsage(t, "the member after bad reports", f.usageOf("scout"), 5, 5)
 	})

@@ -218,21 +218,22 @@ func (c *Client) Reply(ctx context.Context, content string) error {
 // ReplyTurn is Reply bound to turn turnID (fleet_reply with turn_id); an
 // empty turnID means the current turn.
 func (c *Client) ReplyTurn(ctx context.Context, turnID, content string) error {
-	return c.ReplyUsage(ctx, turnID, content, "", fleetstate.Usage{})
+	return c.ReplyUsage(ctx, turnID, content, fleetstate.UsageReport{})
 }
 
 // ReplyUsage is ReplyTurn that also reports, before the turn ends, what
-// the member's model calls used so far as source counts them (see
-// [fleetstate.Rendezvous.ReportUsage]); an empty source reports nothing.
-func (c *Client) ReplyUsage(ctx context.Context, turnID, content, source string, total fleetstate.Usage) error {
+// the member's model calls used so far as rep counts them (see
+// [fleetstate.Rendezvous.ReportUsage]); an empty rep.Source reports
+// nothing.
+func (c *Client) ReplyUsage(ctx context.Context, turnID, content string, rep fleetstate.UsageReport) error {
 	args := map[string]any{"content": content}
 	if turnID != "" {
 		args["turn_id"] = turnID
 	}
-	if source != "" {
-		args["usage_source"] = source
-		args["input_tokens"], args["output_tokens"] = total.Input, total.Output
-		args["cache_read_tokens"], args["cache_write_tokens"] = total.CacheRead, total.CacheWrite
+	if u := rep.Total; rep.Source != "" {
+		args["usage_source"] = rep.Source
+		args["input_tokens"], args["output_tokens"] = u.Input, u.Output
+		args["cache_read_tokens"], args["cache_write_tokens"], args["model"] = u.CacheRead, u.CacheWrite, rep.Model
 	}
 	return c.Call(ctx, "fleet_reply", args, nil)
 }

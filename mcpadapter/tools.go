@@ -75,6 +75,7 @@ type (
 		Content     *string  `json:"content"`
 		TurnID      *string  `json:"turn_id"`
 		UsageSource *string  `json:"usage_source"`
+		Model       *string  `json:"model"`
 		Input       *float64 `json:"input_tokens"`
 		Output      *float64 `json:"output_tokens"`
 		CacheRead   *float64 `json:"cache_read_tokens"`
@@ -371,6 +372,7 @@ func (a *Adapter) fleetTools() []tool {
 				{name: "content", kind: "string", desc: "your reply: the report the lead asked for", required: true},
 				{name: "turn_id", kind: "string", desc: "the turn_id fleet_next gave you"},
 				{name: "usage_source", kind: "string", desc: "if your host does not report your model's usage itself: what counts the tokens below (your process, say); they are its running totals, and a total sent twice counts once"},
+				{name: "model", kind: "string", desc: "with usage_source: the model the tokens went to, as the fleet's prices name it"},
 				{name: "input_tokens", kind: "number", desc: "with usage_source: input tokens used so far", min: zero()},
 				{name: "output_tokens", kind: "number", desc: "with usage_source: output tokens used so far", min: zero()},
 				{name: "cache_read_tokens", kind: "number", desc: "with usage_source: input tokens read from a cache so far", min: zero()},
@@ -380,15 +382,12 @@ func (a *Adapter) fleetTools() []tool {
 			annotations: ann("Reply to the lead", false, false, false),
 			newArgs:     func() any { return new(replyArgs) },
 			call: func(_ context.Context, id Identity, args any) (any, error) {
-				a := args.(*replyArgs)
-				u, err := a.usage()
-				switch {
-				case err != nil:
+				ra := args.(*replyArgs)
+				reps, err := ra.reports()
+				if err != nil {
 					return nil, err
-				case a.UsageSource == nil:
-					return okResult(rv.ReplyTurn(id.Agent, deref(a.TurnID), *a.Content))
 				}
-				return okResult(rv.ReplyTurnUsage(id.Agent, deref(a.TurnID), *a.Content, *a.UsageSource, u))
+				return okResult(rv.ReplyTurnUsage(id.Agent, deref(ra.TurnID), *ra.Content, reps...))
 			},
 		},
 		{
@@ -464,10 +463,7 @@ func (a *Adapter) fleetTools() []tool {
 				if (c.Ticket == nil) == (c.TurnID == nil) {
 					return nil, invalid("give exactly one of ticket or turn_id")
 				}
-				if c.Ticket != nil {
-					return rv.Cancel(id.Agent, *c.Ticket)
-				}
-				return rv.Cancel(id.Agent, *c.TurnID)
+				return rv.Cancel(id.Agent, deref(c.Ticket)+deref(c.TurnID)) // one of them is empty
 			},
 		},
 		{
@@ -515,23 +511,24 @@ func deref(s *string) string {
 	return *s
 }
 
-// usage returns the usage a reply carries: counts are whole numbers, and
-// need their source.
-func (a *replyArgs) usage() (fleetstate.Usage, error) {
-	var u fleetstate.Usage
-	for _, c := range []struct {
-		v   *float64
-		dst *int64
-	}{{a.Input, &u.Input}, {a.Output, &u.Output}, {a.CacheRead, &u.CacheRead}, {a.CacheWrite, &u.CacheWrite}} {
-		switch {
-		case c.v == nil:
-		case a.UsageSource == nil:
-			return u, invalid("token counts need usage_source")
-		case *c.v != math.Trunc(*c.v) || *c.v > 1<<53:
-			return u, invalid("token counts are whole numbers up to 2^53")
-		default:
-			*c.dst = int64(*c.v)
+// reports returns the usage a reply carries, nil for none: counts are
+// whole numbers, and need their source.
+func (a *replyArgs) reports() ([]fleetstate.UsageReport, error) {
+	counts := [...]*float64{a.Input, a.Output, a.CacheRead, a.CacheWrite}
+	if a.UsageSource == nil {
+		if a.Model != nil || counts != [4]*float64{} {
+			return nil, invalid("token counts and model need usage_source")
+		}
+		return nil, nil
+	}
+	var n [4]int64
+	for i, v := range counts {
+		if v != nil && (*v != math.Trunc(*v) || *v > 1<<53) {
+			return nil, invalid("token counts are whole numbers up to 2^53")
+		} else if v != nil {
+			n[i] = int64(*v)
 		}
 	}
-	return u, nil
+	u := fleetstate.Usage{Input: n[0], Output: n[1], CacheRead: n[2], CacheWrite: n[3]}
+	return []fleetstate.UsageReport{{Source: *a.UsageSource, Model: deref(a.Model), Total: u}}, nil
 }

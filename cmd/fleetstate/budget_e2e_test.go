@@ -44,7 +44,7 @@ func TestBudgetFromTheFleetFile(t *testing.T) {
 	if err != nil || !ok || msg.Content != "first" {
 		t.Fatalf("m1's next: %+v, %v, %v", msg, ok, err)
 	}
-	if err := m1.ReplyUsage(t.Context(), msg.TurnID, "done", "m1-proc", fleetstate.Usage{Input: 900, Output: 200}); err != nil {
+	if err := m1.ReplyUsage(t.Context(), msg.TurnID, "done", fleetstate.UsageReport{Source: "m1-proc", Total: fleetstate.Usage{Input: 900, Output: 200}}); err != nil {
 		t.Fatal(err)
 	}
 	refusedSend := func() {
@@ -105,4 +105,75 @@ func TestBudgetFromTheFleetFile(t *testing.T) {
 	if len(doc.Budgets) != 2 || doc.Budgets[1].Tokens != 5000 {
 		t.Fatalf("budgets after a restart = %+v; want m1's raise kept", doc.Budgets)
 	}
+}
+
+// TestBudgetInCostFromTheFleetFile: the fleet file's prices give each
+// member's cost in members, by the model its usage names; a budget in
+// cost refuses a send past it naming the cost, and holds a member whose
+// model has no price, naming the model, until the operator gives the
+// budget room; budget --json tells the prices.
+func TestBudgetInCostFromTheFleetFile(t *testing.T) {
+	dir := t.TempDir()
+	roster := filepath.Join(t.TempDir(), "fleet.json")
+	const file = `{"prices":{"big":{"input":3,"output":15},"small":{"input":1,"output":2}},
+	"agents":[{"name":"lead","role":"lead"},{"name":"m1","role":"member","budget":{"cost":0.01}},{"name":"m2","role":"member","budget":{"cost":1}}]}`
+	if err := os.WriteFile(roster, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens := addTokens(t, dir, map[string]string{"lead": "lead", "m1": "member", "m2": "member"})
+	f := &cliFleet{dir: dir, tokens: tokens, d: startDaemon(t, dir, "--roster", roster)}
+	f.op = dialOperator(t, dir, f.d.url)
+	reply := func(member, model string, u fleetstate.Usage) {
+		t.Helper()
+		c := dialAs(t, f.d.url, tokens[member])
+		f.ok(t, "send", member, "work")
+		msg, ok, err := c.Next(t.Context(), 30*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("%s's next: %v, %v", member, ok, err)
+		}
+		if err := c.ReplyUsage(t.Context(), msg.TurnID, "done", fleetstate.UsageReport{Source: member + "-proc", Model: model, Total: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 1,000 input and 600 output tokens of big: 0.003 + 0.009 = 0.012.
+	reply("m1", "big", fleetstate.Usage{Input: 1000, Output: 600})
+	reply("m2", "unknown-model", fleetstate.Usage{Output: 10})
+	var doc struct {
+		Members []fleetstate.MemberInfo `json:"members"`
+	}
+	jsonDoc(t, f.ok(t, "members", "--json"), &doc)
+	for _, m := range doc.Members {
+		switch {
+		case m.Name == "m1" && (m.Cost == nil || *m.Cost < 0.0119 || *m.Cost > 0.0121 || m.Unpriced):
+			t.Errorf("m1 = %+v; want a cost of 0.012", m)
+		case m.Name == "m2" && (m.Cost == nil || *m.Cost != 0 || !m.Unpriced):
+			t.Errorf("m2 = %+v; want a cost of 0 and a model with no price", m)
+		}
+	}
+	if out := f.ok(t, "members"); !strings.Contains(out, "1,000 in, 600 out, cost 0.012") {
+		t.Errorf("members does not show m1's cost:\n%s", out)
+	}
+	for _, c := range []struct{ member, says string }{
+		{"m1", `member "m1"'s budget of cost 0.01: 0.012 spent`},
+		{"m2", `no price for model "unknown-model"`},
+	} {
+		r := leadCLI(t, nil, "", "send", c.member, "more", "--dir", dir)
+		if r.code == 0 || !strings.Contains(r.stderr, "ERR_BUDGET_EXHAUSTED") || !strings.Contains(r.stderr, c.says) {
+			t.Errorf("send to %s: exit %d, %q; want ERR_BUDGET_EXHAUSTED saying %s", c.member, r.code, r.stderr, c.says)
+		}
+	}
+	var budgets struct {
+		Budgets []fleetstate.BudgetState    `json:"budgets"`
+		Prices  map[string]fleetstate.Price `json:"prices"`
+	}
+	jsonDoc(t, f.ok(t, "budget", "--json"), &budgets)
+	if len(budgets.Budgets) != 2 || budgets.Budgets[0].Cost != 0.01 || !budgets.Budgets[0].Held ||
+		len(budgets.Budgets[1].Unpriced) != 1 || budgets.Prices["big"].Output != 15 {
+		t.Fatalf("budget --json = %+v; want m1's and m2's in cost, held, and the prices", budgets)
+	}
+	if out := f.ok(t, "budget"); !strings.Contains(out, "no price for unknown-model: no new turns") {
+		t.Errorf("budget does not say m2's model has no price:\n%s", out)
+	}
+	f.ok(t, "budget", "m1", "--cost", "0.5")
+	f.ok(t, "send", "m1", "after the raise")
 }

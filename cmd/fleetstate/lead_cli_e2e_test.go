@@ -423,7 +423,7 @@ func TestCLIMembers(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("m1's next: %v, %v", ok, err)
 	}
-	if err := m1.ReplyUsage(t.Context(), msg.TurnID, "done", "m1-proc", fleetstate.Usage{Input: 12000, Output: 345}); err != nil {
+	if err := m1.ReplyUsage(t.Context(), msg.TurnID, "done", fleetstate.UsageReport{Source: "m1-proc", Total: fleetstate.Usage{Input: 12000, Output: 345}}); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,16 @@ type realFleet struct {
 
 // readmeFleet returns the fleet file of the README's "A fleet, end to
 // end", as written there.
+// modelOf is the model each member's CLI asks the model server for, by
+// default, and realPrices prices them, per million tokens.
+var (
+	modelOf    = map[string]string{"alice": "claude-opus-5-5", "bob": realagent.CodexModel}
+	realPrices = map[string]fleetstate.Price{
+		"claude-opus-5-5":    {Input: 5, Output: 25, CacheRead: 0.5, CacheWrite: 6.25},
+		realagent.CodexModel: {Input: 1.25, Output: 10, CacheRead: 0.125},
+	}
+)
+
 func readmeFleet(t *testing.T) map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
@@ -419,6 +430,8 @@ func TestRealFleet(t *testing.T) {
 		"timeouts": map[string]string{"permission": "6s", "ready": "60s"},
 		// tail runs without asking: the cancelled turn below runs it.
 		"approvals": map[string]any{"allow": []string{"Bash(tail -f /dev/null)"}},
+		// The models the CLIs ask for, priced: each member's cost.
+		"prices": realPrices,
 	})
 	start := time.Now()
 	f.ready("IDLE", "alice", "bob")
@@ -494,13 +507,10 @@ func TestRealFleet(t *testing.T) {
 				t.Fatalf("%s's model answered %d times with the turn's usage, %d of them tool calls; want the reply's call and a closing answer", m, answers, calls)
 			}
 			// Claude Code's hook before each tool reads the call that asked
-			// for it; Codex runs no hook before an MCP tool, so the call
-			// that asks for fleet_reply reaches the member's total at the
-			// turn's stop, after the turn ended.
+			// for it; Codex runs no hook before an MCP tool, and the daemon
+			// reads its transcript at the reply for the call that asked
+			// for fleet_reply.
 			turnCalls := calls
-			if programOf[m] == "codex" {
-				turnCalls--
-			}
 			var got fleetstate.Usage
 			if o.Usage != nil {
 				got = *o.Usage
@@ -533,6 +543,16 @@ func TestRealFleet(t *testing.T) {
 		}
 		if text := f.cli("members"); !strings.Contains(text, "fleet: used "+leadcli.FormatUsage(sum)) {
 			t.Errorf("members does not total the fleet's usage %+v:\n%s", sum, text)
+		}
+		// Each member calls one model, which its transcript names: its
+		// cost is its usage at that model's price.
+		for _, mi := range doc.Members {
+			p := realPrices[modelOf[mi.Name]]
+			u := mi.Usage
+			want := (float64(u.Input)*p.Input + float64(u.Output)*p.Output + float64(u.CacheRead)*p.CacheRead + float64(u.CacheWrite)*p.CacheWrite) / 1e6
+			if mi.Cost == nil || math.Abs(*mi.Cost-want) > 1e-9 || mi.Unpriced {
+				t.Errorf("%s's cost = %v (unpriced %v); want %v, its usage %+v at %s's price", mi.Name, mi.Cost, mi.Unpriced, want, u, modelOf[mi.Name])
+			}
 		}
 	})
 

@@ -39,7 +39,9 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	var used *mcphttp.UsageReport
 	var rd usage.Reader
 	var transcript string
-	settle := false // read the transcript again after the report
+	// settled reports whether the transcript holds the model call that
+	// fired the hook; nil: it need not be read again.
+	var settled func(d usage.ByModel) bool
 	switch fs.NArg() {
 	case 1:
 		s, err := fleetstate.ParseStatus(fs.Arg(0))
@@ -63,8 +65,14 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			if total, err := rd.Read(ev.Transcript); err != nil {
 				fmt.Fprintf(stderr, "fleetstate status: usage not reported: %v\n", err)
 			} else {
-				transcript, settle = ev.Transcript, agent.WritesCallAfterHook(ev)
-				used = &mcphttp.UsageReport{Source: usageSource(transcript), Usage: total}
+				transcript = ev.Transcript
+				used = &mcphttp.UsageReport{Source: usageSource(transcript), Usage: total.Sum(), Models: total}
+				switch id := ev.ToolUseID; {
+				case agent.WritesCallAfterHook(ev):
+					settled = func(d usage.ByModel) bool { return len(d) > 0 }
+				case agent.IsCodex(ev) && id != "" && !rd.Recorded(transcript, id):
+					settled = func(usage.ByModel) bool { return rd.Recorded(transcript, id) }
+				}
 			}
 		}
 	default:
@@ -91,29 +99,34 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		}
 		return nil
 	}
-	if err := post(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String()), Usage: used}); err != nil || !settle {
+	if err := post(mcphttp.StatusReport{Agent: *agentName, Status: strings.ToLower(st.String()), Usage: used}); err != nil || settled == nil {
 		return err
 	}
 	// Claude Code writes the model call that fired the hook (the one that
 	// asked for the tool, the turn's last) to its transcript after the
+	// hook starts, and Codex may write that call's usage record as the
 	// hook starts: read on until it is there, for a bounded while, so that
 	// it counts now, while the turn it belongs to is open.
 	deadline := time.Now().Add(usageSettle)
 	for time.Now().Before(deadline) {
 		time.Sleep(usagePoll)
 		d, err := rd.Read(transcript)
-		if err != nil || d.IsZero() {
+		if err != nil {
 			continue
 		}
-		used.Usage = used.Usage.Add(d)
-		return post(mcphttp.StatusReport{Agent: *agentName, Usage: used})
+		used.Models.Add(d)
+		if settled(d) {
+			used.Usage = used.Models.Sum()
+			return post(mcphttp.StatusReport{Agent: *agentName, Usage: used})
+		}
 	}
 	return nil
 }
 
 // How long, and how often, the status hook reads the transcript again
-// for the model call that fired it: 40 to 80 ms on a quiet machine, and
-// more than 300 ms was seen under two full test runs.
+// for the model call that fired it: Claude Code's comes 40 to 80 ms after
+// the hook starts on a quiet machine, and more than 300 ms was seen under
+// two full test runs.
 const (
 	usageSettle = 2 * time.Second
 	usagePoll   = 15 * time.Millisecond

@@ -18,11 +18,11 @@ import (
 
 // What each real CLI's transcript in internal/usage/testdata records:
 // the scripted model server reports 100 input, 20 output, 50 cache-read
-// and 10 cache-write tokens a call (Codex: no cache writes, cached input
-// inside the input).
+// and 10 cache-write tokens a call (Codex: no cache writes, and the cached
+// input inside the input, which the reader takes out).
 var (
 	claudeTranscriptTotal = fleetstate.Usage{Input: 600, Output: 120, CacheRead: 300, CacheWrite: 60}
-	codexTranscriptTotal  = fleetstate.Usage{Input: 400, Output: 80, CacheRead: 200}
+	codexTranscriptTotal  = fleetstate.Usage{Input: 200, Output: 80, CacheRead: 200}
 )
 
 func TestStatusHookCountsUsageDisk(t *testing.T) {

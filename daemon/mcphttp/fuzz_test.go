@@ -173,11 +173,19 @@ func FuzzStatusReport(f *testing.F) {
 			got = append(got, s)
 			return nil
 		},
-		OnUsage: func(id mcpadapter.Identity, source string, u fleetstate.Usage) error {
-			if id != adaptertest.Scout || source == "" || u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 {
-				return errorf("usage of %v from %q: %+v", id, source, u)
+		OnUsage: func(id mcpadapter.Identity, reps []fleetstate.UsageReport) error {
+			var sum fleetstate.Usage
+			for _, r := range reps {
+				u := r.Total
+				if id != adaptertest.Scout || r.Source == "" || r.Source != reps[0].Source || u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 {
+					return errorf("usage of %v: %+v", id, r)
+				}
+				sum = sum.Add(u)
 			}
-			used = append(used, u)
+			if len(reps) == 0 {
+				return errorf("usage of %v: no report", id)
+			}
+			used = append(used, sum)
 			return nil
 		}})
 	f.Cleanup(func() { h.Close() })
@@ -189,6 +197,9 @@ func FuzzStatusReport(f *testing.F) {
 	f.Add([]byte(`{"status":"idle","usage":{"source":"t.jsonl","input_tokens":5,"output_tokens":2}}`))
 	f.Add([]byte(`{"usage":{"source":"t.jsonl","input_tokens":5,"output_tokens":-2}}`))
 	f.Add([]byte(`{"usage":{"source":"","input_tokens":5}}`))
+	f.Add([]byte(`{"usage":{"source":"t.jsonl","input_tokens":5,"models":{"a":{"input_tokens":2},"b":{"input_tokens":3}}}}`))
+	f.Add([]byte(`{"usage":{"source":"t.jsonl","input_tokens":5,"models":{"a":{"input_tokens":2}}}}`))
+	f.Add([]byte(`{"usage":{"source":"/t.jsonl","output_tokens":1,"models":{"":{"output_tokens":1}}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, used = got[:0], used[:0]
 		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1"+mcphttp.StatusPath, bytes.NewReader(body))

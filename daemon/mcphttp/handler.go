@@ -56,9 +56,9 @@ type Options struct {
 	// StatusPath with their token. Nil means reports are accepted and
 	// dropped.
 	OnStatus func(mcpadapter.Identity, fleetstate.Status) error
-	// OnUsage receives the usage that a status report carries (see
-	// [UsageReport]). Nil means usage is dropped.
-	OnUsage func(id mcpadapter.Identity, source string, total fleetstate.Usage) error
+	// OnUsage receives the usage that a status report carries, as the
+	// rendezvous takes it (see [UsageReport]). Nil means usage is dropped.
+	OnUsage func(id mcpadapter.Identity, reports []fleetstate.UsageReport) error
 	// SessionIdleTTL, if positive, makes the server forget MCP sessions
 	// (of the protocol versions that have them) idle that long: a client
 	// killed without closing its session would otherwise be remembered

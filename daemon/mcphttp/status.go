@@ -2,6 +2,7 @@ package mcphttp
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -28,14 +29,45 @@ type StatusReport struct {
 
 // UsageReport is a running total of tokens (input_tokens, output_tokens,
 // cache_read_tokens, cache_write_tokens) and its source, a transcript's
-// path say (see [fleetstate.Rendezvous.ReportUsage]).
+// path say (see [fleetstate.Rendezvous.ReportUsage]); with models, the
+// same by model ("" for calls of a model not named), whose sum is the
+// total.
 type UsageReport struct {
 	Source string `json:"source"`
 	fleetstate.Usage
+	Models usage.ByModel `json:"models,omitempty"`
 }
 
+// Reports returns u as the rendezvous takes it, or an error naming
+// what is wrong with it.
+func (u *UsageReport) Reports() ([]fleetstate.UsageReport, error) {
+	if u.Models == nil {
+		return []fleetstate.UsageReport{{Source: u.Source, Total: u.Usage}}, usage.Check(u.Source, u.Usage)
+	}
+	if len(u.Models) == 0 || len(u.Models) > usage.MaxModels {
+		return nil, fmt.Errorf("models: from 1 to %d", usage.MaxModels)
+	}
+	var sum fleetstate.Usage
+	reps := make([]fleetstate.UsageReport, 0, len(u.Models))
+	for model, total := range u.Models {
+		if err := usage.Check(u.Source, total); err != nil {
+			return nil, err
+		}
+		sum = sum.Add(total)
+		reps = append(reps, fleetstate.UsageReport{Source: u.Source, Model: model, Total: total})
+	}
+	if sum != u.Usage {
+		return nil, fmt.Errorf("the models add up to %+v, not to the total %+v", sum, u.Usage)
+	}
+	return reps, nil
+}
+
+// maxStatusBody bounds a status report: a usage of 64 models, each named
+// in up to 256 bytes, fits.
+const maxStatusBody = 64 << 10
+
 // statusHandler takes status reports of authenticated agents.
-func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error, onUsage func(mcpadapter.Identity, string, fleetstate.Usage) error) func(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity) {
+func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error, onUsage func(mcpadapter.Identity, []fleetstate.UsageReport) error) func(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id mcpadapter.Identity) {
 		if r.Method != http.MethodPost && r.Method != http.MethodGet {
 			w.Header().Set("Allow", "GET, POST")
@@ -52,7 +84,7 @@ func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error, 
 			return
 		}
 		var rep StatusReport
-		if err := json.NewDecoder(io.LimitReader(r.Body, 8192)).Decode(&rep); err != nil || rep.Status == "" && rep.Usage == nil {
+		if err := json.NewDecoder(io.LimitReader(r.Body, maxStatusBody)).Decode(&rep); err != nil || rep.Status == "" && rep.Usage == nil {
 			http.Error(w, "body: want {\"status\": \"idle|working|blocked\"}, with \"usage\" or without", http.StatusBadRequest)
 			return
 		}
@@ -65,8 +97,9 @@ func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error, 
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		var reps []fleetstate.UsageReport
 		if u := rep.Usage; u != nil {
-			if err := usage.Check(u.Source, u.Usage); err != nil {
+			if reps, err = u.Reports(); err != nil {
 				http.Error(w, "usage: "+err.Error(), http.StatusBadRequest)
 				return
 			}
@@ -77,7 +110,7 @@ func statusHandler(onStatus func(mcpadapter.Identity, fleetstate.Status) error, 
 		// up: the next report's total counts what this one's did not.
 		var usageErr error
 		if u := rep.Usage; u != nil && onUsage != nil {
-			usageErr = onUsage(id, u.Source, u.Usage)
+			usageErr = onUsage(id, reps)
 		}
 		if usageErr != nil && rep.Status == "" {
 			http.Error(w, usageErr.Error(), http.StatusConflict)

@@ -25,13 +25,20 @@ type HookEvent struct {
 	Transcript string `json:"transcript_path"`
 	// TurnID is Codex's: Claude Code's events carry none.
 	TurnID string `json:"turn_id"`
+	// ToolUseID names the tool call of a PreToolUse event.
+	ToolUseID string `json:"tool_use_id"`
 }
 
-// WritesCallAfterHook reports whether the CLI that sent ev writes the
+// WritesCallAfterHook reports whether the CLI that sent ev may write the
 // model call that fired it to its transcript only after the hook has
 // started: Claude Code does, tens of milliseconds later (more on a loaded
-// machine); Codex, whose events carry a turn_id, has written it before.
+// machine). Codex, whose events carry a turn_id, writes the usage record
+// of the call that asked for a tool about when the hook before the tool
+// starts (see IsCodex).
 func WritesCallAfterHook(ev HookEvent) bool { return ev.TurnID == "" }
+
+// IsCodex reports whether Codex sent ev.
+func IsCodex(ev HookEvent) bool { return ev.TurnID != "" }
 
 // UsageMayHaveGrown reports whether a model call may have been recorded
 // in the transcript since the hook event before ev: before a tool runs

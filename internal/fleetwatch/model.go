@@ -25,6 +25,7 @@ import (
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/internal/textsafe"
+	"github.com/fleetstate/fleetstate/internal/usage"
 )
 
 // Bounds of what the view keeps and shows.
@@ -310,7 +311,7 @@ func (m *Model) apply(e fleetstate.Event) tea.Cmd {
 		}
 	case fleetstate.EventUsage:
 		if mem != nil && e.Usage != nil {
-			mem.Usage = *e.Usage
+			mem.Usage, mem.Cost, mem.Unpriced = *e.Usage, e.Cost, e.Unpriced
 		}
 	case fleetstate.EventBudgetSet, fleetstate.EventBudgetWarning, fleetstate.EventBudgetExhausted:
 		if mem != nil {
@@ -390,18 +391,26 @@ func (m *Model) addLine(l eventLine) {
 }
 
 // used tells a member's usage in a few characters: its input and output
-// tokens, "-" before any, and its budget's share spent, if it has one.
-func used(u fleetstate.Usage, b *fleetstate.BudgetState) string {
+// tokens, "-" before any, its cost at the fleet's prices, if it has
+// prices, and its budget's share spent, if it has one.
+func used(mi fleetstate.MemberInfo) string {
+	u, b := mi.Usage, mi.Budget
 	s := "-"
 	if !u.IsZero() {
 		s = tokens(u.Input) + " in " + tokens(u.Output) + " out"
+	}
+	if mi.Cost != nil {
+		s += " " + usage.FormatCost(*mi.Cost)
+		if mi.Unpriced {
+			s += "+?"
+		}
 	}
 	switch {
 	case b == nil:
 	case b.Held:
 		s += " (budget spent)"
 	default:
-		s += fmt.Sprintf(" (%d%% of budget)", b.Spent*100/b.Tokens)
+		s += fmt.Sprintf(" (%d%% of budget)", int(b.Spent*100/b.Limit()))
 	}
 	return s
 }
@@ -428,7 +437,14 @@ func budgetText(e fleetstate.Event) string {
 	if b == nil {
 		return who + " removed"
 	}
-	s := fmt.Sprintf("%s of %s: %s spent", who, b.Budget.String(), tokens(b.Spent))
+	spent := tokens(int64(b.Spent))
+	if b.Cost > 0 {
+		spent = usage.FormatCost(b.Spent)
+	}
+	s := fmt.Sprintf("%s of %s: %s spent", who, b.Budget.String(), spent)
+	if len(b.Unpriced) > 0 {
+		s += ", no price for " + textsafe.Clip(strings.Join(b.Unpriced, ", "), 80)
+	}
 	if b.Held {
 		s += ", no new turns"
 	}
@@ -662,7 +678,7 @@ func (m Model) Render() string {
 			if status == "" {
 				status = "-"
 			}
-			rows = append(rows, []string{mi.Name, ready, status, fmt.Sprint(mi.Queued), used(mi.Usage, mi.Budget), turn})
+			rows = append(rows, []string{mi.Name, ready, status, fmt.Sprint(mi.Queued), used(mi), turn})
 		}
 		top = append(top, m.mark(secMembers, table(rows, map[int]bool{1: true, 2: true, 5: true}))...)
 	}

@@ -188,6 +188,16 @@ func TestUsageShowsOnTheMemberRow(t *testing.T) {
 	half := &fleetstate.BudgetState{Member: "miner", Budget: fleetstate.Budget{Tokens: 2000}, Spent: 1011}
 	m = feed(m, ev(8, 0, fleetstate.EventBudgetSet, fleetstate.Event{Member: "miner", Budget: half}))
 	wantRow(t, m, "miner", "yes", "IDLE", "0", "999 in 12 out (50% of budget)", "-")
+	// With prices, the cost; a budget in cost held by a model with no
+	// price says which.
+	cost := 0.0123
+	m = feed(m, ev(9, 0, fleetstate.EventUsage, fleetstate.Event{Member: "scout", Usage: &fleetstate.Usage{Input: 10, Output: 1}, Cost: &cost, Unpriced: true}))
+	wantRow(t, m, "scout", "no", "PULL", "0", "10 in 1 out 0.0123+?", "-")
+	odd := &fleetstate.BudgetState{Member: "scout", Budget: fleetstate.Budget{Cost: 5, Per: "day"}, Spent: 1.5, Unpriced: []string{"odd\x1b[31m"}, Held: true}
+	m = feed(m, ev(10, 0, fleetstate.EventBudgetExhausted, fleetstate.Event{Member: "scout", Budget: odd}))
+	if s := screen(m); !strings.Contains(s, `budget of cost 5.00 per day: 1.50 spent, no price for odd\u001b[31m, no new turns`) {
+		t.Errorf("the budget in cost is not listed, escaped:\n%s", s)
+	}
 }
 
 // An event the snapshot already covers changes nothing.

@@ -10,6 +10,7 @@ import (
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/agent"
 	"github.com/fleetstate/fleetstate/internal/textsafe"
+	"github.com/fleetstate/fleetstate/internal/usage"
 )
 
 // FormatOutcome is the human form of an outcome: a line that says what
@@ -84,8 +85,15 @@ func FormatTickets(tickets []fleetstate.Outcome) string {
 func FormatMembers(ms []fleetstate.MemberInfo, now time.Time) string {
 	const none = "no members: add one with fleetstate token add --role member, or bring a fleet up with fleetstate up\n"
 	var fleet fleetstate.Usage
+	var cost float64
+	priced, unpriced := false, false
 	for _, m := range ms {
 		fleet = fleet.Add(m.Usage)
+		if m.Cost != nil {
+			priced = true
+			cost += *m.Cost
+		}
+		unpriced = unpriced || m.Unpriced
 	}
 	table := tabulate(ms, none, "MEMBER\tREADY\tSTATUS\tQUEUED\tOPEN TURN\tUSED", func(m fleetstate.MemberInfo) string {
 		ready := "no"
@@ -99,12 +107,30 @@ func FormatMembers(ms []fleetstate.MemberInfo, now time.Time) string {
 				open += " (" + age(now.Sub(m.OpenSince)) + ")"
 			}
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", clean(m.Name), ready, clean(m.Status), m.Queued, open, FormatUsage(m.Usage))
+		used := FormatUsage(m.Usage)
+		if m.Cost != nil {
+			used += ", cost " + FormatCost(*m.Cost, m.Unpriced)
+		}
+		return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", clean(m.Name), ready, clean(m.Status), m.Queued, open, used)
 	})
 	if len(ms) == 0 {
 		return table
 	}
-	return table + "fleet: used " + FormatUsage(fleet) + "\n"
+	used := FormatUsage(fleet)
+	if priced {
+		used += ", cost " + FormatCost(cost, unpriced)
+	}
+	return table + "fleet: used " + used + "\n"
+}
+
+// FormatCost spells a cost at the fleet's prices; unpriced says that some
+// model used has no price, which the cost leaves out.
+func FormatCost(c float64, unpriced bool) string {
+	s := usage.FormatCost(c)
+	if unpriced {
+		s += " (and models with no price)"
+	}
+	return s
 }
 
 // FormatUsage spells tokens used as a person reads them: "12,400 in,

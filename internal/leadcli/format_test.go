@@ -91,6 +91,33 @@ func TestFormatMembers(t *testing.T) {
 	if got := leadcli.FormatMembers(nil, now); !strings.HasPrefix(got, "no members") {
 		t.Errorf("no members: got %q", got)
 	}
+	// With prices: each member's cost and the fleet's; a model with no
+	// price is said.
+	a, b := 1.5, 0.25
+	got = leadcli.FormatMembers([]fleetstate.MemberInfo{
+		{Name: "alice", Status: "IDLE", Usage: fleetstate.Usage{Input: 10, Output: 1}, Cost: &a},
+		{Name: "bob", Status: "IDLE", Usage: fleetstate.Usage{Input: 5}, Cost: &b, Unpriced: true},
+	}, now)
+	for _, line := range []string{"10 in, 1 out, cost 1.50", "5 in, 0 out, cost 0.25 (and models with no price)",
+		"fleet: used 15 in, 1 out, cost 1.75 (and models with no price)"} {
+		if !strings.Contains(got, line) {
+			t.Errorf("members with prices: no %q in\n%s", line, got)
+		}
+	}
+}
+
+func TestFormatBudgetsInCost(t *testing.T) {
+	got := leadcli.FormatBudgets([]fleetstate.BudgetState{
+		{Budget: fleetstate.Budget{Cost: 40, Per: "day"}, Spent: 10},
+		{Member: "alice", Budget: fleetstate.Budget{Tokens: 800000}, Spent: 812345, Held: true},
+		{Member: "bob", Budget: fleetstate.Budget{Cost: 2}, Spent: 0.5, Unpriced: []string{"gpt-x"}, Held: true},
+	})
+	for _, line := range []string{"cost 40.00 a day", "10.00 (25%)", "812,345 (101%)", "spent: no new turns",
+		"0.50 (25%)", "no price for gpt-x: no new turns"} {
+		if !strings.Contains(got, line) {
+			t.Errorf("no %q in\n%s", line, got)
+		}
+	}
 }
 
 func TestCommandsAreTheirHelp(t *testing.T) {

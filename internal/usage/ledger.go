@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/fleetstate/fleetstate/internal/names"
@@ -19,27 +20,35 @@ const (
 	MaxSources = 64
 	// MaxSource bounds a source's name, in bytes.
 	MaxSource = 1024
+	// MaxModels is how many models a Ledger tells apart.
+	MaxModels = 64
 )
 
 // Ledger adds up one agent's usage from running totals, each of a source
-// (a transcript's path, say): a total counts what it adds over the
-// highest total of its source seen before, field by field, so that a
-// total reported twice, or after a later one, counts once. The zero
-// Ledger is empty. A Ledger does not lock.
+// (a transcript's path, say) and a model: a total counts what it adds
+// over the highest total of its source and model seen before, field by
+// field, so that a total reported twice, or after a later one, counts
+// once. The zero Ledger is empty. A Ledger does not lock.
 type Ledger struct {
 	total   Tokens
+	models  ByModel  // what total counts, by model
 	sources []source // least recently reported first
 	day     string   // of the last report (see Day)
-	dayBase Tokens   // total before that day's first report
+	dayBase ByModel  // models before that day's first report
 }
 
 type source struct {
 	Name  string `json:"name"`
+	Model string `json:"model,omitempty"`
 	Total Tokens `json:"total"`
 }
 
 // Total returns what the ledger counted, over every source.
 func (l *Ledger) Total() Tokens { return l.total }
+
+// Models returns what the ledger counted, by model. The caller must not
+// change it.
+func (l *Ledger) Models() ByModel { return l.models }
 
 // Check returns an error naming what is wrong with a report of total
 // from source, and nil for a report Report takes.
@@ -55,14 +64,34 @@ func Check(source string, total Tokens) error {
 	return nil
 }
 
-// Report takes total, what source has used so far, reported on day (see
-// Day), and returns what it adds to the ledger. The caller has checked it
-// with Check.
-func (l *Ledger) Report(name string, total Tokens, day string) Tokens {
-	if l.day != day {
-		l.day, l.dayBase = day, l.total
+// CheckModels returns an error if the ledger cannot take reports of
+// models: a name too long, or more models than MaxModels in all.
+func (l *Ledger) CheckModels(models ...string) error {
+	n := len(l.models)
+	seen := map[string]bool{}
+	for _, m := range models {
+		if len(m) > MaxModel {
+			return fmt.Errorf("a model's name of %d bytes; at most %d", len(m), MaxModel)
+		}
+		if _, ok := l.models[m]; !ok && !seen[m] {
+			seen[m] = true
+			n++
+		}
 	}
-	i := slices.IndexFunc(l.sources, func(s source) bool { return s.Name == name })
+	if n > MaxModels {
+		return fmt.Errorf("usage of %d models; a member's usage tells at most %d apart", n, MaxModels)
+	}
+	return nil
+}
+
+// Report takes total, what source has used of model so far, reported on
+// day (see Day), and returns what it adds to the ledger. The caller has
+// checked it with Check and CheckModels.
+func (l *Ledger) Report(name, model string, total Tokens, day string) Tokens {
+	if l.day != day {
+		l.day, l.dayBase = day, maps.Clone(l.models)
+	}
+	i := slices.IndexFunc(l.sources, func(s source) bool { return s.Name == name && s.Model == model })
 	var last Tokens
 	if i >= 0 {
 		last = l.sources[i].Total
@@ -71,23 +100,45 @@ func (l *Ledger) Report(name string, total Tokens, day string) Tokens {
 		l.sources = slices.Delete(l.sources, 0, 1)
 	}
 	high := last.Max(total)
-	l.sources = append(l.sources, source{Name: name, Total: high})
+	l.sources = append(l.sources, source{Name: name, Model: model, Total: high})
 	d := high.Sub(last)
-	l.total = l.total.Add(d)
+	if !d.IsZero() {
+		if l.models == nil {
+			l.models = ByModel{}
+		}
+		l.models[model] = l.models[model].Add(d)
+		l.total = l.total.Add(d)
+	}
 	return d
+}
+
+// Since returns what the ledger counted on day, by model: nothing if it
+// took no report that day.
+func (l *Ledger) Since(day string) ByModel {
+	out := ByModel{}
+	if l.day != day {
+		return out
+	}
+	for m, t := range l.models {
+		if d := t.Sub(l.dayBase[m]); !d.IsZero() {
+			out[m] = d
+		}
+	}
+	return out
 }
 
 // ledgerJSON is a Ledger as its record holds it.
 type ledgerJSON struct {
 	Total   Tokens   `json:"total"`
+	Models  ByModel  `json:"models,omitempty"`
 	Sources []source `json:"sources,omitempty"`
 	Day     string   `json:"day,omitempty"`
-	DayBase Tokens   `json:"day_base"`
+	DayBase ByModel  `json:"day_base_models,omitempty"`
 }
 
 // MarshalJSON writes l as its record keeps it.
 func (l *Ledger) MarshalJSON() ([]byte, error) {
-	return json.Marshal(ledgerJSON{Total: l.total, Sources: l.sources, Day: l.day, DayBase: l.dayBase})
+	return json.Marshal(ledgerJSON{Total: l.total, Models: l.models, Sources: l.sources, Day: l.day, DayBase: l.dayBase})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote; a ledger that could not
@@ -97,21 +148,34 @@ func (l *Ledger) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}
-	if len(v.Sources) > MaxSources {
-		return fmt.Errorf("usage: a ledger of %d sources; at most %d", len(v.Sources), MaxSources)
+	if len(v.Sources) > MaxSources || len(v.Models) > MaxModels || len(v.DayBase) > MaxModels {
+		return fmt.Errorf("usage: a ledger of %d sources and %d models; at most %d and %d", len(v.Sources), len(v.Models), MaxSources, MaxModels)
 	}
-	if err := Check("total", v.Total); err != nil {
-		return fmt.Errorf("usage: ledger: %v", err)
+	if v.Models == nil && !v.Total.IsZero() {
+		v.Models = ByModel{"": v.Total} // written before ledgers kept models
+	}
+	if v.Models.Sum() != v.Total {
+		return fmt.Errorf("usage: ledger: models of %+v beside a total of %+v", v.Models.Sum(), v.Total)
 	}
 	for _, s := range v.Sources {
-		if err := Check(s.Name, s.Total); err != nil {
-			return fmt.Errorf("usage: ledger: %v", err)
+		if err := Check(s.Name, s.Total); err != nil || len(s.Model) > MaxModel {
+			return fmt.Errorf("usage: ledger: source %q of model %q: %+v", s.Name, s.Model, s.Total)
 		}
 	}
-	if err := Check("day", v.Total.Sub(v.DayBase)); err != nil || Check("day", v.DayBase) != nil {
-		return fmt.Errorf("usage: ledger: a day's base of %+v beside a total of %+v", v.DayBase, v.Total)
+	for m, t := range v.Models {
+		if err := Check("model", t); err != nil || len(m) > MaxModel {
+			return fmt.Errorf("usage: ledger: model %q: %+v", m, t)
+		}
+		if b := v.DayBase[m]; Check("day", t.Sub(b)) != nil || Check("day", b) != nil {
+			return fmt.Errorf("usage: ledger: a day's base of %+v beside a total of %+v for model %q", b, t, m)
+		}
 	}
-	*l = Ledger{total: v.Total, sources: v.Sources, day: v.Day, dayBase: v.DayBase}
+	for m := range v.DayBase {
+		if _, ok := v.Models[m]; !ok {
+			return fmt.Errorf("usage: ledger: a day's base of model %q, which counted nothing", m)
+		}
+	}
+	*l = Ledger{total: v.Total, models: v.Models, sources: v.Sources, day: v.Day, dayBase: v.DayBase}
 	return nil
 }
 

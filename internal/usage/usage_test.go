@@ -2,6 +2,7 @@ package usage_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -28,8 +29,8 @@ const (
 var (
 	claudeTotal = usage.Tokens{Input: 600, Output: 120, CacheRead: 300, CacheWrite: 60}
 	// The Responses API has no cache writes, and counts cached input in
-	// the input.
-	codexTotal = usage.Tokens{Input: 400, Output: 80, CacheRead: 200}
+	// the input: the reader takes it out.
+	codexTotal = usage.Tokens{Input: 200, Output: 80, CacheRead: 200}
 )
 
 func TestReadRealTranscripts(t *testing.T) {
@@ -38,11 +39,11 @@ func TestReadRealTranscripts(t *testing.T) {
 		want usage.Tokens
 	}{{claudeFile, claudeTotal}, {codexFile, codexTotal}} {
 		var r usage.Reader
-		got, err := r.Read(c.file)
+		got, err := sum(&r, c.file)
 		if err != nil || got != c.want {
 			t.Errorf("%s: %+v, %v; want %+v", c.file, got, err, c.want)
 		}
-		if again, err := r.Read(c.file); err != nil || !again.IsZero() {
+		if again, err := sum(&r, c.file); err != nil || !again.IsZero() {
 			t.Errorf("%s read again: %+v, %v; want nothing new", c.file, again, err)
 		}
 	}
@@ -86,7 +87,7 @@ func TestReadWhileWritten(t *testing.T) {
 			cuts := rapid.SliceOfN(rapid.IntRange(0, len(data)), 0, 8).Draw(rt, "cuts")
 			path := copyTo(t, nil)
 			var r usage.Reader
-			var sum usage.Tokens
+			var total usage.Tokens
 			at := 0
 			for _, cut := range append(cuts, len(data)) {
 				if cut < at {
@@ -94,14 +95,14 @@ func TestReadWhileWritten(t *testing.T) {
 				}
 				appendTo(t, path, data[at:cut])
 				at = cut
-				got, err := r.Read(path)
+				got, err := sum(&r, path)
 				if err != nil {
 					rt.Fatal(err)
 				}
-				sum = sum.Add(got)
+				total = total.Add(got)
 			}
-			if sum != c.want {
-				rt.Fatalf("%s in pieces %v: %+v; want %+v", c.file, cuts, sum, c.want)
+			if total != c.want {
+				rt.Fatalf("%s in pieces %v: %+v; want %+v", c.file, cuts, total, c.want)
 			}
 		})
 	}
@@ -122,7 +123,7 @@ func TestMessageOnSeveralLinesCountsOnce(t *testing.T) {
 		}
 	}
 	var r usage.Reader
-	if got, err := r.Read(copyTo(t, dup)); err != nil || got != claudeTotal {
+	if got, err := sum(&r, copyTo(t, dup)); err != nil || got != claudeTotal {
 		t.Errorf("every assistant line twice: %+v, %v; want %+v", got, err, claudeTotal)
 	}
 }
@@ -141,14 +142,14 @@ func TestRewrittenTranscriptCountsOnlyWhatIsNew(t *testing.T) {
 		lines := bytes.SplitAfter(data, []byte("\n"))
 		path := copyTo(t, data)
 		var r usage.Reader
-		if got, _ := r.Read(path); got != c.want {
+		if got, _ := sum(&r, path); got != c.want {
 			t.Fatalf("%s: %+v; want %+v", c.file, got, c.want)
 		}
 		// The same transcript without its first line: shorter, nothing new.
 		if err := os.WriteFile(path, bytes.Join(lines[1:], nil), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := r.Read(path); err != nil || !got.IsZero() {
+		if got, err := sum(&r, path); err != nil || !got.IsZero() {
 			t.Errorf("%s rewritten: %+v, %v; want nothing new", c.file, got, err)
 		}
 	}
@@ -162,17 +163,17 @@ func TestLongLineIsSkipped(t *testing.T) {
 	}
 	long := `{"type":"user","message":{"content":"` + strings.Repeat("x", usage.MaxLine+1) + `"}}` + "\n"
 	var r usage.Reader
-	if got, err := r.Read(copyTo(t, append([]byte(long), data...))); err != nil || got != claudeTotal {
+	if got, err := sum(&r, copyTo(t, append([]byte(long), data...))); err != nil || got != claudeTotal {
 		t.Errorf("after a long line: %+v, %v; want %+v", got, err, claudeTotal)
 	}
 }
 
 func TestReadRefusesWhatIsNoFile(t *testing.T) {
 	var r usage.Reader
-	if _, err := r.Read(t.TempDir()); !errors.Is(err, usage.ErrNotTranscript) {
+	if _, err := sum(&r, t.TempDir()); !errors.Is(err, usage.ErrNotTranscript) {
 		t.Errorf("a folder: %v; want ErrNotTranscript", err)
 	}
-	if _, err := r.Read(filepath.Join(t.TempDir(), "none.jsonl")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := sum(&r, filepath.Join(t.TempDir(), "none.jsonl")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("no file: %v; want ErrNotExist", err)
 	}
 }
@@ -192,15 +193,125 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := copyTo(t, data)
 		var r usage.Reader
-		got, err := r.Read(path)
+		got, err := sum(&r, path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Input < 0 || got.Output < 0 || got.CacheRead < 0 || got.CacheWrite < 0 {
 			t.Errorf("negative usage %+v", got)
 		}
-		if again, err := r.Read(path); err != nil || !again.IsZero() {
+		if again, err := sum(&r, path); err != nil || !again.IsZero() {
 			t.Errorf("read again: %+v, %v", again, err)
 		}
 	})
+}
+
+// sum reads path with r and returns the usage of every model.
+func sum(r *usage.Reader, path string) (usage.Tokens, error) {
+	m, err := r.Read(path)
+	return m.Sum(), err
+}
+
+// Each CLI names the model of its calls: Claude Code in each message,
+// Codex in the turn's context; the usage is told by model.
+func TestReadByModel(t *testing.T) {
+	for _, c := range []struct {
+		file, model string
+		want        usage.Tokens
+	}{{claudeFile, "claude-opus-5-5", claudeTotal}, {codexFile, "gpt-5.5", codexTotal}} {
+		var r usage.Reader
+		got, err := r.Read(c.file)
+		if err != nil || len(got) != 1 || got[c.model] != c.want {
+			t.Errorf("%s: %+v, %v; want %+v of %s alone", c.file, got, err, c.want, c.model)
+		}
+	}
+	// A model changed mid-session counts from its turn on.
+	data, err := os.ReadFile(codexFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	last := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"type":"token_usage_record"`) {
+			last = i
+		}
+	}
+	ctx := `{"type":"turn_context","payload":{"model":"gpt-mini"}}` + "\n"
+	mixed := strings.Join(lines[:last], "") + ctx + strings.Join(lines[last:], "")
+	var r usage.Reader
+	got, err := r.Read(copyTo(t, []byte(mixed)))
+	if err != nil || got.Sum() != codexTotal || got["gpt-mini"] != (usage.Tokens{Input: 50, Output: 20, CacheRead: 50}) {
+		t.Errorf("a model changed before the last call: %+v, %v; want its call alone of gpt-mini", got, err)
+	}
+}
+
+// Codex writes a call's usage record about when the hook before the tool
+// it asked for starts; Recorded tells, by the tool call's ID, when the
+// call that asked for fleet_reply has its usage read, and the reader then
+// counts the turn's calls up to it.
+func TestRecordedAfterCodexRecordsTheCall(t *testing.T) {
+	data, err := os.ReadFile(codexFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	call, id, shell := -1, "", ""
+	for i, l := range lines {
+		var v struct {
+			Payload struct {
+				CallID string `json:"call_id"`
+			}
+		}
+		_ = json.Unmarshal([]byte(l), &v)
+		switch {
+		case strings.Contains(l, `"name":"exec_command"`):
+			shell = v.Payload.CallID
+		case strings.Contains(l, `"name":"fleet_reply"`) && call < 0:
+			call, id = i, v.Payload.CallID
+		}
+	}
+	if call < 0 || id == "" || shell == "" {
+		t.Fatal("no fleet_reply call after a shell command in " + codexFile)
+	}
+	path := copyTo(t, []byte(strings.Join(lines[:call+1], "")))
+	var r usage.Reader
+	before, err := sum(&r, path)
+	if err != nil || r.Recorded(path, id) {
+		t.Fatalf("with the call and not its usage: %+v, %v, recorded %v; want not", before, err, r.Recorded(path, id))
+	}
+	for i := call + 1; i < len(lines) && !r.Recorded(path, id); i++ {
+		appendTo(t, path, []byte(lines[i]))
+		if _, err := r.Read(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !r.Recorded(path, id) || r.Recorded(path, shell) {
+		t.Fatalf("after the call's usage record: recorded fleet_reply's %v, the shell's %v; want true, false", r.Recorded(path, id), r.Recorded(path, shell))
+	}
+	var again usage.Reader
+	upTo, _ := sum(&again, path)
+	if want := before.Add(usage.Tokens{Input: 50, Output: 20, CacheRead: 50}); upTo != want {
+		t.Errorf("usage up to the reply's call = %+v; want %+v", upTo, want)
+	}
+}
+
+// A Codex that writes no usage record of its calls (token_count events
+// alone) has nothing to wait for.
+func TestRecordedWithoutRecords(t *testing.T) {
+	data, err := os.ReadFile(codexFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if !strings.Contains(l, `"token_usage_record"`) {
+			kept = append(kept, l)
+		}
+	}
+	path := copyTo(t, []byte(strings.Join(kept, "")))
+	var r usage.Reader
+	if got, err := sum(&r, path); err != nil || got != codexTotal || !r.Recorded(path, "call_unknown") {
+		t.Errorf("token_count alone: %+v, %v, recorded %v; want %+v and nothing to wait for", got, err, r.Recorded(path, "call_unknown"), codexTotal)
+	}
 }

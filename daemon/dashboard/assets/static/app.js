@@ -163,7 +163,7 @@
         if (m) m.status = e.status;
         break;
       case 'usage':
-        if (m && e.usage) m.usage = e.usage;
+        if (m && e.usage) { m.usage = e.usage; m.cost = e.cost; m.unpriced = e.unpriced; }
         break;
       case 'budget_set':
       case 'budget_warning':
@@ -259,7 +259,7 @@
         el('td', { 'data-label': 'status', class: 'status-' + (m.status || '') }, m.status || '?'),
         el('td', { 'data-label': 'ready' }, m.ready ? 'ready' : 'not ready'),
         el('td', { 'data-label': 'queued' }, m.queued || 0),
-        el('td', { 'data-label': 'used', title: usageTitle(m.usage) }, usageText(m.usage) + budgetShare(m.budget)),
+        el('td', { 'data-label': 'used', title: usageTitle(m.usage) }, usageText(m.usage) + costText(m) + budgetShare(m.budget)),
         el('td', { 'data-label': 'open turn', class: 'mono' }, m.open_turn || ''),
         el('td', { 'data-label': 'age', class: 'age', 'data-since': m.open_turn ? m.open_since : '' }, m.open_turn ? age(m.open_since) : '')));
     }
@@ -279,16 +279,29 @@
     return n(u.input_tokens) + ' input, ' + n(u.output_tokens) + ' output, ' +
       n(u.cache_read_tokens) + ' cache read, ' + n(u.cache_write_tokens) + ' cache written tokens';
   }
+  // costText tells a member's cost at the fleet's prices, if it has
+  // prices; "+?" where a model it used has none.
+  function costText(m) {
+    if (m.cost === undefined || m.cost === null) return '';
+    return ' ' + money(m.cost) + (m.unpriced ? '+?' : '');
+  }
+  function money(c) {
+    return c !== 0 && c < 1 ? String(Number(c.toFixed(4))) : c.toFixed(2);
+  }
   // budgetShare says how much of a member's budget is spent, if it has one.
   function budgetShare(b) {
-    if (!b || !b.tokens) return '';
-    return b.held ? ' (budget spent)' : ' (' + Math.floor(b.spent * 100 / b.tokens) + '% of budget)';
+    const limit = b && (b.tokens || b.cost);
+    if (!limit) return '';
+    return b.held ? ' (budget spent)' : ' (' + Math.floor(b.spent * 100 / limit) + '% of budget)';
   }
   function budgetText(e) {
     const who = e.member ? 'budget' : "the fleet's budget";
     const b = e.budget;
     if (!b) return who + ' removed';
-    return who + ' of ' + b.tokens + ' tokens' + (b.per === 'day' ? ' per day' : '') + ': ' + b.spent + ' spent' + (b.held ? ', no new turns' : '');
+    const limit = b.cost ? 'cost ' + money(b.cost) : b.tokens + ' tokens';
+    const spent = b.cost ? money(b.spent) : b.spent;
+    const unpriced = (b.unpriced || []).length ? ', no price for ' + text.clip(b.unpriced.join(', '), 80) : '';
+    return who + ' of ' + limit + (b.per === 'day' ? ' per day' : '') + ': ' + spent + ' spent' + unpriced + (b.held ? ', no new turns' : '');
   }
   function tokens(n) {
     n = n || 0;
