@@ -258,9 +258,17 @@ func TestFaultDaemonKilledUnderLoad(t *testing.T) {
 		// Every accepted message is delivered or queued; every
 		// acknowledged reply is held.
 		tickets := map[string]map[string]any{}
-		for _, tk := range ok(bg, t, lead, "fleet_poll", nil)["tickets"].([]any) {
-			o := tk.(map[string]any)
-			tickets[o["turn_id"].(string)] = o
+		for args := map[string]any{}; ; {
+			page := ok(bg, t, lead, "fleet_poll", args)
+			for _, tk := range page["tickets"].([]any) {
+				o := tk.(map[string]any)
+				tickets[o["turn_id"].(string)] = o
+			}
+			next, more := page["next_cursor"].(string)
+			if !more || next == "" {
+				break
+			}
+			args = map[string]any{"cursor": next} // more than a page: a fast machine sends more before the kill
 		}
 		queued := map[string]bool{}
 		inTransit, unheard := 0, 0
