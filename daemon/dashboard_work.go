@@ -19,8 +19,12 @@ func (st *state) dashboardWork() dashboard.Work {
 	return dashWork{st.worktrees}
 }
 
-// Members names the members with a work tree, in the fleet file's order.
+// Members names the members with a work tree, in the fleet file's order;
+// on a fleet kept in NATS, those of every daemon's, by name.
 func (w dashWork) Members() []string {
+	if w.listed != nil {
+		return w.listed()
+	}
 	var names []string
 	for _, a := range w.ro.Agents {
 		if a.Worktree != nil {

@@ -44,11 +44,18 @@ type Merge struct {
 }
 
 // worktrees answers fleet_changes and fleet_merge for the members of ro
-// that have a work tree.
+// that have a work tree, or, on a fleet kept in NATS, for the members of
+// every daemon's fleet file (see across.go).
 type worktrees struct {
 	ro     *Roster
 	rv     *fleetstate.Rendezvous
 	merger worktree.Merger
+	// peer, on a fleet kept in NATS, asks the daemon of agent's pane (this
+	// one's too); leads lists the fleet's leads, whose daemons may hold
+	// the lead's checkout. Nil on a fleet on disk.
+	peer   func(ctx context.Context, agent string, req gitRequest) (gitReply, error)
+	leads  func() []string
+	listed func() []string // the members with a work tree, on every daemon
 
 	mu       sync.Mutex
 	refusals map[string]int // by commit: merge requests denied or left undecided
@@ -71,13 +78,24 @@ func (w *worktrees) tree(op, member string) (*Worktree, error) {
 // Changes returns what member's branch holds for the lead; withDiff adds
 // the diff, at most MaxDiff bytes of it.
 func (w *worktrees) Changes(ctx context.Context, member string, withDiff bool) (worktree.Changes, error) {
-	t, err := w.tree("changes", member)
-	if err != nil {
-		return worktree.Changes{}, err
-	}
 	limit := 0
 	if withDiff {
 		limit = MaxDiff
+	}
+	if w.peer != nil {
+		p, err := w.publish(ctx, member)
+		if err != nil {
+			return worktree.Changes{}, err
+		}
+		rep, err := w.atCheckout(ctx, "", gitRequest{Op: "changes", Published: &p, DiffLimit: limit})
+		if err != nil {
+			return worktree.Changes{}, err
+		}
+		return *rep.Changes, nil
+	}
+	t, err := w.tree("changes", member)
+	if err != nil {
+		return worktree.Changes{}, err
 	}
 	c, err := worktree.Read(ctx, t.Repo, t.Path, limit)
 	if err != nil {
@@ -96,13 +114,19 @@ func (w *worktrees) Merge(ctx context.Context, by, member string) (Merge, error)
 // MergeAt is Merge of the commit of member's branch a person saw: refused
 // (branch_moved) once the branch moved on. An empty commit is Merge.
 func (w *worktrees) MergeAt(ctx context.Context, by, member, commit string) (Merge, error) {
-	t, err := w.tree("merge", member)
-	if err != nil {
-		return Merge{}, err
+	var t *Worktree
+	if w.peer == nil {
+		var err error
+		if t, err = w.tree("merge", member); err != nil {
+			return Merge{}, err
+		}
 	}
-	_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMergeRequested, Member: member, By: by,
-		Content: "merge " + t.Branch + " into the lead's checkout"})
-	m, err := w.merge(ctx, t, member, commit)
+	what := "merge " + member + "'s branch into the lead's checkout"
+	if t != nil {
+		what = "merge " + t.Branch + " into the lead's checkout"
+	}
+	_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMergeRequested, Member: member, By: by, Content: what})
+	m, err := w.merge(ctx, t, by, member, commit)
 	switch {
 	case err != nil:
 		_ = w.rv.Announce(fleetstate.Event{Kind: fleetstate.EventMergeRefused, Member: member, By: by, Content: "failed: " + err.Error()})
@@ -116,8 +140,9 @@ func (w *worktrees) MergeAt(ctx context.Context, by, member, commit string) (Mer
 	return m, err
 }
 
-// merge is Merge without its events.
-func (w *worktrees) merge(ctx context.Context, t *Worktree, member, commit string) (Merge, error) {
+// merge is Merge without its events: of t, member's work tree beside
+// the lead's checkout, or with t nil, across machines.
+func (w *worktrees) merge(ctx context.Context, t *Worktree, by, member, commit string) (Merge, error) {
 	m := Merge{Member: member}
 	for _, mi := range w.rv.Members() {
 		if mi.Name == member && (mi.OpenTurn != "" || mi.Queued > 0) {
@@ -125,17 +150,31 @@ func (w *worktrees) merge(ctx context.Context, t *Worktree, member, commit strin
 			return m, nil
 		}
 	}
+	if t == nil {
+		return w.mergeAcross(ctx, by, member, commit)
+	}
 	o := worktree.MergeOptions{Commit: commit}
 	if s := w.ro.Merge; s != nil {
 		o.Check, o.CheckTimeout = s.Check, s.timeout
 		if s.Approval {
-			var err error
-			if m.Reason, m.Message, err = w.approve(ctx, t, member); err != nil || m.Reason != "" {
+			c, err := worktree.Read(ctx, t.Repo, t.Path, 0)
+			if err != nil {
+				return m, &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "merge", Err: err}
+			}
+			if m.Reason, m.Message, err = w.approve(ctx, c, t.Repo, member); err != nil || m.Reason != "" {
 				return m, err
 			}
 		}
 	}
 	done, err := w.merger.Merge(ctx, t.Repo, t.Path, o)
+	m, err = mergeResult(done, err)
+	m.Member = member
+	return m, err
+}
+
+// mergeResult is a merge's answer: done, or the reason err refused it.
+func mergeResult(done worktree.Merged, err error) (Merge, error) {
+	var m Merge
 	var conflict *worktree.ConflictError
 	var check *worktree.CheckError
 	switch {
@@ -238,11 +277,7 @@ func leadTool(f func(context.Context, toolArgs) (any, error)) server.ToolHandler
 // now, and returns why not (a reason and a message) unless they did. A
 // merge asked again for the same commit finds the decision made
 // meanwhile.
-func (w *worktrees) approve(ctx context.Context, t *Worktree, member string) (reason, message string, err error) {
-	c, err := worktree.Read(ctx, t.Repo, t.Path, 0)
-	if err != nil {
-		return "", "", &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "merge", Err: err}
-	}
+func (w *worktrees) approve(ctx context.Context, c worktree.Changes, cwd, member string) (reason, message string, err error) {
 	input, _ := json.Marshal(map[string]any{"branch": c.Branch, "commit": c.Commit, "into": c.Into, "ahead": c.Ahead, "files": len(c.Files)})
 	// The key names this commit's request, pending or allowed, for a
 	// call that comes again; once one was refused, the next asks anew.
@@ -250,7 +285,7 @@ func (w *worktrees) approve(ctx context.Context, t *Worktree, member string) (re
 	key := fmt.Sprintf("merge %s %s %d", c.Branch, c.Commit, w.refusals[c.Commit])
 	w.mu.Unlock()
 	d, decided, err := w.rv.RequestPermission(ctx, member, fleetstate.PermissionRequest{
-		Key: key, Tool: MergeTool, Input: string(input), Cwd: t.Repo, Timeout: w.ro.PermissionWait()})
+		Key: key, Tool: MergeTool, Input: string(input), Cwd: cwd, Timeout: w.ro.PermissionWait()})
 	if err == nil && (!decided || d.Behavior != fleetstate.BehaviorAllow) {
 		w.mu.Lock()
 		if w.refusals == nil {

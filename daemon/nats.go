@@ -23,6 +23,7 @@ import (
 	"github.com/fleetstate/fleetstate/daemon/auth"
 	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/door"
+	"github.com/fleetstate/fleetstate/internal/worktree"
 	"github.com/fleetstate/fleetstate/mcpadapter"
 	"github.com/fleetstate/fleetstate/tmux"
 )
@@ -208,6 +209,9 @@ type natsDaemon struct {
 	log  *slog.Logger
 	self string
 
+	roster *Roster // this daemon's fleet file; nil: none
+	across *across // its work trees and checkouts, for the owner
+
 	mu      sync.Mutex
 	handler http.Handler  // guarded by mu; what serves the fleet's requests now
 	turned  chan struct{} // guarded by mu; closed and replaced when handler changes
@@ -303,7 +307,16 @@ func (d *natsDaemon) run(ctx context.Context) error {
 	for name, p := range panes {
 		ports[name] = p
 	}
-	ms, err := d.f.ServeMembers(ctx, ports, &fleetnats.ServeOptions{Daemon: d.self})
+	d.across = &across{ro: d.roster}
+	var trees []string
+	if d.roster != nil {
+		for _, a := range d.roster.Agents {
+			if a.Worktree != nil {
+				trees = append(trees, a.Name)
+			}
+		}
+	}
+	ms, err := d.f.ServeMembers(ctx, ports, &fleetnats.ServeOptions{Daemon: d.self, Call: d.across.serve, Worktrees: trees})
 	if err != nil {
 		return err
 	}
@@ -373,10 +386,16 @@ func (d *natsDaemon) localPanes() (map[string]*tmux.Pane, error) {
 		return nil, err
 	}
 	for i, a := range ro.Agents {
-		if a.Worktree != nil {
-			return nil, fmt.Errorf("fleet file %s: agents[%d].worktree: %w", d.d.cfg.Roster, i, ErrWorktreeOnNATS)
+		if a.Worktree != nil && ro.Remote == "" {
+			return nil, fmt.Errorf("fleet file %s: agents[%d].worktree: %w", d.d.cfg.Roster, i, ErrWorktreeNeedsRemote)
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ro.EnsureWorktrees(ctx, func(format string, args ...any) { d.log.Info("fleetstate: " + fmt.Sprintf(format, args...)) }); err != nil {
+		return nil, fmt.Errorf("fleet file %s: %w", d.d.cfg.Roster, err)
+	}
+	d.roster = ro
 	return ro.panes()
 }
 
@@ -409,6 +428,10 @@ func (d *natsDaemon) serveAsOwner(ctx context.Context, own *fleetnats.Ownership,
 	st, err := newState(store, rv, tokens, remote.port)
 	if err != nil {
 		return err
+	}
+	if d.roster != nil && d.roster.Remote != "" {
+		st.worktrees = &worktrees{ro: d.roster, rv: rv, peer: remote.gitPeer(d.across),
+			leads: func() []string { return tokens.Agents(mcpadapter.RoleLead) }, listed: d.worktreeMembers}
 	}
 	fh, err := d.d.startFleetHTTP(ctx, st, remote.port, remote.report)
 	if err != nil {
@@ -756,6 +779,62 @@ func (p *remotePanes) changed(name string, present bool) {
 		_ = p.rv.AddMember(name, port) // only a closed rendezvous refuses
 	} else if slices.Contains(p.tokens.Agents(mcpadapter.RoleLead), name) {
 		_ = p.rv.SetLeadPort(name, port)
+	}
+}
+
+// worktreeMembers names the members whose daemons registered their panes
+// with a work tree, by name.
+func (d *natsDaemon) worktreeMembers() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), natsStoreTimeout)
+	defer cancel()
+	panes, err := d.f.Panes(ctx)
+	if err != nil {
+		d.log.Warn("fleetstate: the members with work trees are unknown", "err", err)
+		return nil
+	}
+	var names []string
+	for name, rec := range panes {
+		if rec.Worktree {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// gitPeer returns how the owner asks the daemon of an agent's pane about
+// work trees (see across.go): this daemon's own across for a pane here,
+// the pane's daemon over NATS for one elsewhere.
+func (p *remotePanes) gitPeer(here *across) func(context.Context, string, gitRequest) (gitReply, error) {
+	return func(ctx context.Context, agent string, req gitRequest) (gitReply, error) {
+		// A push or a fetch crosses the network; a merge runs the check.
+		bound := 2 * time.Minute
+		if req.Op == "merge" {
+			bound += worktree.DefaultCheckTimeout
+		}
+		ctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		body, err := json.Marshal(req)
+		if err != nil {
+			return gitReply{}, err
+		}
+		var data json.RawMessage
+		if p.local[agent] != nil {
+			data, err = here.serve(ctx, agent, body)
+		} else {
+			p.mu.Lock()
+			port := p.ports[agent]
+			p.mu.Unlock()
+			if port == nil {
+				port = p.f.RemoteMember(agent)
+			}
+			data, err = port.Call(ctx, body)
+		}
+		var rep gitReply
+		if err == nil {
+			err = json.Unmarshal(data, &rep)
+		}
+		return rep, err
 	}
 }
 

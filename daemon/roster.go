@@ -70,6 +70,12 @@ type Roster struct {
 	Trust bool `json:"trust,omitempty"`
 	// Merge sets how a member's work tree is merged back.
 	Merge *MergeSettings `json:"merge,omitempty"`
+	// Remote is the git remote (a URL, or a path every machine shares)
+	// through which a member's branch reaches the lead's checkout on a
+	// fleet kept in NATS, whose agents run on several machines: the
+	// member's daemon pushes the branch there, the lead's fetches it.
+	// Work trees on NATS need it; a fleet on disk does not use it.
+	Remote string `json:"remote,omitempty"`
 	// Budget is the whole fleet's budget, in tokens or in cost (see
 	// fleetstate.Rendezvous.SetBudget); an agent's own is RosterAgent.Budget.
 	// A daemon sets the budgets the file changed since a daemon last read
@@ -376,6 +382,9 @@ func (ro *Roster) validate() error {
 		if err := ro.validateWorktree(i); err != nil {
 			return err
 		}
+	}
+	if strings.ContainsRune(ro.Remote, 0) || strings.HasPrefix(ro.Remote, "-") {
+		return errors.New("remote: a git URL or path, without a NUL byte, not beginning with -")
 	}
 	if ro.Merge != nil {
 		if ro.Merge.Approval && ro.Approvals != nil && ro.Approvals.Leads {

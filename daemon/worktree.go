@@ -57,12 +57,11 @@ func (w *Worktree) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// ErrWorktreeOnNATS is the error of a fleet file that gives a member a
-// work tree, served on NATS JetStream: the fleet's daemons may run on
-// other machines than the lead's checkout, and a member's branch would
-// reach it only through a git remote, which fleetstate does not push to
-// or fetch from yet.
-var ErrWorktreeOnNATS = errors.New("work trees need the lead's checkout on this machine: a fleet kept in NATS would need a git remote to bring a member's branch to the lead, which fleetstate does not push or fetch yet; drop \"worktree\", or serve the fleet from a state directory")
+// ErrWorktreeNeedsRemote is the error of a fleet file that gives a member
+// a work tree, served on NATS JetStream, without "remote": the fleet's
+// daemons may run on other machines than the lead's checkout, and a
+// member's branch reaches it only through a git remote.
+var ErrWorktreeNeedsRemote = errors.New("work trees on a fleet kept in NATS need \"remote\" in the fleet file: a git remote (a URL, or a path every machine shares) through which a member's branch reaches the lead's checkout on another machine")
 
 // validateWorktree checks agent i's work tree and names its branch.
 func (ro *Roster) validateWorktree(i int) error {

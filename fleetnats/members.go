@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,6 +30,12 @@ import (
 //	FLEET.member.TOKEN.status    {"timeout_ms"}                -> {"status"}
 //	FLEET.member.TOKEN.tail      {"lines","timeout_ms"}        -> {"text","clipped"}
 //	FLEET.member.TOKEN.report    {"status","timeout_ms"}       -> {}
+//	FLEET.member.TOKEN.call      {"body","timeout_ms"}         -> {"body"}
+//
+// call carries a request of the daemons' own, about the agent of the
+// pane, to the daemon that serves it ([RemoteMember.Call],
+// [ServeOptions].Call): the work tree of a member on that machine, the
+// checkout of a lead there.
 //
 // TOKEN is the member's name in base64url without padding (a name may
 // hold '.', '*', '>' or spaces, which a subject token cannot, and KV keys
@@ -89,6 +96,9 @@ type PaneRecord struct {
 	Daemon string    `json:"daemon"` // the serving daemon's ID (ServeOptions.Daemon)
 	Host   string    `json:"host,omitempty"`
 	Since  time.Time `json:"since"` // when the daemon claimed the pane
+	// Worktree says the pane's agent has a git work tree on the daemon's
+	// machine (ServeOptions.Worktrees).
+	Worktree bool `json:"worktree,omitempty"`
 }
 
 // ServeOptions configure [Fleet.ServeMembers]. A nil *ServeOptions, and
@@ -107,6 +117,13 @@ type ServeOptions struct {
 	// bucket keeps the first one's, and this daemon refreshes at a third
 	// of the bucket's.
 	TTL time.Duration
+	// Worktrees names the panes whose agents have a git work tree on
+	// this daemon's machine, as their registrations say ([Fleet.Panes]).
+	Worktrees []string
+	// Call answers [RemoteMember.Call] for the agent of one of this
+	// daemon's panes, within ctx. Nil answers every call
+	// ERR_INVALID_ARGUMENT.
+	Call func(ctx context.Context, agent string, body json.RawMessage) (json.RawMessage, error)
 }
 
 // memberSubject returns the subject of op on the member whose name is
@@ -155,16 +172,18 @@ type memberRequest struct {
 	Content   string `json:"content,omitempty"`
 	// Blob names the content instead, in NAME-turnblobs, when it is too
 	// large for one message.
-	Blob   *blobRef `json:"blob,omitempty"`
-	Lines  int      `json:"lines,omitempty"`
-	Status string   `json:"status,omitempty"` // of a report
+	Blob   *blobRef        `json:"blob,omitempty"`
+	Lines  int             `json:"lines,omitempty"`
+	Status string          `json:"status,omitempty"` // of a report
+	Body   json.RawMessage `json:"body,omitempty"`   // of a call
 }
 
 type memberReply struct {
-	Status  string     `json:"status,omitempty"`
-	Text    string     `json:"text,omitempty"`
-	Clipped bool       `json:"clipped,omitempty"`
-	Error   *wireError `json:"error,omitempty"`
+	Status  string          `json:"status,omitempty"`
+	Text    string          `json:"text,omitempty"`
+	Clipped bool            `json:"clipped,omitempty"`
+	Body    json.RawMessage `json:"body,omitempty"` // of a call
+	Error   *wireError      `json:"error,omitempty"`
 	// InDoubt says that the daemon does not know whether the delivery
 	// was made: it gave up waiting for an earlier request of the same ID.
 	InDoubt bool `json:"in_doubt,omitempty"`
@@ -190,6 +209,7 @@ type MemberServer struct {
 	done   chan struct{} // closed when the refresher has returned
 	wg     sync.WaitGroup
 
+	call       func(context.Context, string, json.RawMessage) (json.RawMessage, error) // ServeOptions.Call
 	mu         sync.Mutex
 	closed     bool                 // guarded by mu
 	deliveries map[string]*delivery // guarded by mu; by pane token and delivery ID
@@ -263,7 +283,7 @@ func (f *Fleet) ServeMembers(ctx context.Context, ports map[string]fleetstate.Me
 		ttl = DefaultPaneTTL
 	}
 	s := &MemberServer{
-		f: f, kv: kv, daemon: o.Daemon, host: o.Host, every: ttl / 3,
+		f: f, kv: kv, daemon: o.Daemon, host: o.Host, every: ttl / 3, call: o.Call,
 		panes: make(map[string]*pane, len(ports)),
 		stop:  make(chan struct{}), done: make(chan struct{}),
 		deliveries: map[string]*delivery{},
@@ -272,7 +292,7 @@ func (f *Fleet) ServeMembers(ctx context.Context, ports map[string]fleetstate.Me
 	since := time.Now().UTC().Truncate(time.Millisecond)
 	for name, port := range ports {
 		s.panes[name] = &pane{name: name, tok: memberToken(name), port: port,
-			rec: PaneRecord{Daemon: o.Daemon, Host: o.Host, Since: since}}
+			rec: PaneRecord{Daemon: o.Daemon, Host: o.Host, Since: since, Worktree: slices.Contains(o.Worktrees, name)}}
 	}
 	for _, name := range s.sorted() {
 		s.claim(cctx, s.panes[name])
@@ -521,6 +541,12 @@ func (s *MemberServer) serve(p *pane, m *nats.Msg) memberReply {
 				err = &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: "report", Err: fmt.Errorf("the pane of member %q takes no reported statuses", p.name)}
 			}
 		}
+	case "call":
+		if s.call == nil {
+			err = &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("this daemon takes no calls")}
+			break
+		}
+		rep.Body, err = s.call(ctx, p.name, req.Body)
 	default:
 		err = &fleetstate.Error{Code: fleetstate.CodeInvalidArgument, Op: op, Err: errors.New("no such member operation")}
 	}
@@ -722,6 +748,14 @@ func (r *RemoteMember) Report(ctx context.Context, st fleetstate.Status) error {
 	return err
 }
 
+// Call passes body, a request of the daemons' own about the agent, to the
+// daemon that serves its pane, and returns that daemon's answer
+// ([ServeOptions].Call). Both must fit in a NATS message.
+func (r *RemoteMember) Call(ctx context.Context, body json.RawMessage) (json.RawMessage, error) {
+	rep, _, err := r.call(ctx, "call", memberRequest{Body: body})
+	return rep.Body, err
+}
+
 // call makes one request of op. answered reports whether the pane's daemon
 // answered, with a result or an error.
 func (r *RemoteMember) call(ctx context.Context, op string, req memberRequest) (rep memberReply, answered bool, err error) {
@@ -771,6 +805,40 @@ func (r *RemoteMember) call(ctx context.Context, op string, req memberRequest) (
 }
 
 var _ fleetstate.Member = (*RemoteMember)(nil)
+
+// Panes returns the registrations of the panes the fleet's daemons serve
+// now, by agent name.
+func (f *Fleet) Panes(ctx context.Context) (map[string]PaneRecord, error) {
+	cctx, cancel := f.ctx(ctx)
+	defer cancel()
+	kv, err := f.panesKV(cctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(cctx)
+	if err != nil {
+		return nil, unavailable("list the fleet's panes", err)
+	}
+	defer keys.Stop()
+	out := map[string]PaneRecord{}
+	for key := range keys.Keys() {
+		name, err := memberName(key)
+		if err != nil {
+			continue
+		}
+		e, err := kv.Get(cctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // gone meanwhile
+		} else if err != nil {
+			return nil, unavailable("read the fleet's panes", err)
+		}
+		var rec PaneRecord
+		if json.Unmarshal(e.Value(), &rec) == nil {
+			out[name] = rec
+		}
+	}
+	return out, nil
+}
 
 // WatchPanes tells fn which panes the fleet's daemons serve: first each
 // pane registered now, with present true, before WatchPanes returns; then

@@ -3,6 +3,7 @@ package fleetnats_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -387,6 +388,40 @@ func TestMemberReport(t *testing.T) {
 	}
 	if err := a.RemoteMember("plain").Report(ctx, fleetstate.StatusBlocked); fleetstate.CodeOf(err) != fleetstate.CodeInvalidArgument {
 		t.Errorf("Report to a pane without hooks: %v; want ERR_INVALID_ARGUMENT", err)
+	}
+}
+
+// TestMemberCall: a call about an agent reaches the daemon of its pane,
+// with the agent's name, and its answer or its error comes back; a daemon
+// that takes no calls refuses them. Panes lists the registrations, with
+// the panes whose agents have a work tree.
+func TestMemberCall(t *testing.T) {
+	url := natstest.Run(t).URL()
+	a, b, c := memberDaemon(t, url, nil), memberDaemon(t, url, nil), memberDaemon(t, url, nil)
+	memberServe(t, b, map[string]fleetstate.Member{"scout": fleetmem.NewMember()}, &fleetnats.ServeOptions{
+		Call: func(ctx context.Context, agent string, body json.RawMessage) (json.RawMessage, error) {
+			if string(body) == `"fail"` {
+				return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "call", Err: errors.New("no")}
+			}
+			return json.Marshal(map[string]string{"agent": agent, "got": string(body)})
+		}})
+	memberServe(t, c, map[string]fleetstate.Member{"plain": fleetmem.NewMember(), "treed": fleetmem.NewMember()}, &fleetnats.ServeOptions{Worktrees: []string{"treed"}})
+	ctx := context.Background()
+	if panes, err := a.Panes(ctx); err != nil || len(panes) != 3 || !panes["treed"].Worktree || panes["plain"].Worktree || panes["scout"].Worktree {
+		t.Errorf("Panes = %+v, %v; want scout, plain and treed, treed's with a work tree", panes, err)
+	}
+	got, err := a.RemoteMember("scout").Call(ctx, json.RawMessage(`{"op":"x"}`))
+	if err != nil || string(got) != `{"agent":"scout","got":"{\"op\":\"x\"}"}` {
+		t.Fatalf("Call = %s, %v", got, err)
+	}
+	if _, err := a.RemoteMember("scout").Call(ctx, json.RawMessage(`"fail"`)); fleetstate.CodeOf(err) != fleetstate.CodeNotPermitted {
+		t.Errorf("a failing call: %v; want its ERR_NOT_PERMITTED", err)
+	}
+	if _, err := a.RemoteMember("plain").Call(ctx, json.RawMessage(`{}`)); fleetstate.CodeOf(err) != fleetstate.CodeInvalidArgument {
+		t.Errorf("a call to a daemon that takes none: %v; want ERR_INVALID_ARGUMENT", err)
+	}
+	if _, err := a.RemoteMember("nobody").Call(ctx, json.RawMessage(`{}`)); fleetstate.CodeOf(err) != fleetstate.CodeUnavailable {
+		t.Errorf("a call about a pane nobody serves: %v; want ERR_UNAVAILABLE", err)
 	}
 }
 

@@ -390,11 +390,12 @@ func TestChangesWithoutWorktrees(t *testing.T) {
 	}
 }
 
-// TestWorktreesOnNATSAreRefused: a fleet kept in NATS may be served from
-// machines other than the lead's checkout, and no git remote carries a
-// member's branch there yet: a daemon on NATS refuses a fleet file that
-// gives a member a work tree, and says what is missing.
-func TestWorktreesOnNATSAreRefused(t *testing.T) {
+// TestWorktreesOnNATSNeedARemote: a fleet kept in NATS may be served from
+// machines other than the lead's checkout, and a member's branch reaches
+// it only through a git remote: a daemon on NATS refuses a fleet file that
+// gives a member a work tree and names no remote, and says what is
+// missing.
+func TestWorktreesOnNATSNeedARemote(t *testing.T) {
 	project := newGitProject(t)
 	urls := natsURLs(startNATSNode(t, "n1", "--addr", "127.0.0.1:0"))
 	file := filepath.Join(project, "fleet.json")
@@ -404,8 +405,128 @@ func TestWorktreesOnNATSAreRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, binary, "serve", "--addr", "127.0.0.1:0", "--nats", urls, "--lease", natsLease, "--roster", file).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "agents[1].worktree: work trees need the lead's checkout on this machine") || !strings.Contains(string(out), "git remote") {
-		t.Errorf("serve --nats with a work tree: %v\n%s", err, out)
+	cmd := exec.CommandContext(ctx, binary, "serve", "--addr", "127.0.0.1:0", "--nats", urls, "--lease", natsLease, "--roster", file)
+	cmd.Env = append(os.Environ(), "FLEET_STATE_DIRECTORY="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `agents[1].worktree: work trees on a fleet kept in NATS need "remote" in the fleet file`) {
+		t.Errorf("serve --nats with a work tree and no remote: %v\n%s", err, out)
+	}
+}
+
+// TestMergeAcrossDaemons: two daemons serve one fleet kept in NATS, as on
+// two machines: one has the lead's checkout, the other bob's work tree,
+// made from a clone of its own. Through the git remote both fleet files
+// name, the lead sees bob's commit and merges it into its checkout; bob's
+// uncommitted work refuses the merge, changing nothing, and a conflict
+// names its file; the CLI does the same through a daemon.
+func TestMergeAcrossDaemons(t *testing.T) {
+	project := newGitProject(t)
+	root := filepath.Dir(project)
+	remote, clone := filepath.Join(root, "remote.git"), filepath.Join(root, "elsewhere")
+	gitIn(t, root, "init", "--quiet", "--bare", remote)
+	gitIn(t, project, "push", "--quiet", remote, "HEAD:refs/heads/main")
+	gitIn(t, root, "clone", "--quiet", remote, clone)
+	write := func(path, fleet string) string {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(fleet), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	leadFile := write(filepath.Join(project, "fleet.json"), `{"remote":"`+remote+`","merge":{"check":"test -f bob.txt"},
+		"agents":[{"name":"lead","role":"lead","command":["sh"]}]}`)
+	bobFile := write(filepath.Join(clone, "fleet.json"), `{"remote":"`+remote+`",
+		"agents":[{"name":"bob","role":"member","command":["sh"],"worktree":true}]}`)
+
+	urls := natsURLs(startNATSNode(t, "n1", "--addr", "127.0.0.1:0"))
+	tokens := natsTokenSet(t, urls, map[string]string{"lead": "lead", "bob": "member"})
+	stateA, stateB := t.TempDir(), t.TempDir()
+	t.Setenv("FLEET_STATE_DIRECTORY", stateA)
+	a := startNATSDaemon(t, urls, "--roster", leadFile)
+	t.Setenv("FLEET_STATE_DIRECTORY", stateB)
+	b := startNATSDaemon(t, urls, "--roster", bobFile)
+	f := natsFleet(t, urls)
+	if !fleettest.Until(30*time.Second, 50*time.Millisecond, func() bool { return owner(f) != "" }) {
+		t.Fatal("no daemon owns the fleet")
+	}
+	tree := filepath.Join(stateB, ".fleetstate", "worktrees", "bob")
+	if !fleettest.Until(30*time.Second, 50*time.Millisecond, func() bool { _, err := os.Stat(tree); return err == nil }) {
+		t.Fatalf("bob's daemon made no work tree at %s", tree)
+	}
+	if got := gitIn(t, tree, "branch", "--show-current"); got != "bob" {
+		t.Fatalf("bob's work tree is on %q; want the branch bob, from its daemon's clone", got)
+	}
+	commitFile(t, tree, "bob.txt", "bob's work\n")
+	bobCommit := gitIn(t, tree, "rev-parse", "HEAD")
+
+	lead := dialNATS(t, a.url, tokens["lead"], "lead")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The members' panes are registered a moment after their daemons
+	// start: ask until bob's daemon answers.
+	var c worktree.Changes
+	var err error
+	if !fleettest.Until(30*time.Second, 200*time.Millisecond, func() bool {
+		err = lead.Call(ctx, "fleet_changes", map[string]any{"member": "bob", "diff": true}, &c)
+		return err == nil
+	}) {
+		t.Fatalf("fleet_changes bob: %v", err)
+	}
+	if c.Worktree != tree || c.Branch != "bob" || c.Commit != bobCommit || c.Into != "main" || c.Ahead != 1 || c.Behind != 0 ||
+		!slices.Equal(c.Files, []worktree.FileChange{{Path: "bob.txt", Added: 1}}) || !strings.Contains(c.Diff, "+bob's work") || len(c.Uncommitted) != 0 {
+		t.Fatalf("fleet_changes bob = %+v; want bob's one commit, from %s", c, tree)
+	}
+	if got := gitIn(t, remote, "rev-parse", "refs/heads/bob"); got != bobCommit {
+		t.Errorf("the remote's bob is at %s; want bob's commit %s", got, bobCommit)
+	}
+	// The owner, and the dashboard, know whose panes have a work tree;
+	// the CLI reads bob's changes through either daemon.
+	if panes, err := f.Panes(ctx); err != nil || !panes["bob"].Worktree || panes["lead"].Worktree {
+		t.Errorf("the registered panes = %+v, %v; want bob's with a work tree, the lead's without", panes, err)
+	}
+	r := leadCLI(t, []string{"FLEET_TOKEN=" + tokens["lead"]}, "", "changes", "bob", "--url", b.url)
+	if r.code != 0 || !strings.Contains(r.stdout, "bob.txt +1 -0") {
+		t.Errorf("changes bob through bob's daemon: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	leadHead := gitIn(t, project, "rev-parse", "HEAD")
+
+	// Uncommitted work in bob's tree refuses the merge; the lead's
+	// checkout does not move.
+	if err := os.WriteFile(filepath.Join(tree, "draft.txt"), []byte("not yet\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var m daemon.Merge
+	if err := lead.Call(ctx, "fleet_merge", map[string]any{"member": "bob"}, &m); err != nil || m.Merged || m.Reason != "member_dirty" || !strings.Contains(m.Message, "draft.txt") {
+		t.Fatalf("fleet_merge with bob's draft = %+v, %v; want member_dirty naming draft.txt", m, err)
+	}
+	if now := gitIn(t, project, "rev-parse", "HEAD"); now != leadHead {
+		t.Fatalf("a refused merge moved the lead's checkout from %s to %s", leadHead, now)
+	}
+	if err := os.Remove(filepath.Join(tree, "draft.txt")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The merge, by the CLI through bob's daemon: the check runs on the
+	// merged result in the lead's checkout.
+	r = leadCLI(t, []string{"FLEET_TOKEN=" + tokens["lead"]}, "", "merge", "bob", "--commit", bobCommit[:10], "--json", "--url", b.url)
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil || !m.Merged || m.Branch != "bob" || m.Into != "main" {
+		t.Fatalf("merge bob through the remote: exit %d, %s %s; want merged", r.code, r.stdout, r.stderr)
+	}
+	if head := gitIn(t, project, "rev-parse", "HEAD"); head != m.Commit || gitIn(t, project, "show", "HEAD:bob.txt") != "bob's work" {
+		t.Fatalf("the lead's checkout is at %s; want the merge %s holding bob.txt", head, m.Commit)
+	}
+	if st := gitIn(t, project, "status", "--porcelain", "--untracked-files=no"); st != "" {
+		t.Errorf("the merge left the lead's checkout dirty: %s", st)
+	}
+
+	// A conflict names its file and changes nothing.
+	commitFile(t, project, "README", "the lead's line\n")
+	commitFile(t, tree, "README", "bob's line\n")
+	leadHead = gitIn(t, project, "rev-parse", "HEAD")
+	if err := lead.Call(ctx, "fleet_merge", map[string]any{"member": "bob"}, &m); err != nil || m.Merged || m.Reason != "conflict" || !slices.Equal(m.Files, []string{"README"}) {
+		t.Fatalf("fleet_merge of a conflict = %+v, %v; want conflict in README", m, err)
+	}
+	if now := gitIn(t, project, "rev-parse", "HEAD"); now != leadHead {
+		t.Fatalf("a conflict moved the lead's checkout from %s to %s", leadHead, now)
 	}
 }

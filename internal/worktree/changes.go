@@ -45,22 +45,40 @@ func Read(ctx context.Context, repo, path string, diffLimit int) (Changes, error
 	if err != nil {
 		return Changes{}, err
 	}
+	c, err := readRef(ctx, repo, branch, "refs/heads/"+branch, diffLimit)
+	if err != nil {
+		return Changes{}, err
+	}
+	c.Worktree = path
+	if c.Uncommitted, err = dirty(ctx, path, false); err != nil {
+		return Changes{}, err
+	}
+	if c.Uncommitted == nil {
+		c.Uncommitted = []string{}
+	}
+	return c, nil
+}
+
+// readRef returns the changes of ref, the commit of the member's branch,
+// against the lead's checkout repo, but the work tree's path and what it
+// holds uncommitted.
+func readRef(ctx context.Context, repo, branch, ref string, diffLimit int) (Changes, error) {
 	into, err := branchOf(ctx, repo)
 	if err != nil {
 		return Changes{}, err
 	}
-	c := Changes{Worktree: path, Branch: branch, Into: into, Files: []FileChange{}}
-	if c.Commit, err = line(ctx, repo, "rev-parse", "refs/heads/"+branch); err != nil {
+	c := Changes{Branch: branch, Into: into, Files: []FileChange{}}
+	if c.Commit, err = line(ctx, repo, "rev-parse", ref); err != nil {
 		return Changes{}, err
 	}
-	counts, err := line(ctx, repo, "rev-list", "--left-right", "--count", "refs/heads/"+into+"...refs/heads/"+branch)
+	counts, err := line(ctx, repo, "rev-list", "--left-right", "--count", "refs/heads/"+into+"..."+ref)
 	if err != nil {
 		return Changes{}, err
 	}
 	if _, err := fmt.Sscanf(counts, "%d %d", &c.Behind, &c.Ahead); err != nil {
 		return Changes{}, fmt.Errorf("worktree: rev-list said %q", counts)
 	}
-	span := "refs/heads/" + into + "...refs/heads/" + branch
+	span := "refs/heads/" + into + "..." + ref
 	out, err := git(ctx, repo, "diff", "--numstat", "--no-renames", "-z", span)
 	if err != nil {
 		return Changes{}, err
@@ -75,12 +93,6 @@ func Read(ctx context.Context, repo, path string, diffLimit int) (Changes, error
 		fc.Added, _ = strconv.Atoi(added)
 		fc.Deleted, _ = strconv.Atoi(deleted)
 		c.Files = append(c.Files, fc)
-	}
-	if c.Uncommitted, err = dirty(ctx, path, false); err != nil {
-		return Changes{}, err
-	}
-	if c.Uncommitted == nil {
-		c.Uncommitted = []string{}
 	}
 	if diffLimit > 0 {
 		var head headBuffer

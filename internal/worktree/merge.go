@@ -115,6 +115,21 @@ func (m *Merger) Merge(ctx context.Context, repo, path string, o MergeOptions) (
 	if err != nil {
 		return Merged{}, err
 	}
+	memberClean := func() error {
+		if files, err := dirty(ctx, path, false); err != nil {
+			return err
+		} else if len(files) > 0 {
+			return fmt.Errorf("%w: %s", ErrMemberDirty, strings.Join(clip(files), ", "))
+		}
+		return nil
+	}
+	return mergeRef(ctx, repo, branch, "refs/heads/"+branch, memberClean, o)
+}
+
+// mergeRef merges ref, the commit of the member's branch, into the branch
+// checked out in repo, as Merge does, once the lead's checkout and then
+// memberClean found nothing uncommitted; the caller holds repo's lock.
+func mergeRef(ctx context.Context, repo, branch, ref string, memberClean func() error, o MergeOptions) (Merged, error) {
 	into, err := branchOf(ctx, repo)
 	if err != nil {
 		return Merged{}, err
@@ -124,16 +139,14 @@ func (m *Merger) Merge(ctx context.Context, repo, path string, o MergeOptions) (
 	} else if len(files) > 0 {
 		return Merged{}, fmt.Errorf("%w: %s", ErrLeadDirty, strings.Join(clip(files), ", "))
 	}
-	if files, err := dirty(ctx, path, false); err != nil {
+	if err := memberClean(); err != nil {
 		return Merged{}, err
-	} else if len(files) > 0 {
-		return Merged{}, fmt.Errorf("%w: %s", ErrMemberDirty, strings.Join(clip(files), ", "))
 	}
 	head, err := line(ctx, repo, "rev-parse", "refs/heads/"+into)
 	if err != nil {
 		return Merged{}, err
 	}
-	tip, err := line(ctx, repo, "rev-parse", "refs/heads/"+branch)
+	tip, err := line(ctx, repo, "rev-parse", ref)
 	if err != nil {
 		return Merged{}, err
 	}
