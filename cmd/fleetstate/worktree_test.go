@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetstate/fleetstate/daemon"
+	"github.com/fleetstate/fleetstate/fleetnats"
 	"github.com/fleetstate/fleetstate/internal/fleettest"
 	"github.com/fleetstate/fleetstate/internal/fleetup"
 	"github.com/fleetstate/fleetstate/internal/worktree"
@@ -413,19 +414,27 @@ func TestWorktreesOnNATSNeedARemote(t *testing.T) {
 	}
 }
 
-// TestMergeAcrossDaemons: two daemons serve one fleet kept in NATS, as on
-// two machines: one has the lead's checkout, the other bob's work tree,
-// made from a clone of its own. Through the git remote both fleet files
-// name, the lead sees bob's commit and merges it into its checkout; bob's
-// uncommitted work refuses the merge, changing nothing, and a conflict
-// names its file; the CLI does the same through a daemon.
-func TestMergeAcrossDaemons(t *testing.T) {
-	project := newGitProject(t)
-	root := filepath.Dir(project)
-	remote, clone := filepath.Join(root, "remote.git"), filepath.Join(root, "elsewhere")
-	gitIn(t, root, "init", "--quiet", "--bare", remote)
-	gitIn(t, project, "push", "--quiet", remote, "HEAD:refs/heads/main")
-	gitIn(t, root, "clone", "--quiet", remote, clone)
+// acrossFleet is a fleet kept in NATS whose two daemons stand for two
+// machines: a, with the lead's checkout (project), and b, with bob's work
+// tree (tree) of a clone of its own; both fleet files name remote.
+type acrossFleet struct {
+	project, remote, tree string
+	tokens                map[string]string
+	a, b                  *daemonProc
+	f                     *fleetnats.Fleet
+}
+
+// newAcrossFleet starts an acrossFleet whose lead's fleet file has merge
+// settings merge (JSON members of "merge").
+func newAcrossFleet(t *testing.T, merge string) *acrossFleet {
+	t.Helper()
+	x := &acrossFleet{project: newGitProject(t)}
+	root := filepath.Dir(x.project)
+	clone := filepath.Join(root, "elsewhere")
+	x.remote = filepath.Join(root, "remote.git")
+	gitIn(t, root, "init", "--quiet", "--bare", x.remote)
+	gitIn(t, x.project, "push", "--quiet", x.remote, "HEAD:refs/heads/main")
+	gitIn(t, root, "clone", "--quiet", x.remote, clone)
 	write := func(path, fleet string) string {
 		t.Helper()
 		if err := os.WriteFile(path, []byte(fleet), 0o600); err != nil {
@@ -433,29 +442,58 @@ func TestMergeAcrossDaemons(t *testing.T) {
 		}
 		return path
 	}
-	leadFile := write(filepath.Join(project, "fleet.json"), `{"remote":"`+remote+`","merge":{"check":"test -f bob.txt"},
+	leadFile := write(filepath.Join(x.project, "fleet.json"), `{"remote":"`+x.remote+`","merge":{`+merge+`},
 		"agents":[{"name":"lead","role":"lead","command":["sh"]}]}`)
-	bobFile := write(filepath.Join(clone, "fleet.json"), `{"remote":"`+remote+`",
+	bobFile := write(filepath.Join(clone, "fleet.json"), `{"remote":"`+x.remote+`",
 		"agents":[{"name":"bob","role":"member","command":["sh"],"worktree":true}]}`)
 
 	urls := natsURLs(startNATSNode(t, "n1", "--addr", "127.0.0.1:0"))
-	tokens := natsTokenSet(t, urls, map[string]string{"lead": "lead", "bob": "member"})
+	x.tokens = natsTokenSet(t, urls, map[string]string{"lead": "lead", "bob": "member"})
 	stateA, stateB := t.TempDir(), t.TempDir()
 	t.Setenv("FLEET_STATE_DIRECTORY", stateA)
-	a := startNATSDaemon(t, urls, "--roster", leadFile)
+	x.a = startNATSDaemon(t, urls, "--roster", leadFile)
 	t.Setenv("FLEET_STATE_DIRECTORY", stateB)
-	b := startNATSDaemon(t, urls, "--roster", bobFile)
-	f := natsFleet(t, urls)
-	if !fleettest.Until(30*time.Second, 50*time.Millisecond, func() bool { return owner(f) != "" }) {
+	x.b = startNATSDaemon(t, urls, "--roster", bobFile)
+	x.f = natsFleet(t, urls)
+	if !fleettest.Until(30*time.Second, 50*time.Millisecond, func() bool { return owner(x.f) != "" }) {
 		t.Fatal("no daemon owns the fleet")
 	}
-	tree := filepath.Join(stateB, ".fleetstate", "worktrees", "bob")
-	if !fleettest.Until(30*time.Second, 50*time.Millisecond, func() bool { _, err := os.Stat(tree); return err == nil }) {
-		t.Fatalf("bob's daemon made no work tree at %s", tree)
+	x.tree = filepath.Join(stateB, ".fleetstate", "worktrees", "bob")
+	if !fleettest.Until(30*time.Second, 50*time.Millisecond, func() bool { _, err := os.Stat(x.tree); return err == nil }) {
+		t.Fatalf("bob's daemon made no work tree at %s", x.tree)
 	}
-	if got := gitIn(t, tree, "branch", "--show-current"); got != "bob" {
+	if got := gitIn(t, x.tree, "branch", "--show-current"); got != "bob" {
 		t.Fatalf("bob's work tree is on %q; want the branch bob, from its daemon's clone", got)
 	}
+	return x
+}
+
+// TestMergeAcrossDaemonsNeedsNoApproval: a person's approval of a merge
+// is the operator's, and a fleet kept in NATS has no operator a person
+// can reach: where the lead's fleet file asks for one, a merge across
+// machines is refused at once, not_approved, and says why; nothing moves.
+func TestMergeAcrossDaemonsNeedsNoApproval(t *testing.T) {
+	x := newAcrossFleet(t, `"approval":true`)
+	commitFile(t, x.tree, "bob.txt", "bob's work\n")
+	head := gitIn(t, x.project, "rev-parse", "HEAD")
+	r := leadCLI(t, []string{"FLEET_TOKEN=" + x.tokens["lead"]}, "", "merge", "bob", "--url", x.a.url)
+	if r.code == 0 || !strings.Contains(r.stderr, "not_approved") || !strings.Contains(r.stderr, "merge.approval") {
+		t.Fatalf("merge with approval on NATS: exit %d, %s %s; want refused not_approved, naming merge.approval", r.code, r.stdout, r.stderr)
+	}
+	if now := gitIn(t, x.project, "rev-parse", "HEAD"); now != head {
+		t.Fatalf("a refused merge moved the lead's checkout")
+	}
+}
+
+// TestMergeAcrossDaemons: two daemons serve one fleet kept in NATS, as on
+// two machines: one has the lead's checkout, the other bob's work tree,
+// made from a clone of its own. Through the git remote both fleet files
+// name, the lead sees bob's commit and merges it into its checkout; bob's
+// uncommitted work refuses the merge, changing nothing, and a conflict
+// names its file; the CLI does the same through a daemon.
+func TestMergeAcrossDaemons(t *testing.T) {
+	x := newAcrossFleet(t, `"check":"test -f bob.txt"`)
+	project, remote, tree, tokens, a, b, f := x.project, x.remote, x.tree, x.tokens, x.a, x.b, x.f
 	commitFile(t, tree, "bob.txt", "bob's work\n")
 	bobCommit := gitIn(t, tree, "rev-parse", "HEAD")
 
