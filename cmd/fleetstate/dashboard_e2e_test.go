@@ -178,9 +178,28 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	waitText(t, ctx, `#members tr[data-member="m1"]`, "(budget spent)")
 	waitText(t, ctx, "#events", "budget_exhausted", "budget of 10000 tokens: 12345 spent, no new turns")
-	if err := op.Call(call, "fleet_budget", map[string]any{"member": "m1", "remove": true}, nil); err != nil {
+	// The operator raises it from the page, then removes it.
+	if err := chromedp.Do(ctx, chromedp.SetValue("", "m1", byRole("#budget", "combobox", "Of"))); err != nil {
+		t.Fatalf("the budget's member list: %v", err)
+	}
+	typeRole(t, ctx, "#budget", "textbox", "Limit", "20000")
+	clickRole(t, ctx, "#budget", "button", "Set")
+	waitText(t, ctx, "#act-status", "budget of m1 set")
+	waitText(t, ctx, `#members tr[data-member="m1"]`, "(61% of budget)")
+	var budgets struct {
+		Budgets []struct {
+			Member string `json:"member"`
+			Tokens int64  `json:"tokens"`
+			Held   bool   `json:"held"`
+		} `json:"budgets"`
+	}
+	if err := op.Call(call, "fleet_budget", map[string]any{}, &budgets); err != nil {
 		t.Fatal(err)
 	}
+	if bs := budgets.Budgets; len(bs) != 1 || bs[0].Member != "m1" || bs[0].Tokens != 20000 || bs[0].Held {
+		t.Fatalf("budgets after the page's raise = %+v; want m1's at 20000, not held", bs)
+	}
+	clickRole(t, ctx, "#budget", "button", "Remove")
 	waitText(t, ctx, "#events", "budget removed")
 	if err := chromedp.Do(ctx, chromedp.Click(fmt.Sprintf(`details[data-turn=%q] summary`, turn))); err != nil {
 		t.Fatal(err)

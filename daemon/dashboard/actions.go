@@ -22,6 +22,7 @@ import (
 //	POST /dashboard/send   {"to", "brief"}       → Rendezvous.SendDetached
 //	POST /dashboard/ack    {"ticket"}            → Rendezvous.Ack
 //	POST /dashboard/merge  {"member", "commit"}  → Work.Merge
+//	POST /dashboard/budget {"member", "budget"}  → Rendezvous.SetBudget
 //	POST /dashboard/logout {}                    → ends the login
 //
 // The operator's login acts on every lead's tickets, as the lead that
@@ -30,7 +31,8 @@ import (
 // only, and sends and merges as that lead (the lead tools let any lead
 // merge a member's branch), of the commit the page showed. A merge
 // refused is answered as a result (merged false, with its reason), not
-// as an error. Ack (the page's Dismiss) takes
+// as an error. Budgets are the operator's alone to set: a budget null
+// removes one, and the answer is every budget with its spend. Ack (the page's Dismiss) takes
 // away a finished ticket of the login's own sending only: the tickets a
 // lead agent sent are its to collect, and the operator's sends would
 // otherwise pile up, held until acked. Each request must come from the
@@ -115,9 +117,10 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		ID       string `json:"id"`
 		Behavior string `json:"behavior"`
 		Message  string `json:"message"`
-		// merge
-		Member string `json:"member"`
-		Commit string `json:"commit"`
+		// merge, budget
+		Member string             `json:"member"`
+		Commit string             `json:"commit"`
+		Budget *fleetstate.Budget `json:"budget"`
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
@@ -150,6 +153,8 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 		o, err = d.decide(a, args.ID, args.Behavior, args.Message)
 	case "merge":
 		o, err = d.merge(r.Context(), a, args.Member, args.Commit)
+	case "budget":
+		o, err = d.setBudget(a, args.Member, args.Budget)
 	}
 	if err != nil {
 		door.WriteError(w, err)
@@ -157,6 +162,19 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, name str
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(o)
+}
+
+// setBudget sets member's budget (the fleet's for ""), or removes it
+// with b nil, for the operator's login alone, and returns the budgets.
+func (d *Dashboard) setBudget(a actor, member string, b *fleetstate.Budget) (any, error) {
+	if !a.operator() {
+		return nil, &fleetstate.Error{Code: fleetstate.CodeNotPermitted, Op: "budget",
+			Err: errors.New("only the operator sets budgets (fleetstate web --dir)")}
+	}
+	if err := d.rv.SetBudget(member, b); err != nil {
+		return nil, err
+	}
+	return map[string]any{"budgets": d.rv.Budgets()}, nil
 }
 
 // decide allows or denies the permission request id: the operator's

@@ -195,6 +195,43 @@ func TestDashboardSend(t *testing.T) {
 	}
 }
 
+// The operator raises a spent budget from the page, and the held work
+// goes on; a lead may not, a bad budget is refused, and null removes it.
+func TestDashboardBudget(t *testing.T) {
+	x := newDash(t)
+	if err := x.rv.SetBudget("scout", &fleetstate.Budget{Tokens: 10}); err != nil {
+		t.Fatal(err)
+	}
+	ticket := x.queued("lead", "held by the budget")
+	if err := x.rv.ReportUsage("scout", fleetstate.UsageReport{Source: "s", Total: fleetstate.Usage{Output: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := x.rv.Next(context.Background(), "scout", 0); ok {
+		t.Fatal("a member past its budget took work")
+	}
+	lead := x.leadLogin(browser(t), x.leadTok)
+	if status, body := x.action(lead, x.csrfOf(lead), "budget", `{"member":"scout","budget":{"tokens":1000}}`, nil); status != http.StatusForbidden || !strings.Contains(body, "ERR_NOT_PERMITTED") {
+		t.Errorf("a lead's budget: %d %s; want 403 ERR_NOT_PERMITTED", status, body)
+	}
+	c := x.loggedIn(browser(t))
+	for _, bad := range []string{`{"member":"scout","budget":{"tokens":-5}}`, `{"member":"scout","budget":{"tokens":5,"cost":1}}`, `{"member":"a::b","budget":{"tokens":5}}`} {
+		if status, body := x.action(c, x.csrfOf(c), "budget", bad, nil); status != http.StatusBadRequest {
+			t.Errorf("budget %s: %d %s; want 400", bad, status, body)
+		}
+	}
+	status, body := x.action(c, x.csrfOf(c), "budget", `{"member":"scout","budget":{"tokens":1000,"per":"day"}}`, nil)
+	if status != http.StatusOK || !strings.Contains(body, `"tokens":1000`) || !strings.Contains(body, `"spent":10`) {
+		t.Fatalf("the operator's raise: %d %s", status, body)
+	}
+	msg, ok, err := x.rv.Next(context.Background(), "scout", time.Second)
+	if !ok || err != nil || msg.Content != "held by the budget" {
+		t.Fatalf("after the raise, Next = %+v, %v, %v; want the held work of ticket %s", msg, ok, err, ticket)
+	}
+	if status, body := x.action(c, x.csrfOf(c), "budget", `{"member":"scout","budget":null}`, nil); status != http.StatusOK || body != "{\"budgets\":null}\n" {
+		t.Errorf("remove: %d %q", status, body)
+	}
+}
+
 // Every way an action may lack what it needs is refused, and changes
 // nothing: the queued ticket stays queued.
 func TestDashboardActionRefused(t *testing.T) {

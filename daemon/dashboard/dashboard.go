@@ -231,7 +231,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == Path+"changes":
 		d.serveChanges(w, r)
 	case p == Path+"answer", p == Path+"cancel", p == Path+"send", p == Path+"ack", p == Path+"decide",
-		p == Path+"merge", p == Path+"logout":
+		p == Path+"merge", p == Path+"budget", p == Path+"logout":
 		d.serveAction(w, r, strings.TrimPrefix(p, Path))
 	case strings.HasPrefix(p, Path+"static/") && r.Method == http.MethodGet:
 		d.files.ServeHTTP(w, r)

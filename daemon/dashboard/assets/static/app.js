@@ -554,6 +554,25 @@
     });
   }
 
+  // The operator sets, raises or removes a budget: work a spent budget
+  // held goes on at once when the new one has room.
+  const budgetForm = $('budget');
+  if (budgetForm) {
+    const who = () => $('budget-member').value;
+    const named = () => who() || "the fleet's";
+    budgetForm.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const limit = Number($('budget-limit').value);
+      if (!(limit > 0)) { status('give the budget a positive limit', 'bad'); return; }
+      const b = { per: $('budget-daily').checked ? 'day' : undefined };
+      b[$('budget-unit').value] = limit;
+      await act('budget', { member: who(), budget: b }, $('budget-button'), 'budget of ' + named() + ' set');
+    });
+    $('budget-remove').addEventListener('click', async () => {
+      await act('budget', { member: who(), budget: null }, $('budget-remove'), 'budget of ' + named() + ' removed');
+    });
+  }
+
   // The members' work trees. Each has an entry, made once and kept, so
   // that a reading coming in leaves its buttons and their focus alone:
   // what the daemon said of it (changes), whether its diff is shown, the
