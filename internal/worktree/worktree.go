@@ -70,7 +70,10 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 // gitTo runs git in dir with args, its standard output to out.
 func gitTo(ctx context.Context, dir string, out io.Writer, args ...string) error {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	// No optional locks: a status read must not take the index's lock
+	// (to refresh it) from under the member's own git, which would then
+	// fail on index.lock.
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_OPTIONAL_LOCKS=0")
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = out, &errb
 	if err := cmd.Run(); err != nil {

@@ -472,3 +472,35 @@ func TestMergeOfACommitAskedFor(t *testing.T) {
 		t.Errorf("merge commit's message %q", msg)
 	}
 }
+
+// Reading a member's work tree takes no lock of it: the member's own git
+// commands, run meanwhile, never find the index locked.
+func TestReadTakesNoLock(t *testing.T) {
+	l := newLab(t)
+	tree := l.member("alice")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			_, _ = worktree.Read(ctx, l.repo, tree, 0)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	for i := range 40 {
+		name := filepath.Join(tree, "f.txt")
+		// A new modification time each round: a status read would
+		// refresh the index, and write it.
+		if err := os.WriteFile(name, []byte("same\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(time.Duration(i) * time.Second)
+		if err := os.Chtimes(name, when, when); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("git", "-C", tree, "add", "f.txt").CombinedOutput(); err != nil {
+			t.Fatalf("round %d: the member's git add failed beside a read: %v\n%s", i, err, out)
+		}
+	}
+}
