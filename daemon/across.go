@@ -111,7 +111,7 @@ func (a *across) serve(ctx context.Context, agent string, body json.RawMessage) 
 			break
 		}
 		if err := worktree.Fetch(ctx, repo, a.ro.Remote, p.Branch, p.Commit); err != nil {
-			return nil, &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "fetch " + p.Branch, Err: err}
+			return nil, &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "fetch " + p.Branch, Err: err}
 		}
 		rep.Approval = a.ro.Merge != nil && a.ro.Merge.Approval
 		for limit := req.DiffLimit; ; limit /= 4 {
@@ -141,7 +141,7 @@ func (a *across) merge(ctx context.Context, repo string, p worktree.Published) (
 	if errors.Is(err, worktree.ErrBranchMoved) {
 		return mergeResult(worktree.Merged{}, err)
 	} else if err != nil {
-		return Merge{}, &fleetstate.Error{Code: fleetstate.CodeUnavailable, Op: "fetch " + p.Branch, Err: err}
+		return Merge{}, &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "fetch " + p.Branch, Err: err}
 	}
 	done, err := a.merger.MergeFetched(ctx, repo, p, o)
 	return mergeResult(done, err)
@@ -178,7 +178,9 @@ func (w *worktrees) atCheckout(ctx context.Context, by string, req gitRequest) (
 			return rep, nil
 		case err == nil, code == fleetstate.CodeUnavailable && ctx.Err() == nil, code == fleetstate.CodeUnknownMember:
 			// No checkout there, no daemon serving the lead's pane, or
-			// a lead its daemon's fleet file does not name.
+			// a lead its daemon's fleet file does not name. A daemon
+			// with the checkout answers its own failures (a fetch, say)
+			// with other codes, which end the search.
 		default:
 			return gitReply{}, err
 		}
