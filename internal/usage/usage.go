@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -98,7 +99,8 @@ type file struct {
 	// Codex's tool calls, by call ID: those asked for since the last
 	// usage record, and those of the model call that record counted.
 	pending, settled []string
-	records          bool // Codex writes usage records of its calls
+	records          bool // a token_usage_record was read: Codex writes them
+	counts           bool // a token_count was read
 }
 
 // Read returns the tokens, by model, the transcript at path records
@@ -141,13 +143,13 @@ func (r *Reader) Read(path string) (ByModel, error) {
 // that asked for tool call callID, the last it read, in the Codex
 // transcript at path. Codex writes a call's usage record (as the call
 // ends) about when the hook before its tool starts. It also reports true
-// for a transcript with no usage record, of a Codex that writes none:
-// there is nothing to wait for.
+// for a transcript with token_count events and no usage record, of a
+// Codex that writes none: there is nothing to wait for.
 func (r *Reader) Recorded(path, callID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	f := r.files[path]
-	return f != nil && (!f.records || len(f.pending) == 0 && slices.Contains(f.settled, callID))
+	return f != nil && (f.counts && !f.records || len(f.pending) == 0 && slices.Contains(f.settled, callID))
 }
 
 // read reads whole lines from rd, counting their usage, and advances the
@@ -221,7 +223,7 @@ func (f *file) line(b []byte) (model string, t Tokens) {
 		} `json:"payload"`
 	}
 	codex := bytes.Contains(b, []byte(`"payload"`))
-	if codex && !bytes.Contains(b, []byte(`usage"`)) && !bytes.Contains(b, []byte(`"turn_context"`)) && !bytes.Contains(b, []byte(`"function_call"`)) {
+	if codex && !bytes.Contains(b, []byte(`usage"`)) && !bytes.Contains(b, []byte(`"turn_context"`)) && !bytes.Contains(b, []byte(`_call"`)) {
 		return "", Tokens{} // most lines are none of these
 	}
 	if !codex && !bytes.Contains(b, []byte(`usage"`)) || json.Unmarshal(b, &l) != nil {
@@ -245,12 +247,15 @@ func (f *file) line(b []byte) (model string, t Tokens) {
 	case p == nil:
 	case l.Type == "turn_context":
 		f.model = cut(p.Model)
-	case l.Type == "response_item" && p.Type == "function_call":
+	case l.Type == "response_item" && strings.HasSuffix(p.Type, "_call") && p.CallID != "":
+		// A tool call of any kind: function_call, custom_tool_call
+		// (apply_patch), local_shell_call.
 		f.pending = append(f.pending, p.CallID)
 	case l.Type == "token_usage_record" && p.Thread != nil:
 		f.settled, f.pending, f.records = f.pending, nil, true // the record of one model call
 		return f.codex(*p.Thread)
 	case l.Type == "event_msg" && p.Type == "token_count" && p.Info != nil && p.Info.Total != nil:
+		f.counts = true
 		return f.codex(*p.Info.Total)
 	}
 	return "", Tokens{}

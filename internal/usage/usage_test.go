@@ -315,3 +315,25 @@ func TestRecordedWithoutRecords(t *testing.T) {
 		t.Errorf("token_count alone: %+v, %v, recorded %v; want %+v and nothing to wait for", got, err, r.Recorded(path, "call_unknown"), codexTotal)
 	}
 }
+
+// A call of a tool other than a function (Codex's apply_patch is a
+// custom_tool_call) is recorded as well: the hook before it waits for
+// nothing more than the call's usage record.
+func TestRecordedCustomToolCall(t *testing.T) {
+	lines := []string{
+		`{"type":"turn_context","payload":{"model":"gpt-5.5"}}`,
+		`{"type":"response_item","payload":{"type":"custom_tool_call","name":"apply_patch","input":"*** Begin Patch","call_id":"call_patch"}}`,
+		`{"type":"token_usage_record","payload":{"thread_token_usage":{"input_tokens":100,"cached_input_tokens":40,"output_tokens":7}}}`,
+		`{"type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"call_patch","output":"done"}}`,
+	}
+	path := copyTo(t, []byte(strings.Join(lines[:2], "\n")+"\n"))
+	var r usage.Reader
+	if _, err := r.Read(path); err != nil || r.Recorded(path, "call_patch") {
+		t.Fatalf("before its record: %v, recorded %v", err, r.Recorded(path, "call_patch"))
+	}
+	appendTo(t, path, []byte(strings.Join(lines[2:], "\n")+"\n"))
+	got, err := r.Read(path)
+	if err != nil || !r.Recorded(path, "call_patch") || got["gpt-5.5"] != (usage.Tokens{Input: 60, Output: 7, CacheRead: 40}) {
+		t.Fatalf("after its record: %+v, %v, recorded %v", got, err, r.Recorded(path, "call_patch"))
+	}
+}
