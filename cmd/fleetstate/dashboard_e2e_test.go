@@ -759,6 +759,9 @@ func TestDashboardMergesWorkInChromium(t *testing.T) {
 	waitText(t, ctx, entry, "0 ahead", "nothing uncommitted")
 	commitFile(t, tree, "wide.txt", strings.Repeat("a-long-line-without-a-break/", 20)+"\n")
 	clickRole(t, ctx, entry, "button", "Refresh")
+	// The reading moves the buttons down as it lands: a click at where
+	// Show diff was a moment before finds the files' table.
+	waitText(t, ctx, entry, "wide.txt")
 	clickRole(t, ctx, entry, "button", "Show diff")
 	waitText(t, ctx, entry, "wide.txt", "+a-long-line-without-a-break/")
 	fitsPhone(t, ctx)
