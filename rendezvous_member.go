@@ -495,11 +495,10 @@ func (r *Rendezvous) ReplyTurnUsage(member, turnID, content string, reports ...U
 	if int64(len(content)) > r.store.maxContent {
 		return newError(CodeContentTooLarge, "reply", "%d bytes, limit %d", len(content), r.store.maxContent)
 	}
-	if len(reports) == 0 {
-		return r.ReplyTurn(member, turnID, content)
-	}
-	if err := r.reportUsage(member, reports, true); err != nil {
-		return err
+	if len(reports) > 0 {
+		if err := r.reportUsage(member, reports, true); err != nil {
+			return err
+		}
 	}
 	return r.ReplyTurn(member, turnID, content)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/fleetstate/fleetstate"
 	"github.com/fleetstate/fleetstate/internal/worktree"
@@ -24,21 +23,22 @@ import (
 //	the member's daemon: {"op":"publish"}
 //	    -> {"published": {worktree, branch, commit, uncommitted}}
 //	    having pushed the branch to the remote (never forced);
-//	a lead's daemon: {"op":"changes"|"merge", "published": ...}
+//	a lead's daemon: {"op":"changes"|"merge", "published": ..., "commit"?}
 //	    -> {"changes": ...} or {"merge": ...}, or {"no_checkout": true}
 //	    having fetched the branch into a ref of its own and found it at
 //	    the commit published.
 //
 // The lead's daemon merges as on one machine (beside the checkout, with
-// its fleet file's merge check), from the fetched branch; the owner keeps
-// what only it knows: the member's open turn, the person's approval, the
-// events.
+// its fleet file's merge check, refusing uncommitted work the member's
+// daemon reported), from the fetched branch; the owner keeps what only
+// it knows: the member's open turn and the events.
 
 // gitRequest is a request of the work trees' protocol between daemons.
 type gitRequest struct {
 	Op        string              `json:"op"` // publish, changes or merge
 	Published *worktree.Published `json:"published,omitempty"`
-	DiffLimit int                 `json:"diff_limit,omitempty"`
+	DiffLimit int                 `json:"diff_limit,omitempty"` // of changes
+	Commit    string              `json:"commit,omitempty"`     // of a merge: the one a person saw
 }
 
 // gitReply is its answer.
@@ -47,9 +47,6 @@ type gitReply struct {
 	Changes    *worktree.Changes   `json:"changes,omitempty"`
 	Merge      *Merge              `json:"merge,omitempty"`
 	NoCheckout bool                `json:"no_checkout,omitempty"` // the lead has no checkout here
-	// Approval, with changes, says that the fleet file of the lead's
-	// checkout asks a person to allow each merge.
-	Approval bool `json:"approval,omitempty"`
 }
 
 // maxGitReply bounds a reply, under the 1 MiB a NATS message carries by
@@ -103,7 +100,7 @@ func (a *across) serve(ctx context.Context, agent string, body json.RawMessage) 
 		}
 		p := *req.Published
 		if req.Op == "merge" {
-			m, err := a.merge(ctx, repo, p)
+			m, err := a.merge(ctx, repo, p, req.Commit)
 			if err != nil {
 				return nil, err
 			}
@@ -113,7 +110,6 @@ func (a *across) serve(ctx context.Context, agent string, body json.RawMessage) 
 		if err := worktree.Fetch(ctx, repo, a.ro.Remote, p.Branch, p.Commit); err != nil {
 			return nil, &fleetstate.Error{Code: fleetstate.CodeInternal, Op: "fetch " + p.Branch, Err: err}
 		}
-		rep.Approval = a.ro.Merge != nil && a.ro.Merge.Approval
 		for limit := req.DiffLimit; ; limit /= 4 {
 			c, err := worktree.ReadFetched(ctx, repo, p, limit)
 			if err != nil {
@@ -130,11 +126,17 @@ func (a *across) serve(ctx context.Context, agent string, body json.RawMessage) 
 	return json.Marshal(rep)
 }
 
-// merge fetches p's branch into repo and merges it, as the fleet file's
-// merge settings say.
-func (a *across) merge(ctx context.Context, repo string, p worktree.Published) (Merge, error) {
-	var o worktree.MergeOptions
+// merge fetches p's branch into repo and merges it at commit (when
+// given), as the fleet file's merge settings say. A merge the file asks a
+// person to allow is refused: only the operator may allow one (leads
+// that decide could allow their own), and no person holds the operator's
+// token of a fleet kept in NATS, which lives in its owner's memory.
+func (a *across) merge(ctx context.Context, repo string, p worktree.Published, commit string) (Merge, error) {
+	o := worktree.MergeOptions{Commit: commit}
 	if s := a.ro.Merge; s != nil {
+		if s.Approval {
+			return Merge{Reason: "not_approved", Message: "the lead's fleet file asks a person to allow each merge (merge.approval), and a fleet kept in NATS has no operator to ask: drop merge.approval there"}, nil
+		}
 		o.Check, o.CheckTimeout = s.Check, s.timeout
 	}
 	err := worktree.Fetch(ctx, repo, a.ro.Remote, p.Branch, p.Commit)
@@ -190,41 +192,18 @@ func (w *worktrees) atCheckout(ctx context.Context, by string, req gitRequest) (
 }
 
 // mergeAcross merges member's branch, published to the remote, into the
-// lead's checkout on its daemon's machine, for by, once the member's
-// work tree holds nothing uncommitted, its branch is at commit (when
-// given), and a person allowed it where the fleet file asks.
+// lead's checkout on its daemon's machine, for by, at commit (when given),
+// as that daemon's fleet file says.
 func (w *worktrees) mergeAcross(ctx context.Context, by, member, commit string) (Merge, error) {
-	m := Merge{Member: member}
 	p, err := w.publish(ctx, member)
 	if err != nil {
-		return m, err
+		return Merge{Member: member}, err
 	}
-	switch {
-	case len(p.Uncommitted) > 0:
-		mr, _ := mergeResult(worktree.Merged{}, fmt.Errorf("%w: %v", worktree.ErrMemberDirty, p.Uncommitted))
-		mr.Member = member
-		return mr, nil
-	case commit != "" && (len(commit) < 7 || !strings.HasPrefix(p.Commit, strings.ToLower(commit))):
-		mr, _ := mergeResult(worktree.Merged{}, fmt.Errorf("%w: %s is at %.12s, not %s", worktree.ErrBranchMoved, p.Branch, p.Commit, commit))
-		mr.Member = member
-		return mr, nil
-	}
-	rep, err := w.atCheckout(ctx, by, gitRequest{Op: "changes", Published: &p})
+	rep, err := w.atCheckout(ctx, by, gitRequest{Op: "merge", Published: &p, Commit: commit})
 	if err != nil {
-		return m, err
+		return Merge{Member: member}, err
 	}
-	if rep.Approval {
-		// Only the operator may allow a merge (leads that decide could
-		// allow their own), and no person holds the operator's token of a
-		// fleet kept in NATS, which lives in its owner's memory.
-		m.Reason, m.Message = "not_approved", "the lead's fleet file asks a person to allow each merge (merge.approval), and a fleet kept in NATS has no operator to ask: drop merge.approval there"
-		return m, nil
-	}
-	rep, err = w.atCheckout(ctx, by, gitRequest{Op: "merge", Published: &p})
-	if err != nil {
-		return m, err
-	}
-	mr := *rep.Merge
-	mr.Member = member
-	return mr, nil
+	m := *rep.Merge
+	m.Member = member
+	return m, nil
 }

@@ -68,9 +68,9 @@ func runStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 				transcript = ev.Transcript
 				used = &mcphttp.UsageReport{Source: usageSource(transcript), Usage: total.Sum(), Models: total}
 				switch id := ev.ToolUseID; {
-				case agent.WritesCallAfterHook(ev):
+				case !agent.IsCodex(ev):
 					settled = func(d usage.ByModel) bool { return len(d) > 0 }
-				case agent.IsCodex(ev) && id != "" && !rd.Recorded(transcript, id):
+				case id != "" && !rd.Recorded(transcript, id):
 					settled = func(usage.ByModel) bool { return rd.Recorded(transcript, id) }
 				}
 			}

@@ -546,6 +546,10 @@ func TestMergeAcrossDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A merge of a commit the branch is not at is refused.
+	if err := lead.Call(ctx, "fleet_merge", map[string]any{"member": "bob", "commit": "0000000"}, &m); err != nil || m.Merged || m.Reason != "branch_moved" {
+		t.Fatalf("fleet_merge of a commit bob's branch left = %+v, %v; want branch_moved", m, err)
+	}
 	// The merge, by the CLI through bob's daemon: the check runs on the
 	// merged result in the lead's checkout.
 	r = leadCLI(t, []string{"FLEET_TOKEN=" + tokens["lead"]}, "", "merge", "bob", "--commit", bobCommit[:10], "--json", "--url", b.url)

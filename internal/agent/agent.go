@@ -29,15 +29,12 @@ type HookEvent struct {
 	ToolUseID string `json:"tool_use_id"`
 }
 
-// WritesCallAfterHook reports whether the CLI that sent ev may write the
-// model call that fired it to its transcript only after the hook has
-// started: Claude Code does, tens of milliseconds later (more on a loaded
-// machine). Codex, whose events carry a turn_id, writes the usage record
-// of the call that asked for a tool about when the hook before the tool
-// starts (see IsCodex).
-func WritesCallAfterHook(ev HookEvent) bool { return ev.TurnID == "" }
-
-// IsCodex reports whether Codex sent ev.
+// IsCodex reports whether Codex sent ev (its events carry a turn_id),
+// rather than Claude Code. The two record the model call that fired a
+// hook differently: Claude Code writes it to its transcript after the
+// hook has started, tens of milliseconds later (more on a loaded
+// machine); Codex writes the usage record of the call that asked for a
+// tool about when the hook before the tool starts.
 func IsCodex(ev HookEvent) bool { return ev.TurnID != "" }
 
 // UsageMayHaveGrown reports whether a model call may have been recorded

@@ -246,17 +246,9 @@ func EncodeBudget(member string, b *Budget) (id string, rec []byte, err error) {
 // DecodeBudget reads data as a budget record, as Decode reads a usage
 // record.
 func DecodeBudget(data []byte) (rec BudgetRecord, isRecord, valid bool) {
-	var head struct {
-		Kind string `json:"kind"`
-	}
-	if json.Unmarshal(data, &head) != nil || head.Kind != budgetKind {
-		return BudgetRecord{}, false, false
-	}
-	if json.Unmarshal(data, &rec) != nil || rec.Member != "" && names.Agent(rec.Member) != nil ||
-		rec.Budget != nil && rec.Budget.Check() != nil {
-		return BudgetRecord{}, true, false
-	}
-	return rec, true, true
+	return decode(data, budgetKind, func(rec BudgetRecord) bool {
+		return (rec.Member == "" || names.Agent(rec.Member) == nil) && (rec.Budget == nil || rec.Budget.Check() == nil)
+	})
 }
 
 // pricesKind marks the prices' record among a journal's records.
@@ -280,14 +272,5 @@ func EncodePrices(p Prices) ([]byte, error) {
 // DecodePrices reads data as the prices' record, as Decode reads a usage
 // record.
 func DecodePrices(data []byte) (rec PricesRecord, isRecord, valid bool) {
-	var head struct {
-		Kind string `json:"kind"`
-	}
-	if json.Unmarshal(data, &head) != nil || head.Kind != pricesKind {
-		return PricesRecord{}, false, false
-	}
-	if json.Unmarshal(data, &rec) != nil || rec.Prices.Check() != nil {
-		return PricesRecord{}, true, false
-	}
-	return rec, true, true
+	return decode(data, pricesKind, func(rec PricesRecord) bool { return rec.Prices.Check() == nil })
 }

@@ -30,8 +30,7 @@ const (
 // field, so that a total reported twice, or after a later one, counts
 // once. The zero Ledger is empty. A Ledger does not lock.
 type Ledger struct {
-	total   Tokens
-	models  ByModel  // what total counts, by model
+	models  ByModel  // what the ledger counted, by model
 	sources []source // least recently reported first
 	day     string   // of the last report (see Day)
 	dayBase ByModel  // models before that day's first report
@@ -44,7 +43,7 @@ type source struct {
 }
 
 // Total returns what the ledger counted, over every source.
-func (l *Ledger) Total() Tokens { return l.total }
+func (l *Ledger) Total() Tokens { return l.models.Sum() }
 
 // Models returns what the ledger counted, by model. The caller must not
 // change it.
@@ -107,7 +106,6 @@ func (l *Ledger) Report(name, model string, total Tokens, day string) Tokens {
 			l.models = ByModel{}
 		}
 		l.models[model] = l.models[model].Add(d)
-		l.total = l.total.Add(d)
 	}
 	return d
 }
@@ -138,7 +136,7 @@ type ledgerJSON struct {
 
 // MarshalJSON writes l as its record keeps it.
 func (l *Ledger) MarshalJSON() ([]byte, error) {
-	return json.Marshal(ledgerJSON{Total: l.total, Models: l.models, Sources: l.sources, Day: l.day, DayBase: l.dayBase})
+	return json.Marshal(ledgerJSON{Total: l.models.Sum(), Models: l.models, Sources: l.sources, Day: l.day, DayBase: l.dayBase})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote; a ledger that could not
@@ -175,7 +173,7 @@ func (l *Ledger) UnmarshalJSON(data []byte) error {
 			return fmt.Errorf("usage: ledger: a day's base of model %q, which counted nothing", m)
 		}
 	}
-	*l = Ledger{total: v.Total, models: v.Models, sources: v.Sources, day: v.Day, dayBase: v.DayBase}
+	*l = Ledger{models: v.Models, sources: v.Sources, day: v.Day, dayBase: v.DayBase}
 	return nil
 }
 
@@ -212,15 +210,23 @@ func Encode(member string, l *Ledger, turn string, turnUsage *Tokens) (id string
 // kind of record; valid is false for a usage record that cannot be read
 // back: no ledger, an invalid member name, a negative count.
 func Decode(data []byte) (rec Record, isRecord, valid bool) {
+	return decode(data, recordKind, func(rec Record) bool {
+		return rec.Ledger != nil && names.Agent(rec.Member) == nil && (rec.TurnUsage == nil || Check("turn", *rec.TurnUsage) == nil)
+	})
+}
+
+// decode reads data as a record of kind: isRecord is false for another
+// kind; valid is false for one that does not decode, or that ok refuses.
+func decode[T any](data []byte, kind string, ok func(T) bool) (rec T, isRecord, valid bool) {
 	var head struct {
 		Kind string `json:"kind"`
 	}
-	if json.Unmarshal(data, &head) != nil || head.Kind != recordKind {
-		return Record{}, false, false
+	if json.Unmarshal(data, &head) != nil || head.Kind != kind {
+		return rec, false, false
 	}
-	if json.Unmarshal(data, &rec) != nil || rec.Ledger == nil || names.Agent(rec.Member) != nil ||
-		rec.TurnUsage != nil && Check("turn", *rec.TurnUsage) != nil {
-		return Record{}, true, false
+	var zero T
+	if json.Unmarshal(data, &rec) != nil || !ok(rec) {
+		return zero, true, false
 	}
 	return rec, true, true
 }

@@ -222,11 +222,10 @@ func (f *file) line(b []byte) (model string, t Tokens) {
 			Thread *codexTotal `json:"thread_token_usage"`
 		} `json:"payload"`
 	}
-	codex := bytes.Contains(b, []byte(`"payload"`))
-	if codex && !bytes.Contains(b, []byte(`usage"`)) && !bytes.Contains(b, []byte(`"turn_context"`)) && !bytes.Contains(b, []byte(`_call"`)) {
-		return "", Tokens{} // most lines are none of these
-	}
-	if !codex && !bytes.Contains(b, []byte(`usage"`)) || json.Unmarshal(b, &l) != nil {
+	// Most lines are none of the kinds read: a usage, a turn's context, a
+	// tool call.
+	if !bytes.Contains(b, []byte(`usage"`)) && !bytes.Contains(b, []byte(`"turn_context"`)) && !bytes.Contains(b, []byte(`_call"`)) ||
+		json.Unmarshal(b, &l) != nil {
 		return "", Tokens{}
 	}
 	p := l.Payload
